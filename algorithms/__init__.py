@@ -1,0 +1,8 @@
+"""Operation types, node programs, the run configuration and the run-folder writer shared by both backends.
+
+`PROGRAMS` maps each ``--algorithm`` name to its node program (a generator function of one `Node`).
+"""
+
+from algorithms.serial import serial_sgd
+
+PROGRAMS = {"serial": serial_sgd}

@@ -1,0 +1,167 @@
+"""One run configuration, and the command-line parser built from it.
+
+`RunConfig` holds everything that decides what a run computes: dataset, model, optimizer, algorithm,
+seeds, output. `real.train` (and later `sim.run`) build their argument parsers from its fields, so a flag
+means the same thing in both front ends. A TOML file given with ``--config`` may set any field (keys as
+the flags are spelt, ``batch-size`` or ``batch_size``); flags given on the command line override it.
+
+Examples
+--------
+>>> cfg = parse_config(["--dataset", "fashion-mnist", "--optimizer", "sgd", "--epochs", "3"])
+>>> cfg.dataset, cfg.optimizer, cfg.lr, cfg.epochs
+('fashion-mnist', 'sgd', 0.1, 3)
+"""
+
+import argparse
+import dataclasses
+import datetime
+import tomllib
+from dataclasses import dataclass, field
+
+ALGORITHMS = ("serial",)
+DATASETS = ("mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic")
+MODELS = ("mlp", "cnn")
+OPTIMIZERS = ("sgd", "momentum", "adam")
+DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.001}
+
+
+def _flag(help, type=str, choices=None, group="training", metavar=None):
+    """Field metadata: how the field appears on the command line."""
+    return {"help": help, "type": type, "choices": choices, "group": group, "metavar": metavar}
+
+
+@dataclass
+class RunConfig:
+    """The resolved configuration of one run (saved whole in the run folder's config.json)."""
+
+    algorithm: str = field(default="serial", metadata=_flag(
+        "training architecture", choices=ALGORITHMS, group="algorithm"))
+    dataset: str = field(default="mnist", metadata=_flag(
+        "training data; mnist falls back to a bundled subset when the full set is not found",
+        choices=DATASETS))
+    data_dir: str | None = field(default=None, metadata=_flag(
+        "folder holding <dataset>/ subfolders (default: $TWINSGD_DATA, cache, system folders)",
+        metavar="DIR"))
+    model: str = field(default="mlp", metadata=_flag("network", choices=MODELS))
+    optimizer: str = field(default="adam", metadata=_flag("update rule", choices=OPTIMIZERS))
+    lr: float | None = field(default=None, metadata=_flag(
+        "learning rate (default: 0.001 adam, 0.1 sgd, 0.01 momentum)", type=float))
+    momentum: float = field(default=0.9, metadata=_flag(
+        "momentum coefficient of --optimizer momentum", type=float))
+    batch_size: int = field(default=100, metadata=_flag("samples per node per step", type=int))
+    epochs: int = field(default=2, metadata=_flag("passes over the training set", type=int))
+    iterations: int | None = field(default=None, metadata=_flag(
+        "stop after this many steps instead (overrides --epochs)", type=int))
+    eval_every: int | None = field(default=None, metadata=_flag(
+        "evaluate every N steps (default: once per epoch)", type=int, metavar="N"))
+    target_accuracy: float | None = field(default=None, metadata=_flag(
+        "test accuracy in (0, 1] whose first crossing time is recorded", type=float))
+    seed: int = field(default=0, metadata=_flag("seed of initialisation and data order", type=int))
+    out: str | None = field(default=None, metadata=_flag(
+        "run folder (default: runs/<date>-<algorithm>-<dataset>)", metavar="RUN_DIR",
+        group="output"))
+    progress: bool = field(default=True, metadata=_flag(
+        "show a progress bar", type=bool, group="output"))
+
+    def __post_init__(self):
+        if self.lr is None:
+            self.lr = DEFAULT_LR.get(self.optimizer)
+        if self.out is None:
+            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+            self.out = f"runs/{stamp}-{self.algorithm}-{self.dataset}"
+
+    def validate(self):
+        """Check the rules no single flag can check; raise ValueError naming the flag."""
+        for name in ("algorithm", "dataset", "model", "optimizer"):
+            choices = _FIELDS[name].metadata["choices"]
+            if getattr(self, name) not in choices:
+                raise ValueError(f"--{_dash(name)} must be one of {', '.join(choices)}, "
+                                 f"got {getattr(self, name)!r}")
+        _positive(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
+        _positive(iterations=self.iterations, eval_every=self.eval_every)
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise ValueError(f"--target-accuracy must be in (0, 1], got {self.target_accuracy}")
+        return self
+
+    def as_dict(self):
+        """Plain dict of all fields (JSON-ready)."""
+        return dataclasses.asdict(self)
+
+
+_FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+
+
+def _dash(name):
+    return name.replace("_", "-")
+
+
+def _positive(**values):
+    for name, value in values.items():
+        if value is not None and not value > 0:
+            raise ValueError(f"--{_dash(name)} must be > 0, got {value}")
+
+
+def add_config_arguments(parser, groups=("algorithm", "training", "output")):
+    """Add ``--config`` and one flag per RunConfig field of the given groups to ``parser``.
+
+    Defaults are suppressed, so the parsed namespace holds only what the user typed; `parse_config`
+    layers it over the TOML file and the dataclass defaults.
+    """
+    parser.add_argument("--config", metavar="FILE.toml", default=argparse.SUPPRESS,
+                        help="TOML file with any of the options below; flags override it")
+    sections = {g: parser.add_argument_group(g) for g in groups}
+    for f in dataclasses.fields(RunConfig):
+        meta = f.metadata
+        if meta["group"] not in sections:
+            continue
+        section = sections[meta["group"]]
+        if meta["type"] is bool:
+            section.add_argument(f"--{_dash(f.name)}", action=argparse.BooleanOptionalAction,
+                                 default=argparse.SUPPRESS, help=meta["help"])
+        else:
+            section.add_argument(f"--{_dash(f.name)}", type=meta["type"], choices=meta["choices"],
+                                 default=argparse.SUPPRESS, metavar=meta["metavar"],
+                                 help=meta["help"])
+    return parser
+
+
+def load_toml(path):
+    """Read a TOML config file into a dict of RunConfig field names; ValueError on any problem."""
+    try:
+        with open(path, "rb") as fh:
+            raw = tomllib.load(fh)
+    except OSError as err:
+        raise ValueError(f"--config {path}: cannot read ({err.strerror})") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"--config {path}: not valid TOML ({err})") from err
+    values = {}
+    for key, value in raw.items():
+        name = key.replace("-", "_")
+        if name not in _FIELDS:
+            raise ValueError(f"--config {path}: unknown option {key!r}")
+        values[name] = _typed(value, _FIELDS[name].metadata["type"], f"--config {path}: {key}")
+    return values
+
+
+def _typed(value, kind, where):
+    """Check a TOML value against the flag's type (ints pass as floats, nothing else converts)."""
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, kind) and (kind is bool or not isinstance(value, bool)):
+        return value
+    raise ValueError(f"{where} must be {kind.__name__}, got {value!r}")
+
+
+def parse_config(argv=None, parser=None):
+    """Parse ``argv`` into a validated RunConfig; bad input ends in ``parser.error`` (exit 2)."""
+    if parser is None:
+        parser = add_config_arguments(argparse.ArgumentParser(prog="twinsgd"))
+    given = vars(parser.parse_args(argv))
+    try:
+        values = load_toml(given.pop("config")) if "config" in given else {}
+        values.update(given)
+        return RunConfig(**values).validate()
+    except (TypeError, ValueError) as err:
+        parser.error(str(err))

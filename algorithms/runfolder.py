@@ -1,0 +1,107 @@
+"""Writing a run folder so that a run killed at any moment leaves only valid files.
+
+Two ways of writing keep every file parseable at every instant:
+- whole files (config.json, summary.json, model.npz) go to a temporary file in the same folder and are
+  renamed over the old one (``os.replace`` is atomic on POSIX), so a reader sees the old or the new
+  version, never half of one;
+- logs (metrics.csv, steps.csv) grow by whole lines, each batch of lines handed to the kernel in one
+  ``write(2)`` on an ``O_APPEND`` descriptor, so a kill between calls leaves complete lines only.
+
+The schema of the files is DESIGN.md's; the columns are `METRICS_COLUMNS` and `STEPS_COLUMNS`.
+"""
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+METRICS_COLUMNS = ("epoch", "iteration", "time_s", "train_loss", "test_loss", "test_accuracy",
+                   "bytes", "eval_s")
+STEPS_COLUMNS = ("rank", "epoch", "iteration", "time_s", "compute_s", "comm_s", "wait_s",
+                 "bytes_sent", "bytes_recv", "staleness", "loss")
+
+
+class RunFolder:
+    """A run folder on disk; creates it (and its parents) if needed.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> run = RunFolder(tempfile.mkdtemp())
+    >>> run.write_json("summary.json", {"time_s": 1.5})
+    >>> json.loads((run.path / "summary.json").read_text())
+    {'time_s': 1.5}
+    """
+
+    def __init__(self, path):
+        self.path = Path(path)
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"--out {path}: cannot create the run folder ({err.strerror})") from err
+
+    def write_json(self, name, document):
+        """Replace ``name`` with ``document`` as indented JSON, atomically."""
+        text = json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n"
+        self._replace(name, lambda fh: fh.write(text.encode()))
+
+    def save_arrays(self, name, arrays):
+        """Replace ``name`` (an .npz) with the named arrays, atomically."""
+        self._replace(name, lambda fh: np.savez(fh, **arrays))
+
+    def log(self, name, columns):
+        """A `CsvLog` that starts ``name`` afresh with its header line."""
+        return CsvLog(self.path / name, columns)
+
+    def _replace(self, name, write):
+        fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                write(fh)
+            os.replace(tmp, self.path / name)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+class CsvLog:
+    """An append-only CSV file written in whole lines (one ``write(2)`` per call of `write_rows`)."""
+
+    def __init__(self, path, columns):
+        self.columns = tuple(columns)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        os.write(self._fd, (",".join(self.columns) + "\n").encode())
+
+    def write_rows(self, rows):
+        """Append rows (dicts keyed by column; a missing key writes an empty field)."""
+        lines = "".join(",".join(_field(row.get(c)) for c in self.columns) + "\n" for row in rows)
+        if lines:
+            os.write(self._fd, lines.encode())
+
+    def close(self):
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _field(value):
+    """One CSV field: floats round-trip exactly (repr), None and NaN are empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return repr(value) if isinstance(value, float) else str(value)
+
+
+def _jsonable(value):
+    """Make numpy scalars plain and NaN/inf null, so the JSON is strict and any tool reads it."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

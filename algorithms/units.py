@@ -1,0 +1,74 @@
+"""Quantities with units, parsed from the command line: times, bandwidths, sizes, factors.
+
+Units are parsed, never guessed: a bare number is refused where a unit is expected, so ``--latency 5``
+cannot silently mean 5 s when 5 µs was meant.
+
+Examples
+--------
+>>> parse_seconds("5us"), parse_seconds("1.5ms"), parse_seconds("2s")
+(5e-06, 0.0015, 2.0)
+>>> parse_bandwidth_Bps("10Gbps"), parse_bandwidth_Bps("56Gb/s"), parse_bandwidth_Bps("12.5GB/s")
+(1250000000.0, 7000000000.0, 12500000000.0)
+>>> parse_nbytes("64MiB"), parse_nbytes("1KB")
+(67108864, 1000)
+>>> parse_factor("2x")
+2.0
+"""
+
+import re
+
+_NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
+
+_TIME_S = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9, "min": 60.0, "h": 3600.0}
+_PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+_BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
+
+
+def _split(text, what):
+    match = _NUMBER.match(str(text))
+    if not match:
+        raise ValueError(f"{what}: cannot read {text!r} as a number with a unit")
+    return float(match.group(1)), match.group(2)
+
+
+def parse_seconds(text):
+    """Parse a duration such as ``5us``, ``1.5ms``, ``2s``, ``3min`` into seconds (float)."""
+    value, unit = _split(text, "time")
+    if unit not in _TIME_S:
+        raise ValueError(f"time: {text!r} needs a unit of {', '.join(_TIME_S)}")
+    return value * _TIME_S[unit]
+
+
+def _prefixed(unit, suffixes, text, what):
+    """Split ``unit`` into a decimal or binary prefix and one of ``suffixes``; return (scale, suffix)."""
+    for suffix in suffixes:
+        if unit.endswith(suffix):
+            prefix = unit[: -len(suffix)]
+            if prefix in _PREFIX:
+                return _PREFIX[prefix], suffix
+            if prefix in _BINARY_PREFIX:
+                return _BINARY_PREFIX[prefix], suffix
+    raise ValueError(f"{what}: {text!r} needs a unit such as {', '.join(suffixes[:3])} with k/M/G")
+
+
+def parse_bandwidth_Bps(text):
+    """Parse a bandwidth into bytes per second: ``10Gbps`` and ``56Gb/s`` are bits, ``12.5GB/s`` bytes."""
+    value, unit = _split(text, "bandwidth")
+    scale, suffix = _prefixed(unit, ("bps", "b/s", "Bps", "B/s"), text, "bandwidth")
+    bits = suffix in ("bps", "b/s")
+    return value * scale / (8.0 if bits else 1.0)
+
+
+def parse_nbytes(text):
+    """Parse a size such as ``1KB`` (1000), ``64MiB`` (2**26) or ``512B`` into whole bytes."""
+    value, unit = _split(text, "size")
+    scale, _ = _prefixed(unit, ("B",), text, "size")
+    return round(value * scale)
+
+
+def parse_factor(text):
+    """Parse a multiplicative factor such as ``2x`` or ``0.5x`` (the ``x`` is required)."""
+    value, unit = _split(text, "factor")
+    if unit != "x":
+        raise ValueError(f"factor: {text!r} needs the unit x, as in 2x")
+    return value

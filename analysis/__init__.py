@@ -1,0 +1,1 @@
+"""Reading run folders, comparing simulated and measured runs (built with the simulator)."""

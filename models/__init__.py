@@ -1,0 +1,1 @@
+"""numpy layers, the MLP and CNN, losses, optimizers, flat parameter buffers and large-model profiles."""

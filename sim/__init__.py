@@ -1,0 +1,1 @@
+"""The SimPy backend: node programs inside a model of a cluster (built in the simulator issue)."""

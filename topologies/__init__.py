@@ -1,0 +1,1 @@
+"""Graphs, mixing matrices and spectral gaps for gossip (built in the gossip issue)."""
