@@ -6,7 +6,8 @@ bucket: inside an operation (its kind decides: Compute is compute, Evaluate is e
 operations of the next issue are comm or wait), or inside the program's own code between two yields
 (its local math, e.g. the optimizer update: compute). Step boundaries arrive through the node's
 ``on_step_end`` hook, called from inside the program, so time is charged to the step it belongs to.
-The training clock is wall time since the start minus evaluation time.
+The training clock is wall time since the start minus evaluation time, so the seconds charged to
+the steps add up to the training clock exactly.
 """
 
 from time import perf_counter
@@ -30,10 +31,7 @@ def run_program(program, node, log, on_step=None):
     """
     start = perf_counter()
     eval_s = 0.0
-    mark = start  # start of the interval not yet charged to any step
-
-    def training_clock():
-        return perf_counter() - start - eval_s
+    mark = start  # end of the last interval charged; every second after it is still to be charged
 
     def end_step(step, loss):
         nonlocal mark
@@ -47,7 +45,6 @@ def run_program(program, node, log, on_step=None):
     node.on_step_end = end_step
     reply = None
     while True:
-        mark = perf_counter()
         try:
             op = program.send(reply)
         except StopIteration as stop:
@@ -56,13 +53,13 @@ def run_program(program, node, log, on_step=None):
         log.charge("compute", t0 - mark)
         if isinstance(op, Compute):
             reply = op.fn(*op.args)
-            log.charge("compute", perf_counter() - t0)
+            mark = perf_counter()
+            log.charge("compute", mark - t0)
         elif isinstance(op, Evaluate):
-            now = training_clock()
             test_loss, test_accuracy = reply = op.fn()
-            seconds = perf_counter() - t0
-            eval_s += seconds
-            log.evaluation(op.epoch, op.iteration, now, op.train_loss, test_loss, test_accuracy,
-                           seconds)
+            log.evaluation(op.epoch, op.iteration, t0 - start - eval_s, op.train_loss,
+                           test_loss, test_accuracy, perf_counter() - t0)
+            mark = perf_counter()
+            eval_s += mark - t0  # evaluation and its bookkeeping stay off the training clock
         else:
             raise TypeError(f"real backend: no handler for operation {type(op).__name__}")

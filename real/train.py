@@ -6,12 +6,15 @@ One process, no MPI needed::
 
     python -m real.train --algorithm serial --dataset mnist --data-dir ../shared/datasets --epochs 2
 
+Set ``TWINSGD_OFFLINE=1`` to never try a download (the bundled MNIST subset is then the fallback).
+
 Exit status: 0 done; 2 bad input (one line on stderr, no traceback); 1 a bug.
 """
 
 import argparse
 import datetime
 import importlib.metadata
+import os
 import platform
 import sys
 
@@ -39,7 +42,8 @@ def main(argv=None):
     parser = build_parser()
     cfg = parse_config(argv, parser)
     try:
-        dataset = load_dataset(cfg.dataset, cfg.data_dir)
+        dataset = load_dataset(cfg.dataset, cfg.data_dir,
+                               allow_download=os.environ.get("TWINSGD_OFFLINE") != "1")
     except DataError as err:
         parser.error(str(err))
     if dataset.note:
