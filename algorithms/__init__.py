@@ -1,4 +1,4 @@
-"""Operation types, node programs, the run configuration and the run-folder writer shared by both backends.
+"""Operations, node programs, the run configuration and the run-folder writer of both backends.
 
 `PROGRAMS` maps each ``--algorithm`` name to its node program (a generator function of one `Node`).
 """

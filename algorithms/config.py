@@ -1,9 +1,10 @@
 """One run configuration, and the command-line parser built from it.
 
 `RunConfig` holds everything that decides what a run computes: dataset, model, optimizer, algorithm,
-seeds, output. `real.train` (and later `sim.run`) build their argument parsers from its fields, so a flag
-means the same thing in both front ends. A TOML file given with ``--config`` may set any field (keys as
-the flags are spelt, ``batch-size`` or ``batch_size``); flags given on the command line override it.
+seeds, output. `real.train` (and later `sim.run`) build their argument parsers from its fields, so a
+flag means the same thing in both front ends. A TOML file given with ``--config`` may set any field
+(keys as the flags are spelt, ``batch-size`` or ``batch_size``); flags given on the command line
+override it.
 
 Examples
 --------
@@ -19,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 ALGORITHMS = ("serial",)
-DATASETS = ("mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic")
+DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.001}

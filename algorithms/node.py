@@ -1,8 +1,8 @@
-"""The node: everything a node program is handed (rank, size, data shard, model, optimizer, schedule).
+"""The node: all a node program is handed (rank, size, data shard, model, optimizer, schedule).
 
-A node program never touches the outside world; all it knows comes in through its `Node`. The backend
-builds the node and installs one hook, ``on_step_end``, through which step boundaries reach the
-backend's time accounting without the program having to say anything about them.
+A node program never touches the outside world; all it knows comes in through its `Node`. The
+backend builds the node and installs one hook, ``on_step_end``, through which step boundaries reach
+the backend's time accounting without the program having to say anything about them.
 """
 
 from dataclasses import dataclass
@@ -65,8 +65,9 @@ class Node:
     def steps_per_epoch(self):
         """Steps every node takes per epoch: ``n_train // (size * batch_size)``.
 
-        Every node takes the same number, so synchronous algorithms stay in lockstep; the few samples
-        past the last whole global batch are left out of that epoch (the next epoch reshuffles).
+        Every node takes the same number, so synchronous algorithms stay in lockstep; the few
+        samples past the last whole global batch are left out of that epoch (the next epoch
+        reshuffles).
         """
         return self.dataset.n_train // (self.size * self.cfg.batch_size)
 
@@ -78,8 +79,8 @@ class Node:
     def steps(self):
         """Yield this node's `Step`s in order, epoch by epoch, over its shard.
 
-        Batch k of node r is ``shard[k*b:(k+1)*b]`` with ``shard = perm[r::size]``, so the batches of
-        all nodes at step k together are exactly batch k (of size ``size*b``) of a one-node run.
+        Batch k of node r is ``shard[k*b:(k+1)*b]`` with ``shard = perm[r::size]``, so the batches
+        of all nodes at step k together are exactly batch k (of size ``size*b``) of a one-node run.
         """
         b, iteration, per_epoch = self.cfg.batch_size, 0, self.steps_per_epoch
         for epoch in range(-(-self.total_steps // per_epoch)):
@@ -97,7 +98,7 @@ class Node:
         self.on_step_end(step, loss)
 
     def evaluation_due(self, step):
-        """True when ``step`` ends an evaluation period (``--eval-every`` steps, else each epoch)."""
+        """True when ``step`` ends an evaluation period (``--eval-every`` steps, else an epoch)."""
         if step.iteration == self.total_steps:
             return True
         if self.cfg.eval_every:

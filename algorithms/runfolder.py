@@ -1,9 +1,9 @@
 """Writing a run folder so that a run killed at any moment leaves only valid files.
 
 Two ways of writing keep every file parseable at every instant:
-- whole files (config.json, summary.json, model.npz) go to a temporary file in the same folder and are
-  renamed over the old one (``os.replace`` is atomic on POSIX), so a reader sees the old or the new
-  version, never half of one;
+- whole files (config.json, summary.json, model.npz) go to a temporary file in the same folder
+  and are renamed over the old one (``os.replace`` is atomic on POSIX), so a reader sees the old
+  or the new version, never half of one;
 - logs (metrics.csv, steps.csv) grow by whole lines, each batch of lines handed to the kernel in one
   ``write(2)`` on an ``O_APPEND`` descriptor, so a kill between calls leaves complete lines only.
 
@@ -41,7 +41,8 @@ class RunFolder:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise ValueError(f"--out {path}: cannot create the run folder ({err.strerror})") from err
+            why = err.strerror
+            raise ValueError(f"--out {path}: cannot create the run folder ({why})") from err
 
     def write_json(self, name, document):
         """Replace ``name`` with ``document`` as indented JSON, atomically."""
@@ -68,7 +69,7 @@ class RunFolder:
 
 
 class CsvLog:
-    """An append-only CSV file written in whole lines (one ``write(2)`` per call of `write_rows`)."""
+    """An append-only CSV file grown by whole lines (one ``write(2)`` per `write_rows` call)."""
 
     def __init__(self, path, columns):
         self.columns = tuple(columns)

@@ -60,9 +60,9 @@ class RunLog:
 
     def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s):
         """Write one metrics.csv row and refresh summary.json (so a killed run keeps it)."""
-        row = dict(epoch=epoch, iteration=iteration, time_s=time_s, train_loss=train_loss,
-                   test_loss=test_loss, test_accuracy=test_accuracy, bytes=self.bytes_sent,
-                   eval_s=eval_s)
+        row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
+               "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": self.bytes_sent,
+               "eval_s": eval_s}
         self.metrics.write_rows([row])
         self.totals["eval_s"] += eval_s
         self.last_eval = row

@@ -1,4 +1,4 @@
-"""The one-node program: plain minibatch SGD, the baseline every distributed program is held against."""
+"""The one-node program: minibatch SGD, the baseline every distributed program is held against."""
 
 from algorithms.ops import Compute
 
@@ -6,8 +6,8 @@ from algorithms.ops import Compute
 def serial_sgd(node):
     """Minibatch training on one node: gradient, update, evaluate when due.
 
-    Yields Compute (gets back ``(loss, grad)``, grad (params,) float32) and, when an evaluation is due,
-    Evaluate (gets back ``(test_loss, test_accuracy)``).
+    Yields Compute (gets back ``(loss, grad)``, grad (params,) float32) and, when an evaluation is
+    due, Evaluate (gets back ``(test_loss, test_accuracy)``).
     Returns the final flat weights, shape (params,) float32.
     """
     for step in node.steps():

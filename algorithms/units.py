@@ -1,7 +1,7 @@
 """Quantities with units, parsed from the command line: times, bandwidths, sizes, factors.
 
-Units are parsed, never guessed: a bare number is refused where a unit is expected, so ``--latency 5``
-cannot silently mean 5 s when 5 µs was meant.
+Units are parsed, never guessed: a bare number is refused where a unit is expected, so ``--latency
+5`` cannot silently mean 5 s when 5 µs was meant.
 
 Examples
 --------
@@ -40,7 +40,8 @@ def parse_seconds(text):
 
 
 def _prefixed(unit, suffixes, text, what):
-    """Split ``unit`` into a decimal or binary prefix and one of ``suffixes``; return (scale, suffix)."""
+    """Split ``unit`` into a decimal or binary prefix and one of ``suffixes``; return (scale,
+    suffix)."""
     for suffix in suffixes:
         if unit.endswith(suffix):
             prefix = unit[: -len(suffix)]
@@ -52,7 +53,8 @@ def _prefixed(unit, suffixes, text, what):
 
 
 def parse_bandwidth_Bps(text):
-    """Parse a bandwidth into bytes per second: ``10Gbps`` and ``56Gb/s`` are bits, ``12.5GB/s`` bytes."""
+    """Parse a bandwidth into bytes per second: ``10Gbps`` and ``56Gb/s`` are bits, ``12.5GB/s``
+    bytes."""
     value, unit = _split(text, "bandwidth")
     scale, suffix = _prefixed(unit, ("bps", "b/s", "Bps", "B/s"), text, "bandwidth")
     bits = suffix in ("bps", "b/s")

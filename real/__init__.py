@@ -1,1 +1,1 @@
-"""The real backend: node programs executed in this process or under MPI, timed on the wall clock."""
+"""The real backend: node programs run in this process or under MPI, timed on the wall clock."""

@@ -1,13 +1,13 @@
 """The real backend: carry out a node program's operations in this process, timed on the wall clock.
 
-Theory of operation: the driver loop sends each reply into the program and gets its next operation back
-(``op = program.send(reply)``), the SimPy way. Every second of the process falls into exactly one
-bucket: inside an operation (its kind decides: Compute is compute, Evaluate is evaluation, and the MPI
-operations of the next issue are comm or wait), or inside the program's own code between two yields
-(its local math, e.g. the optimizer update: compute). Step boundaries arrive through the node's
-``on_step_end`` hook, called from inside the program, so time is charged to the step it belongs to.
-The training clock is wall time since the start minus evaluation time, so the seconds charged to
-the steps add up to the training clock exactly.
+Theory of operation: the driver loop sends each reply into the program and gets its next operation
+back (``op = program.send(reply)``), the SimPy way. Every second of the process falls into exactly
+one bucket: inside an operation (its kind decides: Compute is compute, Evaluate is evaluation, and
+the MPI operations of the next issue are comm or wait), or inside the program's own code between two
+yields (its local math, e.g. the optimizer update: compute). Step boundaries arrive through the
+node's ``on_step_end`` hook, called from inside the program, so time is charged to the step it
+belongs to. The training clock is wall time since the start minus evaluation time, so the seconds
+charged to the steps add up to the training clock exactly.
 """
 
 from time import perf_counter

@@ -1,4 +1,4 @@
-"""Run-folder files are valid at every instant: atomic replace for documents, whole lines for logs."""
+"""Run-folder files are valid at every instant: atomic documents, logs grown by whole lines."""
 
 import csv
 import json

@@ -1,4 +1,4 @@
-"""`python -m real.train` end to end: the run folder, time accounting, bad input, accuracy, a kill."""
+"""`python -m real.train` end to end: run folder, time accounting, bad input, accuracy, a kill."""
 
 import csv
 import json
