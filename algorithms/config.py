@@ -19,7 +19,9 @@ import datetime
 import tomllib
 from dataclasses import dataclass, field
 
-ALGORITHMS = ("serial",)
+ALGORITHMS = ("serial", "ps", "allreduce")
+PS_MODES = ("sync",)
+ALLREDUCE_ALGOS = ("ring", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -37,6 +39,16 @@ class RunConfig:
 
     algorithm: str = field(default="serial", metadata=_flag(
         "training architecture", choices=ALGORITHMS, group="algorithm"))
+    mode: str = field(default="sync", metadata=_flag(
+        "parameter-server synchronisation (ps)", choices=PS_MODES, group="algorithm"))
+    server_computes: bool = field(default=False, metadata=_flag(
+        "the parameter server also trains on a shard (ps)", type=bool, group="algorithm"))
+    allreduce: str = field(default="ring", metadata=_flag(
+        "allreduce implementation: ring (ours, same additions as the simulator) or mpi (the MPI "
+        "library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
+    local_steps: int = field(default=1, metadata=_flag(
+        "Local-SGD: average the weights every P steps (1: average gradients every step)",
+        type=int, metavar="P", group="algorithm"))
     dataset: str = field(default="mnist", metadata=_flag(
         "training data; mnist falls back to a bundled subset when the full set is not found",
         choices=DATASETS))
@@ -63,6 +75,9 @@ class RunConfig:
         group="output"))
     progress: bool = field(default=True, metadata=_flag(
         "show a progress bar", type=bool, group="output"))
+    measure_wait: bool = field(default=True, metadata=_flag(
+        "separate waiting from communication by a timed barrier before each collective (off: "
+        "pure-speed runs, all of it counts as communication)", type=bool, group="output"))
 
     def __post_init__(self):
         if self.lr is None:
@@ -73,17 +88,33 @@ class RunConfig:
 
     def validate(self):
         """Check the rules no single flag can check; raise ValueError naming the flag."""
-        for name in ("algorithm", "dataset", "model", "optimizer"):
+        for name in ("algorithm", "mode", "allreduce", "dataset", "model", "optimizer"):
             choices = _FIELDS[name].metadata["choices"]
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{_dash(name)} must be one of {', '.join(choices)}, "
                                  f"got {getattr(self, name)!r}")
         _positive(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
-        _positive(iterations=self.iterations, eval_every=self.eval_every)
+        _positive(iterations=self.iterations, eval_every=self.eval_every,
+                  local_steps=self.local_steps)
+        if self.local_steps > 1 and self.algorithm != "allreduce":
+            raise ValueError(f"--local-steps {self.local_steps} needs --algorithm allreduce, "
+                             f"got {self.algorithm}")
+        if self.server_computes and self.algorithm != "ps":
+            raise ValueError(f"--server-computes needs --algorithm ps, got {self.algorithm}")
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ValueError(f"--target-accuracy must be in (0, 1], got {self.target_accuracy}")
+        return self
+
+    def check_size(self, size):
+        """Check the rules that depend on the number of ranks; raise ValueError naming the flag."""
+        if self.algorithm == "serial" and size != 1:
+            raise ValueError(f"--algorithm serial runs on one process, got {size} ranks "
+                             f"(use --algorithm allreduce or ps under mpirun)")
+        if self.algorithm == "ps" and size < 2:
+            raise ValueError("--algorithm ps needs at least 2 ranks (a server and a worker), "
+                             "got 1: run it under mpirun -n N")
         return self
 
     def as_dict(self):

@@ -23,9 +23,9 @@ class Step:
         0-based pass over the training set.
     iteration : int
         1-based count of this node's steps over the whole run.
-    X : (b, H, W, C) float32
+    X : (b, H, W, C) float32, or None for a node that holds no shard (a server that only serves)
         The node's batch for this step.
-    y : (b,) int64
+    y : (b,) int64, or None
         Its labels.
     last_in_epoch : bool
         True on the epoch's final step.
@@ -33,8 +33,8 @@ class Step:
 
     epoch: int
     iteration: int
-    X: np.ndarray
-    y: np.ndarray
+    X: np.ndarray | None
+    y: np.ndarray | None
     last_in_epoch: bool
 
 
@@ -44,32 +44,41 @@ class Node:
     Parameters
     ----------
     rank, size : int
-        This node's index and the number of nodes taking part in training.
+        This process's rank and the number of ranks (MPI's ``COMM_WORLD``).
     cfg : algorithms.config.RunConfig
-        Batch size (per node), epochs or iterations, evaluation period, seed.
+        Batch size (per node), epochs or iterations, evaluation period, seed, algorithm options.
     dataset : data.Dataset
         The training and test sets (every node holds the whole set and reads its own shard).
     model : models.Model
         The node's model; ``model.params`` is the flat float32 weight buffer.
     optimizer
         Updates ``model.params`` in place from a gradient.
+    shard, shards : int or None
+        Which of how many data shards this node trains on (default: ``rank`` of ``size``).
+    computes : bool
+        False for a node that computes no gradients (a parameter server without
+        ``--server-computes``): it follows the same schedule without reading data.
     """
 
-    def __init__(self, rank, size, cfg, dataset, model, optimizer):
+    def __init__(self, rank, size, cfg, dataset, model, optimizer, shard=None, shards=None,
+                 computes=True):
         self.rank, self.size, self.cfg = rank, size, cfg
         self.dataset, self.model, self.optimizer = dataset, model, optimizer
+        self.shard = rank if shard is None else shard
+        self.shards = size if shards is None else shards
+        self.computes = computes
         self.on_step_end = lambda step, loss: None  # the backend's hook for time accounting
         self._losses = []
 
     @property
     def steps_per_epoch(self):
-        """Steps every node takes per epoch: ``n_train // (size * batch_size)``.
+        """Steps every node takes per epoch: ``n_train // (shards * batch_size)``.
 
         Every node takes the same number, so synchronous algorithms stay in lockstep; the few
         samples past the last whole global batch are left out of that epoch (the next epoch
         reshuffles).
         """
-        return self.dataset.n_train // (self.size * self.cfg.batch_size)
+        return self.dataset.n_train // (self.shards * self.cfg.batch_size)
 
     @property
     def total_steps(self):
@@ -79,21 +88,25 @@ class Node:
     def steps(self):
         """Yield this node's `Step`s in order, epoch by epoch, over its shard.
 
-        Batch k of node r is ``shard[k*b:(k+1)*b]`` with ``shard = perm[r::size]``, so the batches
-        of all nodes at step k together are exactly batch k (of size ``size*b``) of a one-node run.
+        Batch k of shard r is ``shard[k*b:(k+1)*b]`` with ``shard = perm[r::shards]``, so the
+        batches of all shards at step k together are exactly batch k (of size ``shards*b``) of a
+        one-node run with the same seed.
         """
         b, iteration, per_epoch = self.cfg.batch_size, 0, self.steps_per_epoch
         for epoch in range(-(-self.total_steps // per_epoch)):
-            shard = shard_indices(self.dataset.n_train, self.rank, self.size, epoch, self.cfg.seed)
+            if self.computes:
+                mine = shard_indices(self.dataset.n_train, self.shard, self.shards, epoch,
+                                     self.cfg.seed)
             for k in range(per_epoch):
                 iteration += 1
-                X, y = self.dataset.train_batch(shard[k * b:(k + 1) * b])
+                X, y = (self.dataset.train_batch(mine[k * b:(k + 1) * b]) if self.computes
+                        else (None, None))
                 yield Step(epoch, iteration, X, y, last_in_epoch=k == per_epoch - 1)
                 if iteration == self.total_steps:
                     return
 
     def end_step(self, step, loss):
-        """Close ``step`` (its training loss in hand) for the backend's accounting."""
+        """Close ``step`` (its training loss in hand, NaN if the node computed none)."""
         self._losses.append(float(loss))
         self.on_step_end(step, loss)
 
@@ -105,20 +118,32 @@ class Node:
             return step.iteration % self.cfg.eval_every == 0
         return step.last_in_epoch
 
-    def maybe_evaluate(self, step):
+    def maybe_evaluate(self, step, average=False):
         """Yield an `Evaluate` of the current model if one is due after ``step``.
+
+        ``average`` asks the backend to evaluate the average of the nodes' models (for algorithms
+        whose nodes hold different models between synchronisations).
 
         Yields at most one Evaluate; gets back ``(test_loss, test_accuracy)``.
         Returns that pair, or None when no evaluation was due.
         """
         if not self.evaluation_due(step):
             return None
-        train_loss = float(np.mean(self._losses)) if self._losses else float("nan")
+        losses = [x for x in self._losses if not np.isnan(x)]
+        train_loss = float(np.mean(losses)) if losses else float("nan")
         self._losses.clear()
-        return (yield Evaluate(self.evaluate_test, epoch=step.epoch, iteration=step.iteration,
-                               train_loss=train_loss, final=step.iteration == self.total_steps))
+        return (yield Evaluate(self.evaluate_test, self.model.params, epoch=step.epoch,
+                               iteration=step.iteration, train_loss=train_loss, average=average,
+                               final=step.iteration == self.total_steps))
 
-    def evaluate_test(self):
-        """``(test_loss, test_accuracy)`` of the node's current model on the whole test set."""
+    def evaluate_test(self, params):
+        """``(test_loss, test_accuracy)`` of weights ``params`` (params,) on the whole test set."""
         X, y = self.dataset.test_arrays()
-        return self.model.evaluate(X, y)
+        if params is self.model.params:
+            return self.model.evaluate(X, y)
+        saved = self.model.params.copy()
+        self.model.params[:] = params
+        try:
+            return self.model.evaluate(X, y)
+        finally:
+            self.model.params[:] = saved

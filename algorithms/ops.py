@@ -10,7 +10,9 @@ and never act.
 """
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -28,15 +30,80 @@ class Compute:
 
 @dataclass(frozen=True)
 class Evaluate:
-    """Evaluate the node's model on the test set; its time is excluded from training time.
+    """Evaluate the model on the test set; its time is excluded from training time.
 
-    The backend calls ``fn()`` -> ``(test_loss, test_accuracy)``, records one metrics row with
-    ``epoch``, ``iteration`` and ``train_loss`` (mean loss of the steps since the last evaluation)
-    and sends ``(test_loss, test_accuracy)`` back.
+    Collective in a multi-node run: every rank yields it at the same step. The backend averages
+    ``params`` over the ranks when ``average`` is true (decentralised runs, where each node has its
+    own model; it also measures the consensus distance, mean over nodes of ``||w_i - w_mean||``),
+    evaluates ``fn(params)`` -> ``(test_loss, test_accuracy)`` once, on rank 0, averages
+    ``train_loss`` (the mean loss of the node's steps since the last evaluation) over the ranks
+    that trained, records one metrics row, and sends ``(test_loss, test_accuracy)`` back to every
+    rank.
     """
 
     fn: Callable
+    params: np.ndarray
     epoch: int
     iteration: int
     train_loss: float
-    final: bool = field(default=False)
+    average: bool = False
+    final: bool = False
+
+
+ANY_SOURCE = -1
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send ``payload`` to rank ``dest``; gets back None.
+
+    An ndarray payload goes as a raw buffer (the receiver names a ``buf`` of the same size and
+    dtype); any other payload must know its ``nbytes`` and is sent as an object. Bytes on the wire:
+    ``payload.nbytes``.
+    """
+
+    dest: int
+    payload: object
+    tag: int = 0
+
+
+@dataclass(frozen=True)
+class Recv:
+    """Receive one message from ``source`` (or `ANY_SOURCE`) with ``tag``; gets back
+    ``(source, payload)``.
+
+    With ``buf`` (an ndarray) the message lands in ``buf`` and the payload sent back is ``buf``
+    itself; without, the payload is the object sent.
+    """
+
+    source: int
+    tag: int = 0
+    buf: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class SendRecv:
+    """Send ``payload`` to ``dest`` while receiving from ``source`` into ``buf``; gets back ``buf``.
+
+    One step of a ring: both transfers proceed together, so no ordering of the ranks deadlocks.
+    """
+
+    dest: int
+    payload: np.ndarray
+    source: int
+    buf: np.ndarray
+    tag: int = 0
+
+
+@dataclass(frozen=True)
+class Allreduce:
+    """Reduce ``buf`` over all ranks in place (``op`` "sum" or "mean"); gets back ``buf``.
+
+    ``algo`` "mpi" uses the MPI library's own Allreduce; "ring" the project's ring
+    (`algorithms.collectives.ring_allreduce`), whose order of additions is fixed, so a simulated
+    run adds in the same order as the real one. Collective: every rank yields it.
+    """
+
+    buf: np.ndarray
+    op: str = "mean"
+    algo: str = "ring"

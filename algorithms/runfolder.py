@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 METRICS_COLUMNS = ("epoch", "iteration", "time_s", "train_loss", "test_loss", "test_accuracy",
-                   "bytes", "eval_s")
+                   "bytes", "eval_s", "consensus_distance")
 STEPS_COLUMNS = ("rank", "epoch", "iteration", "time_s", "compute_s", "comm_s", "wait_s",
                  "bytes_sent", "bytes_recv", "staleness", "loss")
 
@@ -53,9 +53,9 @@ class RunFolder:
         """Replace ``name`` (an .npz) with the named arrays, atomically."""
         self._replace(name, lambda fh: np.savez(fh, **arrays))
 
-    def log(self, name, columns):
-        """A `CsvLog` that starts ``name`` afresh with its header line."""
-        return CsvLog(self.path / name, columns)
+    def log(self, name, columns, append=False):
+        """A `CsvLog` that starts ``name`` afresh with its header line, or appends to it."""
+        return CsvLog(self.path / name, columns, append)
 
     def _replace(self, name, write):
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=f".{name}.", suffix=".tmp")
@@ -69,12 +69,19 @@ class RunFolder:
 
 
 class CsvLog:
-    """An append-only CSV file grown by whole lines (one ``write(2)`` per `write_rows` call)."""
+    """An append-only CSV file grown by whole lines (one ``write(2)`` per `write_rows` call).
 
-    def __init__(self, path, columns):
+    Several processes may append to one file (``append=True`` on all but its creator): on a local
+    file system each ``O_APPEND`` write lands whole at the end, so lines never interleave.
+    """
+
+    def __init__(self, path, columns, append=False):
         self.columns = tuple(columns)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-        os.write(self._fd, (",".join(self.columns) + "\n").encode())
+        if append:
+            self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        else:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+            os.write(self._fd, (",".join(self.columns) + "\n").encode())
 
     def write_rows(self, rows):
         """Append rows (dicts keyed by column; a missing key writes an empty field)."""

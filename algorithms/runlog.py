@@ -1,18 +1,24 @@
 """Time accounting and results of a run, written into its run folder as the run goes.
 
-Backends charge seconds and bytes to the step in progress (`charge`), close steps (`end_step`) and
-report evaluations (`evaluation`); they own the clock (wall or simulated) and pass times in, so this
-module is the same for real and simulated runs. Training time excludes evaluation time, which is
-recorded apart (DESIGN.md, "Time accounting").
+Backends charge seconds and bytes to the step in progress (`RunLog.charge`), close steps
+(`RunLog.end_step`) and report evaluations (`RunLog.evaluation`); they own the clock (wall or
+simulated) and pass times in, so this module is the same for real and simulated runs. Training time
+excludes evaluation time, which is recorded apart (DESIGN.md, "Time accounting").
+
+Every rank appends its own rows to steps.csv; rank 0 alone writes config.json, metrics.csv,
+summary.json and model.npz, from every rank's totals that the backend gathers at each evaluation.
 """
+
+import numpy as np
 
 from algorithms.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
 
 KINDS = ("compute", "comm", "wait")
+TOTALS = ("compute_s", "comm_s", "wait_s", "bytes_sent", "bytes_recv")
 
 
 class RunLog:
-    """Accumulates steps, metrics and the summary of one run inside a `RunFolder`.
+    """Accumulates the steps, metrics and summary of one rank of a run inside a `RunFolder`.
 
     Parameters
     ----------
@@ -24,17 +30,22 @@ class RunLog:
         Test accuracy whose first crossing time goes into the summary.
     steps_per_epoch : int
         For the summary's seconds per epoch.
+    rank : int
+        Rank 0 creates the files; the other ranks append to steps.csv, which must exist by then.
     """
 
-    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1):
+    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, rank=0):
         self.folder, self.header = folder, dict(header, status="running")
         self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
-        folder.write_json("config.json", self.header)
-        self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
-        self.steps = folder.log("steps.csv", STEPS_COLUMNS)
-        self.totals = dict.fromkeys(("compute_s", "comm_s", "wait_s", "eval_s"), 0.0)
-        self.bytes_sent = self.iterations = 0
-        self.time_s = 0.0
+        self.root = rank == 0
+        if self.root:
+            folder.write_json("config.json", self.header)
+            self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
+        self.steps = folder.log("steps.csv", STEPS_COLUMNS, append=not self.root)
+        self.totals = dict.fromkeys(TOTALS, 0)
+        self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)
+        self.eval_s = 0.0
+        self.iterations, self.time_s = 0, 0.0
         self.last_eval = None
         self.time_to_target_s = None
         self._current = _new_step()
@@ -52,19 +63,30 @@ class RunLog:
         row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s, loss=float(loss),
                    staleness=staleness)
         self.steps.write_rows([row])
-        for kind in KINDS:
-            self.totals[f"{kind}_s"] += row[f"{kind}_s"]
-        self.bytes_sent += row["bytes_sent"]
+        for key in TOTALS:
+            self.totals[key] += row[key]
         self.iterations, self.time_s = max(self.iterations, iteration), time_s
         self._current = _new_step()
 
-    def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s):
-        """Write one metrics.csv row and refresh summary.json (so a killed run keeps it)."""
+    def node_totals(self):
+        """This rank's totals so far (seconds per kind, bytes), for the gather to rank 0."""
+        return dict(self.totals)
+
+    def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
+                   consensus_distance=None, node_totals=None):
+        """Write one metrics.csv row and refresh summary.json (so a killed run keeps it).
+
+        ``node_totals`` is every rank's `node_totals` (rank order); ``bytes`` in the row is the
+        sum of bytes sent by all ranks so far.
+        """
+        if node_totals is not None:
+            self.all_totals = node_totals
         row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
-               "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": self.bytes_sent,
-               "eval_s": eval_s}
+               "test_loss": test_loss, "test_accuracy": test_accuracy,
+               "bytes": sum(t["bytes_sent"] for t in self.all_totals), "eval_s": eval_s,
+               "consensus_distance": consensus_distance}
         self.metrics.write_rows([row])
-        self.totals["eval_s"] += eval_s
+        self.eval_s += eval_s
         self.last_eval = row
         target = self.target_accuracy
         if target is not None and self.time_to_target_s is None and test_accuracy >= target:
@@ -72,37 +94,57 @@ class RunLog:
         self.folder.write_json("summary.json", self.summary())
 
     def summary(self):
-        """Totals and means of the run so far (summary.json)."""
-        t, n = self.time_s, self.iterations
-        last = self.last_eval or {}
+        """Totals and means of the run so far (summary.json).
+
+        Seconds per kind are means over the nodes (``per_node`` lists each); bytes are totals over
+        all nodes, ``bytes_per_iteration`` their sum per step.
+        """
+        t, n, last = self.time_s, self.iterations, self.last_eval or {}
+        per_node = {key: [totals[key] for totals in self.all_totals] for key in TOTALS}
+        sent = sum(per_node["bytes_sent"])
         return {
             "status": self.header["status"],
             "dataset": self.header.get("dataset"),
             "algorithm": self.header.get("config", {}).get("algorithm"),
-            "nodes": self.header.get("nodes", 1),
+            "nodes": len(self.all_totals),
             "iterations": n,
             "epochs": n / self.steps_per_epoch,
             "time_s": t,
-            **self.totals,
+            **{f"{kind}_s": float(np.mean(per_node[f"{kind}_s"])) for kind in KINDS},
+            "eval_s": self.eval_s,
             "seconds_per_epoch": t / n * self.steps_per_epoch if n else None,
             "iterations_per_s": n / t if t > 0 else None,
-            "bytes_per_iteration": self.bytes_sent / n if n else None,
+            "bytes_sent": sent,
+            "bytes_per_iteration": sent / n if n else None,
             "final_train_loss": last.get("train_loss"),
             "final_test_loss": last.get("test_loss"),
             "final_test_accuracy": last.get("test_accuracy"),
+            "final_consensus_distance": last.get("consensus_distance"),
             "target_accuracy": self.target_accuracy,
             "time_to_target_s": self.time_to_target_s,
+            "per_node": per_node,
         }
 
-    def finish(self, status, arrays=None):
-        """Close the logs, save the weights (if given) and mark the run ``status`` everywhere."""
-        self.metrics.close()
+    def finish(self, status, arrays=None, timeline=None):
+        """Close the logs and, on rank 0, save the weights and timeline and mark the run ``status``."""
         self.steps.close()
+        if not self.root:
+            return
+        self.metrics.close()
         if arrays is not None:
             self.folder.save_arrays("model.npz", arrays)
+        if timeline is not None:
+            self.folder.write_json("timeline.json", timeline)
         self.header["status"] = status
         self.folder.write_json("summary.json", self.summary())
         self.folder.write_json("config.json", self.header)
+
+    def fail(self, why):
+        """Mark the run failed from any rank (config.json; rank 0 also summary.json)."""
+        self.header["status"] = f"failed: {why}"
+        self.folder.write_json("config.json", self.header)
+        if self.root:
+            self.folder.write_json("summary.json", self.summary())
 
 
 def _new_step():

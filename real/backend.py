@@ -1,65 +1,211 @@
-"""The real backend: carry out a node program's operations in this process, timed on the wall clock.
+"""The real backend: carry out a node program's operations, timed on the wall clock.
 
 Theory of operation: the driver loop sends each reply into the program and gets its next operation
-back (``op = program.send(reply)``), the SimPy way. Every second of the process falls into exactly
-one bucket: inside an operation (its kind decides: Compute is compute, Evaluate is evaluation, and
-the MPI operations of the next issue are comm or wait), or inside the program's own code between two
-yields (its local math, e.g. the optimizer update: compute). Step boundaries arrive through the
-node's ``on_step_end`` hook, called from inside the program, so time is charged to the step it
-belongs to. The training clock is wall time since the start minus evaluation time, so the seconds
-charged to the steps add up to the training clock exactly.
+back (``op = program.send(reply)``), the SimPy way, and hands the operation to its handler: Compute
+runs the kernel, Send/Recv/SendRecv/Allreduce are one MPI call each (the ring allreduce is the
+`algorithms.collectives.ring_allreduce` generator driven over ``Sendrecv``), Evaluate is collective
+and kept off the training clock.
+
+Every second of the process falls into exactly one bucket, and ``self.mark`` is where the uncharged
+interval starts: the program's own code between two yields (its local math, e.g. the optimizer
+update) is compute; a Compute operation is compute; waiting for a peer is wait; moving bytes is
+comm; an evaluation is evaluation. Wait is told from comm by a timed entry (``--measure-wait``): a
+barrier before each collective, a probe before each receive. Step boundaries arrive through the
+node's ``on_step_end`` hook, called from inside the program, so the seconds charged to the steps add
+up to the training clock (wall time since the start minus evaluation time) exactly.
 """
 
+import math
 from time import perf_counter
 
-from algorithms.ops import Compute, Evaluate
+import numpy as np
+
+from algorithms.collectives import finish_reduction, ring_allreduce, ring_allreduce_bytes
+from algorithms.ops import ANY_SOURCE, Allreduce, Compute, Evaluate, Recv, Send, SendRecv
+
+MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
-def run_program(program, node, log, on_step=None):
-    """Drive ``program`` (a started-or-not node-program generator) to its end; return its value.
+class Driver:
+    """Runs one node program in this process.
 
     Parameters
     ----------
-    program : generator
-        Yields operations of `algorithms.ops`, gets their results back.
     node : algorithms.node.Node
         The node the program runs on; its ``on_step_end`` hook is installed here.
     log : algorithms.runlog.RunLog
-        Receives seconds per step (compute, comm, wait), metrics rows and evaluations.
+        Receives seconds and bytes per step, evaluations, and (on rank 0) every rank's totals.
+    comm : mpi4py.MPI.Comm or None
+        The communicator of the run; None for one process without communication.
+    measure_wait : bool
+        Separate wait from comm with a barrier before each collective and a probe before each
+        receive.
     on_step : callable or None
         Called with each finished `Step` (the progress bar).
     """
-    start = perf_counter()
-    eval_s = 0.0
-    mark = start  # end of the last interval charged; every second after it is still to be charged
 
-    def end_step(step, loss):
-        nonlocal mark
+    def __init__(self, node, log, comm=None, measure_wait=True, on_step=None):
+        self.node, self.log, self.comm = node, log, comm
+        self.rank, self.size = node.rank, node.size
+        self.measure_wait, self.on_step = measure_wait, on_step
+        self.events = []  # timeline: (name, kind, start_s, end_s) on this rank's clock
+        self.eval_s = 0.0
+        self.start = self.mark = perf_counter()
+        node.on_step_end = self._end_step
+        self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
+                          Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce}
+        if comm is not None:
+            from mpi4py import MPI
+
+            self.MPI = MPI
+
+    def run(self, program):
+        """Drive ``program`` to its end; return its return value."""
+        reply = None
+        while True:
+            try:
+                op = program.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            t0 = perf_counter()
+            self._charge("compute", self.mark, t0, "local")
+            handler = self._handlers.get(type(op))
+            if handler is None:
+                raise TypeError(f"real backend: no handler for operation {type(op).__name__}")
+            reply = handler(op, t0)
+
+    def training_clock(self, now):
+        """Seconds of training at wall time ``now``: since the start, evaluations excluded."""
+        return now - self.start - self.eval_s
+
+    # -- accounting -------------------------------------------------------------------------------
+
+    def _charge(self, kind, t0, t1, name, sent=0, received=0):
+        self.log.charge(kind, t1 - t0, sent, received)
+        if name != "local" or t1 - t0 > MIN_EVENT_S:
+            self.events.append((name, kind, t0 - self.start, t1 - self.start))
+        self.mark = t1
+
+    def _end_step(self, step, loss):
         now = perf_counter()
-        log.charge("compute", now - mark)  # the program's own math since the last operation
-        mark = now
-        log.end_step(node.rank, step.epoch, step.iteration, now - start - eval_s, loss)
-        if on_step is not None:
-            on_step(step)
+        self._charge("compute", self.mark, now, "local")
+        self.log.end_step(self.rank, step.epoch, step.iteration, self.training_clock(now), loss)
+        if self.on_step is not None:
+            self.on_step(step)
 
-    node.on_step_end = end_step
-    reply = None
-    while True:
-        try:
-            op = program.send(reply)
-        except StopIteration as stop:
-            return stop.value
-        t0 = perf_counter()
-        log.charge("compute", t0 - mark)
-        if isinstance(op, Compute):
-            reply = op.fn(*op.args)
-            mark = perf_counter()
-            log.charge("compute", mark - t0)
-        elif isinstance(op, Evaluate):
-            test_loss, test_accuracy = reply = op.fn()
-            log.evaluation(op.epoch, op.iteration, t0 - start - eval_s, op.train_loss,
-                           test_loss, test_accuracy, perf_counter() - t0)
-            mark = perf_counter()
-            eval_s += mark - t0  # evaluation and its bookkeeping stay off the training clock
+    def _enter_collective(self, t0):
+        """Time the wait for the slowest rank (a barrier) when measuring wait; return the time."""
+        if not self.measure_wait or self.size == 1:
+            return t0
+        self.comm.Barrier()
+        t1 = perf_counter()
+        self._charge("wait", t0, t1, "wait")
+        return t1
+
+    # -- handlers: one per operation type; each returns the reply -----------------------------------
+
+    def _compute(self, op, t0):
+        result = op.fn(*op.args)
+        self._charge("compute", t0, perf_counter(), "compute")
+        return result
+
+    def _send(self, op, t0):
+        payload = op.payload
+        if isinstance(payload, np.ndarray):
+            self.comm.Send(payload, dest=op.dest, tag=op.tag)
         else:
-            raise TypeError(f"real backend: no handler for operation {type(op).__name__}")
+            self.comm.send(payload, dest=op.dest, tag=op.tag)
+        self._charge("comm", t0, perf_counter(), f"send to {op.dest}", sent=payload.nbytes)
+
+    def _recv(self, op, t0):
+        MPI = self.MPI
+        status = MPI.Status()
+        source = MPI.ANY_SOURCE if op.source == ANY_SOURCE else op.source
+        if self.measure_wait:
+            self.comm.Probe(source=source, tag=op.tag, status=status)
+            t0, source = self._charge_wait(t0), status.Get_source()
+        if op.buf is not None:
+            self.comm.Recv(op.buf, source=source, tag=op.tag, status=status)
+            payload = op.buf
+        else:
+            payload = self.comm.recv(source=source, tag=op.tag, status=status)
+        source = status.Get_source()
+        self._charge("comm", t0, perf_counter(), f"recv from {source}", received=payload.nbytes)
+        return source, payload
+
+    def _charge_wait(self, t0):
+        t1 = perf_counter()
+        self._charge("wait", t0, t1, "wait")
+        return t1
+
+    def _sendrecv(self, op, t0):
+        self.comm.Sendrecv(op.payload, dest=op.dest, sendtag=op.tag, recvbuf=op.buf,
+                           source=op.source, recvtag=op.tag)
+        self._charge("comm", t0, perf_counter(), "sendrecv", sent=op.payload.nbytes,
+                     received=op.buf.nbytes)
+        return op.buf
+
+    def _allreduce(self, op, t0):
+        buf = op.buf
+        t0 = self._enter_collective(t0)
+        if self.size == 1:
+            sent = received = 0
+        elif op.algo == "mpi":
+            self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
+            # MPI's own algorithm is opaque: counted as the bandwidth-optimal ring would send.
+            sent, received = ring_allreduce_bytes(buf.size, buf.itemsize, self.rank, self.size)
+        else:
+            sent, received = self._ring(buf)
+        finish_reduction(buf, op.op, self.size)
+        self._charge("comm", t0, perf_counter(), f"allreduce {op.algo}", sent, received)
+        return buf
+
+    def _ring(self, buf):
+        """Drive `ring_allreduce` over Sendrecv (one MPI call per step); return bytes moved."""
+        ring, reply, sent, received = ring_allreduce(buf, self.rank, self.size), None, 0, 0
+        while True:
+            try:
+                step = ring.send(reply)
+            except StopIteration:
+                return sent, received
+            self.comm.Sendrecv(step.payload, dest=step.dest, sendtag=step.tag, recvbuf=step.buf,
+                               source=step.source, recvtag=step.tag)
+            sent, received, reply = sent + step.payload.nbytes, received + step.buf.nbytes, step.buf
+
+    def _evaluate(self, op, t0):
+        """Collective evaluation: rank 0 evaluates (the average model if asked), all get the result.
+
+        Also gathers every rank's totals to rank 0 for the summary. Its whole time, including this
+        bookkeeping, is evaluation time, off the training clock.
+        """
+        params, consensus, comm = op.params, None, self.comm
+        losses, totals = [op.train_loss], [self.log.node_totals()]
+        if comm is not None and self.size > 1:
+            if op.average:
+                params = params.copy()
+                comm.Allreduce(self.MPI.IN_PLACE, params, op=self.MPI.SUM)
+                finish_reduction(params, "mean", self.size)
+                distances = comm.gather(float(np.linalg.norm(op.params - params)), root=0)
+                consensus = float(np.mean(distances)) if self.rank == 0 else None
+            losses = comm.gather(op.train_loss, root=0)
+            totals = comm.gather(totals[0], root=0)
+        result = op.fn(params) if self.rank == 0 else None
+        if comm is not None and self.size > 1:
+            result = comm.bcast(result, root=0)
+        if self.rank == 0:
+            trained = [x for x in losses if not math.isnan(x)]
+            train_loss = float(np.mean(trained)) if trained else float("nan")
+            self.log.evaluation(op.epoch, op.iteration, self.training_clock(t0), train_loss,
+                                *result, eval_s=perf_counter() - t0, consensus_distance=consensus,
+                                node_totals=totals)
+        t1 = perf_counter()
+        self.eval_s += t1 - t0
+        self.events.append(("evaluate", "eval", t0 - self.start, t1 - self.start))
+        self.mark = t1
+        return result
+
+    def timeline(self):
+        """This rank's events as Chrome trace events (microseconds; one track per rank)."""
+        return [{"name": name, "cat": kind, "ph": "X", "pid": 0, "tid": self.rank,
+                 "ts": round(start * 1e6, 3), "dur": round((end - start) * 1e6, 3)}
+                for name, kind, start, end in self.events]

@@ -1,14 +1,21 @@
-"""``python -m real.train``: train for real and write a run folder.
+"""``python -m real.train``: train for real, in one process or under MPI, and write a run folder.
 
 Examples
 --------
-One process, no MPI needed::
+One process, no MPI launcher needed::
 
     python -m real.train --algorithm serial --dataset mnist --data-dir ../shared/datasets --epochs 2
 
+Sixteen ranks on the bundled subset::
+
+    mpirun -n 16 python -m real.train --algorithm allreduce --allreduce ring
+    mpirun -n 9 python -m real.train --algorithm ps --server-computes
+
 Set ``TWINSGD_OFFLINE=1`` to never try a download (the bundled MNIST subset is then the fallback).
 
-Exit status: 0 done; 2 bad input (one line on stderr, no traceback); 1 a bug.
+Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2, no
+traceback); 1 a bug (an exception on any rank aborts the whole job through MPI_Abort, so nobody
+hangs, and the run folder says ``failed: ...``).
 """
 
 import argparse
@@ -17,96 +24,153 @@ import importlib.metadata
 import os
 import platform
 import sys
+import traceback
 
 import numpy as np
+from mpi4py import MPI
 
-from algorithms import PROGRAMS
+from algorithms import make_node, node_program
 from algorithms.config import add_config_arguments, parse_config
-from algorithms.node import Node
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog
 from data import DataError, load_dataset
 from models import build_model, make_optimizer
-from real.backend import run_program
+from real.backend import Driver
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are one line, printed by rank 0 only; every rank exits 2."""
+
+    def error(self, message):
+        if MPI.COMM_WORLD.rank == 0:
+            print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m real.train",
-        description="Train a model for real (one process for --algorithm serial) and write a run "
-                    "folder: config.json, metrics.csv, steps.csv, summary.json, model.npz.")
+        description="Train a model for real, in one process or under mpirun, and write a run "
+                    "folder: config.json, metrics.csv, steps.csv, summary.json, timeline.json, "
+                    "model.npz.")
     return add_config_arguments(parser)
 
 
 def main(argv=None):
+    comm = MPI.COMM_WORLD
+    rank, size = comm.rank, comm.size
     parser = build_parser()
     cfg = parse_config(argv, parser)
     try:
+        cfg.check_size(size)
         dataset = load_dataset(cfg.dataset, cfg.data_dir,
                                allow_download=os.environ.get("TWINSGD_OFFLINE") != "1")
-    except DataError as err:
-        parser.error(str(err))
-    if dataset.note:
-        print(dataset.note, file=sys.stderr)
-    if cfg.batch_size > dataset.n_train:
-        parser.error(f"--batch-size {cfg.batch_size} is larger than the node's shard "
-                     f"({dataset.n_train} samples of {dataset.name})")
-    try:
         folder = RunFolder(cfg.out)
-    except ValueError as err:
+    except (DataError, ValueError) as err:
         parser.error(str(err))
+    if dataset.note and rank == 0:
+        print(dataset.note, file=sys.stderr)
 
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
     optimizer = make_optimizer(cfg.optimizer, model.n_params, lr=cfg.lr, momentum=cfg.momentum)
-    node = Node(0, 1, cfg, dataset, model, optimizer)
-    log = RunLog(folder, _header(cfg, dataset, model), cfg.target_accuracy, node.steps_per_epoch)
-    bar = _progress(node.total_steps) if cfg.progress else None
+    node = make_node(rank, size, cfg, dataset, model, optimizer)
+    if node.steps_per_epoch < 1:
+        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
+                     f"({dataset.n_train // node.shards} samples of {dataset.name} over "
+                     f"{node.shards} shards)")
+
+    header = _header(cfg, dataset, model, size)
+    log = RunLog(folder, header, cfg.target_accuracy, node.steps_per_epoch, rank=0) \
+        if rank == 0 else None
+    comm.Barrier()  # steps.csv exists before the other ranks open it for appending
+    log = log or RunLog(folder, header, cfg.target_accuracy, node.steps_per_epoch, rank=rank)
+    bar = _progress(node.total_steps) if cfg.progress and rank == 0 else None
+    comm.Barrier()  # a common start for every rank's clock
+    driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()))
+    _inject_fault(node, os.environ.get("TWINSGD_INJECT_FAULT"))
     try:
-        run_program(PROGRAMS[cfg.algorithm](node), node, log,
-                    on_step=bar.update_step if bar else None)
+        driver.run(node_program(cfg)(node))
     except BaseException as err:
-        why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-        log.finish(f"failed: {why}")
+        _abort(log, comm, rank, err)
         raise
     finally:
         if bar:
             bar.close()
-    log.finish("done", model.named_arrays())
-    print(_report(log.summary(), folder.path))
+    timeline = comm.gather(driver.timeline(), root=0)
+    if rank == 0:
+        log.finish("done", model.named_arrays(), _trace(timeline, cfg))
+        print(_report(log.summary(), folder.path))
+    else:
+        log.finish("done")
     return 0
 
 
-def _header(cfg, dataset, model):
+def _inject_fault(node, spec):
+    """Test hook: ``TWINSGD_INJECT_FAULT=RANK@ITERATION`` raises on that rank after that step."""
+    if not spec:
+        return
+    rank, iteration = (int(x) for x in spec.split("@"))
+    if node.rank != rank:
+        return
+    end_step = node.on_step_end
+
+    def failing_end_step(step, loss):
+        end_step(step, loss)
+        if step.iteration == iteration:
+            raise RuntimeError(f"injected fault after step {iteration} (TWINSGD_INJECT_FAULT)")
+
+    node.on_step_end = failing_end_step
+
+
+def _abort(log, comm, rank, err):
+    """Mark the run failed and, with other ranks waiting on this one, abort them all."""
+    why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    log.fail(f"rank {rank}: {why}" if comm.size > 1 else why)
+    if comm.size > 1:
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)
+
+
+def _header(cfg, dataset, model, size):
     """The config.json document: resolved configuration and where the run happened."""
     return {
         "config": cfg.as_dict(),
         "dataset": dataset.name,
         "data_files": [str(f) for f in dataset.files],
-        "nodes": 1,
+        "nodes": size,
         "params": model.n_params,
         "clock": "wall",
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": ["python", "-m", "real.train", *sys.argv[1:]],
         "host": platform.node(),
-        "mpi": None,
+        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
         "versions": {"twinsgd": importlib.metadata.version("twinsgd"),
-                     "python": platform.python_version(), "numpy": np.__version__},
+                     "python": platform.python_version(), "numpy": np.__version__,
+                     "mpi4py": importlib.metadata.version("mpi4py")},
     }
+
+
+def _trace(per_rank, cfg):
+    """timeline.json in Chrome trace format: one track (thread) per rank, times in microseconds."""
+    names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": rank,
+              "args": {"name": f"rank {rank}"}} for rank in range(len(per_rank))]
+    events = [event for rank_events in per_rank for event in rank_events]
+    return {"traceEvents": names + events, "displayTimeUnit": "ms",
+            "otherData": {"algorithm": cfg.algorithm, "clock": "wall"}}
 
 
 def _progress(total):
     from tqdm import tqdm
 
-    bar = tqdm(total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr)
-    bar.update_step = lambda step: bar.update(1)
-    return bar
+    return tqdm(total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr)
 
 
 def _report(summary, path):
     acc = summary["final_test_accuracy"]
-    return (f"{summary['dataset']}: {summary['iterations']} steps in {summary['time_s']:.1f} s "
-            f"({summary['seconds_per_epoch']:.2f} s/epoch), test accuracy "
-            f"{100 * acc:.2f}%, run folder {path}")
+    return (f"{summary['dataset']}: {summary['nodes']} node(s), {summary['iterations']} steps in "
+            f"{summary['time_s']:.1f} s ({summary['seconds_per_epoch']:.2f} s/epoch), test "
+            f"accuracy {100 * acc:.2f}%, run folder {path}")
 
 
 if __name__ == "__main__":

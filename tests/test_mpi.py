@@ -1,0 +1,209 @@
+"""Real runs under mpiexec (in a subprocess, with a timeout): collectives, trajectories, bytes, faults.
+
+Each test starts ``mpiexec`` from the virtual environment (the mpich wheel), so no system MPI is needed.
+"""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from algorithms.collectives import ring_allreduce_bytes
+
+pytestmark = pytest.mark.mpi
+ROOT = Path(__file__).resolve().parents[1]
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+P_MLP = 167_560  # parameters of the 784-200-50-10 MLP
+SMALL = ["--dataset", "synthetic", "--no-progress"]
+
+
+def mpirun(n, *argv, timeout=120, module="real.train"):
+    """Run ``python -m module argv`` on n ranks; return the CompletedProcess."""
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", module, *argv]
+    return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
+
+
+def train(n, out, *argv):
+    done = mpirun(n, *SMALL, "--out", str(out), *argv) if n > 1 else subprocess.run(
+        [sys.executable, "-m", "real.train", *SMALL, "--out", str(out), *argv], cwd=ROOT, env=ENV,
+        timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def weights(out):
+    with np.load(Path(out) / "model.npz") as npz:
+        return {name: npz[name] for name in npz.files}
+
+
+def read_csv(path):
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.mark.parametrize("n", range(1, 9))
+def test_ring_allreduce_equals_mpi_allreduce(n):
+    script = ROOT / "tests" / "mpi" / "ring_vs_mpi.py"
+    done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script)], cwd=ROOT, env=ENV,
+                          timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", str(n)]
+
+
+SERIAL_STEPS = ["--iterations", "20", "--eval-every", "10"]
+
+
+@pytest.fixture(scope="module")
+def serial_runs(tmp_path_factory):
+    """Serial SGD/momentum/Adam with batch 120: the trajectories the distributed runs must follow."""
+    root = tmp_path_factory.mktemp("serial")
+    return {opt: weights(train(1, root / opt, "--algorithm", "serial", "--batch-size", "120",
+                               "--optimizer", opt, *SERIAL_STEPS))
+            for opt in ("sgd", "momentum", "adam")}
+
+
+@pytest.mark.parametrize(("n", "optimizer", "argv"), [
+    (4, "sgd", ["--algorithm", "ps", "--batch-size", "40"]),
+    (4, "adam", ["--algorithm", "ps", "--batch-size", "40"]),
+    (3, "momentum", ["--algorithm", "ps", "--batch-size", "40", "--server-computes"]),
+    (3, "sgd", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "40"]),
+    (4, "adam", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "30"]),
+    (3, "momentum", ["--algorithm", "allreduce", "--allreduce", "mpi", "--batch-size", "40"]),
+    (3, "sgd", ["--algorithm", "allreduce", "--local-steps", "1", "--batch-size", "40"]),
+])
+def test_synchronous_runs_follow_the_serial_trajectory(tmp_path, serial_runs, n, optimizer, argv):
+    """N shards of batch b each step = serial with batch N*b, same seed: same weights (1e-6).
+
+    The sums differ only in float32 rounding order. SGD and momentum are linear in the gradient,
+    so the weights agree to 1e-6. Adam divides by sqrt(v): on the few coordinates whose gradient is
+    itself rounding noise, it turns noise into steps of up to lr, so there the bound is a few
+    hundredths of a percent of the coordinates and 1e-4 at most (measured: 4 of 156,800, 5e-6).
+    """
+    ours = weights(train(n, tmp_path / "run", "--optimizer", optimizer, *argv, *SERIAL_STEPS))
+    for name, serial in serial_runs[optimizer].items():
+        if optimizer == "adam":
+            diff = np.abs(ours[name] - serial)
+            assert np.mean(diff > 1e-6) < 1e-3 and diff.max() < 1e-4, (name, diff.max())
+        else:
+            np.testing.assert_allclose(ours[name], serial, rtol=0, atol=1e-6, err_msg=name)
+
+
+def test_local_sgd_p1_is_allreduce_sgd_and_p4_differs(tmp_path):
+    common = ["--algorithm", "allreduce", "--optimizer", "momentum", "--batch-size", "40",
+              *SERIAL_STEPS]
+    grads = weights(train(3, tmp_path / "grads", *common))
+    p1 = weights(train(3, tmp_path / "p1", *common, "--local-steps", "1"))
+    p4 = weights(train(3, tmp_path / "p4", *common, "--local-steps", "4"))
+    for name in grads:
+        np.testing.assert_allclose(p1[name], grads[name], rtol=0, atol=1e-6)
+    assert max(np.abs(p4[n] - grads[n]).max() for n in grads) > 1e-4
+
+
+def test_local_sgd_averages_every_p_steps(tmp_path):
+    out = train(4, tmp_path / "run", "--algorithm", "allreduce", "--local-steps", "4",
+                "--optimizer", "sgd", "--iterations", "12", "--eval-every", "6")
+    steps = read_csv(out / "steps.csv")
+    sent = {int(r["iteration"]) for r in steps if int(r["bytes_sent"]) > 0}
+    assert sent == {4, 8, 12}
+    metrics = read_csv(out / "metrics.csv")
+    assert float(metrics[0]["consensus_distance"]) > 0  # step 6: models apart since step 4
+    assert float(metrics[1]["consensus_distance"]) == 0  # step 12: just averaged
+
+
+@pytest.mark.parametrize(("n", "argv"), [
+    (3, ["--algorithm", "ps"]),
+    (3, ["--algorithm", "ps", "--server-computes"]),
+    (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+    (3, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+])
+def test_steps_csv_counts_the_bytes_of_the_formula(tmp_path, n, argv):
+    out = train(n, tmp_path / "run", *argv, "--iterations", "6", "--eval-every", "3")
+    steps = read_csv(out / "steps.csv")
+    assert sorted((int(r["rank"]), int(r["iteration"])) for r in steps) == \
+        [(rank, i) for rank in range(n) for i in range(1, 7)]
+    for row in steps:
+        rank, sent, received = int(row["rank"]), int(row["bytes_sent"]), int(row["bytes_recv"])
+        if "ps" in argv:
+            workers = n - 1
+            expected = (4 * P_MLP * workers,) * 2 if rank == 0 else (4 * P_MLP,) * 2
+        else:
+            expected = ring_allreduce_bytes(P_MLP, 4, rank, n)
+            if P_MLP % n == 0:
+                assert expected == (2 * (n - 1) * 4 * P_MLP // n,) * 2
+        assert (sent, received) == expected, row
+
+
+def test_time_accounting_and_timeline(tmp_path):
+    out = train(3, tmp_path / "run", "--algorithm", "ps", "--iterations", "10", "--eval-every", "5")
+    steps = read_csv(out / "steps.csv")
+    for rank in range(3):
+        mine = [r for r in steps if int(r["rank"]) == rank]
+        total = sum(float(r[k]) for r in mine for k in ("compute_s", "comm_s", "wait_s"))
+        assert total == pytest.approx(float(mine[-1]["time_s"]), rel=1e-9)
+        assert all(float(r["wait_s"]) > 0 for r in mine)  # every rank waits for someone
+    trace = json.loads((out / "timeline.json").read_text())
+    tracks = {e["tid"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert tracks == {0, 1, 2}
+    kinds = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
+    assert {"compute", "comm", "wait", "eval"} <= kinds
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["nodes"] == 3 and len(summary["per_node"]["compute_s"]) == 3
+    config = json.loads((out / "config.json").read_text())
+    assert config["mpi"].startswith("MPICH") and config["nodes"] == 3
+
+
+@pytest.mark.parametrize(("n", "argv", "message"), [
+    (2, ["--algorithm", "nope"], "invalid choice: 'nope'"),
+    (2, ["--algorithm", "allreduce", "--server-computes"], "--server-computes needs"),
+    (2, ["--algorithm", "serial"], "--algorithm serial runs on one process, got 2 ranks"),
+    (3, ["--algorithm", "allreduce", "--batch-size", "4000"], "--batch-size 4000 is larger"),
+    (2, ["--algorithm", "ps", "--local-steps", "4"], "--local-steps 4 needs"),
+])
+def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
+    done = mpirun(n, *SMALL, "--out", str(tmp_path / "run"), *argv, timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr  # rank 0 alone says it
+
+
+def test_an_exception_on_one_rank_aborts_every_rank(tmp_path):
+    out = tmp_path / "run"
+    env = {**ENV, "TWINSGD_INJECT_FAULT": "2@5"}
+    t0 = time.monotonic()
+    done = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "real.train", *SMALL,
+                           "--algorithm", "allreduce", "--iterations", "1000", "--out", str(out)],
+                          cwd=ROOT, env=env, timeout=60, capture_output=True, text=True)
+    assert done.returncode != 0
+    assert time.monotonic() - t0 < 30
+    status = json.loads((out / "config.json").read_text())["status"]
+    assert status.startswith("failed: rank 2: RuntimeError: injected fault"), status
+
+
+def test_sigkill_of_every_rank_mid_run_leaves_parseable_files(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "real.train", *SMALL,
+                             "--algorithm", "allreduce", "--epochs", "100", "--eval-every", "5",
+                             "--out", str(out)],
+                            cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((out / "metrics.csv").exists() and len(read_csv(out / "metrics.csv")) >= 3):
+            assert time.monotonic() < deadline, "no metrics within 60 s"
+            time.sleep(0.05)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+    assert json.loads((out / "config.json").read_text())["status"] == "running"
+    assert json.loads((out / "summary.json").read_text())["status"] == "running"
+    for name in ("steps.csv", "metrics.csv"):
+        rows = read_csv(out / name)
+        assert rows and all(None not in r and None not in r.values() for r in rows), name
