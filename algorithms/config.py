@@ -25,7 +25,8 @@ ALLREDUCE_ALGOS = ("ring", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
-DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.001}
+DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.003}
+LR_SCHEDULES = ("cosine", "constant")
 
 
 def _flag(help, type=str, choices=None, group="training", metavar=None):
@@ -58,7 +59,10 @@ class RunConfig:
     model: str = field(default="mlp", metadata=_flag("network", choices=MODELS))
     optimizer: str = field(default="adam", metadata=_flag("update rule", choices=OPTIMIZERS))
     lr: float | None = field(default=None, metadata=_flag(
-        "learning rate (default: 0.001 adam, 0.1 sgd, 0.01 momentum)", type=float))
+        "peak learning rate (default: 0.003 adam, 0.1 sgd, 0.01 momentum)", type=float))
+    lr_schedule: str = field(default="cosine", metadata=_flag(
+        "cosine: anneal from --lr to 0 over the run's steps; constant: keep --lr",
+        choices=LR_SCHEDULES))
     momentum: float = field(default=0.9, metadata=_flag(
         "momentum coefficient of --optimizer momentum", type=float))
     batch_size: int = field(default=100, metadata=_flag("samples per node per step", type=int))
@@ -88,7 +92,8 @@ class RunConfig:
 
     def validate(self):
         """Check the rules no single flag can check; raise ValueError naming the flag."""
-        for name in ("algorithm", "mode", "allreduce", "dataset", "model", "optimizer"):
+        for name in ("algorithm", "mode", "allreduce", "dataset", "model", "optimizer",
+                     "lr_schedule"):
             choices = _FIELDS[name].metadata["choices"]
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{_dash(name)} must be one of {', '.join(choices)}, "

@@ -18,7 +18,7 @@ GRADIENT, WEIGHTS = 1, 2
 
 
 def sync_ps(node):
-    """The node program of ``--algorithm ps --mode sync``: the server on rank 0, workers elsewhere."""
+    """The program of ``--algorithm ps --mode sync``: the server on rank 0, workers elsewhere."""
     return sync_ps_server(node) if node.rank == SERVER else sync_ps_worker(node)
 
 

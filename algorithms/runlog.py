@@ -14,7 +14,9 @@ import numpy as np
 from algorithms.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
 
 KINDS = ("compute", "comm", "wait")
+_KEY = {kind: f"{kind}_s" for kind in KINDS}
 TOTALS = ("compute_s", "comm_s", "wait_s", "bytes_sent", "bytes_recv")
+STEPS_FLUSH_S = 1.0  # steps.csv rows reach the disk at least this often, and at each evaluation
 
 
 class RunLog:
@@ -41,7 +43,8 @@ class RunLog:
         if self.root:
             folder.write_json("config.json", self.header)
             self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
-        self.steps = folder.log("steps.csv", STEPS_COLUMNS, append=not self.root)
+        self.steps = folder.log("steps.csv", STEPS_COLUMNS, append=not self.root,
+                                flush_s=STEPS_FLUSH_S)
         self.totals = dict.fromkeys(TOTALS, 0)
         self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)
         self.eval_s = 0.0
@@ -53,9 +56,10 @@ class RunLog:
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         """Add ``seconds`` of ``kind`` (compute, comm or wait) and bytes to the step in progress."""
         step = self._current
-        step[f"{kind}_s"] += seconds
-        step["bytes_sent"] += bytes_sent
-        step["bytes_recv"] += bytes_recv
+        step[_KEY[kind]] += seconds
+        if bytes_sent or bytes_recv:
+            step["bytes_sent"] += bytes_sent
+            step["bytes_recv"] += bytes_recv
 
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
@@ -69,7 +73,11 @@ class RunLog:
         self._current = _new_step()
 
     def node_totals(self):
-        """This rank's totals so far (seconds per kind, bytes), for the gather to rank 0."""
+        """This rank's totals so far (seconds per kind, bytes), for the gather to rank 0.
+
+        Called by every rank at each evaluation, so it also puts the rank's steps on disk.
+        """
+        self.steps.flush()
         return dict(self.totals)
 
     def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
@@ -126,7 +134,7 @@ class RunLog:
         }
 
     def finish(self, status, arrays=None, timeline=None):
-        """Close the logs and, on rank 0, save the weights and timeline and mark the run ``status``."""
+        """Close the logs; on rank 0 save weights and timeline and mark the run ``status``."""
         self.steps.close()
         if not self.root:
             return

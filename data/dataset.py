@@ -10,13 +10,19 @@ class Dataset:
     host hold 16 x 47 MB for MNIST rather than 16 x 188 MB), float32 in [0, 1] for synthetic data.
     :meth:`train_batch` converts only the requested rows.
 
+    uint8 images are standardised per channel, ``(x/255 - mean) / std`` with the mean and standard
+    deviation of the training images (torchvision's ``Normalize((0.1307,), (0.3081,))`` for MNIST
+    is the same thing with rounded constants): zero-mean unit-variance inputs let the first layer
+    learn as fast as the others, worth about half a point of MNIST accuracy after two epochs.
+    Synthetic float32 images are used as they are.
+
     Parameters
     ----------
     name : str
         ``"mnist"``, ``"mnist-subset"``, ``"fashion-mnist"``, ``"cifar10"``, ``"cifar100"``,
         ``"synthetic"``.
     train_images, test_images : (n, H, W, C) uint8 or float32
-        uint8 pixels are scaled by 1/255; float32 pixels must already lie in [0, 1].
+        uint8 pixels are standardised (see above); float32 pixels are used as they are.
     train_labels, test_labels : (n,) integer
         Class indices in ``0 .. n_classes - 1``; stored as int64.
     n_classes : int
@@ -32,13 +38,15 @@ class Dataset:
 
     Examples
     --------
-    >>> X = np.zeros((4, 2, 2, 1), np.uint8); X[1] = 255
+    >>> X = np.zeros((4, 2, 2, 1), np.uint8); X[1] = X[3] = 255
     >>> ds = Dataset("toy", X, [0, 1, 0, 1], X[:2], [0, 1], n_classes=2, files=["<made up>"])
     >>> ds.input_shape, ds.n_train, ds.n_test
     ((2, 2, 1), 4, 2)
     >>> xb, yb = ds.train_batch([1, 2])
+    >>> ds.mean, ds.std
+    (array([0.5], dtype=float32), array([0.5], dtype=float32))
     >>> xb.dtype, xb[:, 0, 0, 0], yb
-    (dtype('float32'), array([1., 0.], dtype=float32), array([1, 0]))
+    (dtype('float32'), array([ 1., -1.], dtype=float32), array([1, 0]))
     """
 
     def __init__(self, name, train_images, train_labels, test_images, test_labels, *, n_classes,
@@ -55,6 +63,7 @@ class Dataset:
             raise ValueError(f"{name}: train images {self._train_images.shape[1:]} and test images "
                              f"{self._test_images.shape[1:]} differ in shape")
         self._test_cache = None
+        self.mean, self.std = _channel_stats(self._train_images)
 
     @property
     def input_shape(self):
@@ -82,7 +91,7 @@ class Dataset:
 
         Returns
         -------
-        X : (b, H, W, C) float32 in [0, 1]
+        X : (b, H, W, C) float32, standardised
             A new array; the data set's storage is never exposed.
         y : (b,) int64
         """
@@ -95,20 +104,31 @@ class Dataset:
                              f"{indices.min()}..{indices.max()}")
         indices = indices.astype(np.intp, copy=False)
         # fancy indexing already copied the rows, so the conversion may work in place
-        return _to_float(self._train_images[indices], copy=False), self._train_labels[indices]
+        X = self._to_float(self._train_images[indices], copy=False)
+        return X, self._train_labels[indices]
 
     def test_arrays(self):
-        """The whole test split: X (n_test, H, W, C) float32 in [0, 1], y (n_test,) int64.
+        """The whole test split: X (n_test, H, W, C) float32 standardised, y (n_test,) int64.
 
         Converted on the first call and cached; the arrays are read-only and shared between calls.
         """
         if self._test_cache is None:
-            X = _to_float(self._test_images)
+            X = self._to_float(self._test_images)
             y = self._test_labels.copy()
             X.flags.writeable = False
             y.flags.writeable = False
             self._test_cache = (X, y)
         return self._test_cache
+
+    def _to_float(self, images, copy=True):
+        """uint8 pixels -> new float32 array ``x * (1/(255 std)) - mean/std``; float32 pixels as
+        they are (copied unless ``copy`` is False)."""
+        if images.dtype != np.uint8:
+            return np.array(images, dtype=np.float32, copy=copy)
+        X = images.astype(np.float32)
+        X *= 1.0 / (255.0 * self.std)
+        X -= self.mean / self.std
+        return X
 
     def __repr__(self):
         H, W, C = self.input_shape
@@ -133,11 +153,18 @@ def _checked(name, split, images, labels, n_classes):
     return images, labels.astype(np.int64)
 
 
-def _to_float(images, copy=True):
-    """uint8 pixels -> new float32 array in [0, 1] (x / 255); float32 pixels as they are (copied
-    unless ``copy`` is False)."""
-    if images.dtype == np.uint8:
-        X = images.astype(np.float32)
-        X /= np.float32(255.0)
-        return X
-    return np.array(images, dtype=np.float32, copy=copy)
+def _channel_stats(images):
+    """Per-channel mean and std (float32 (C,)) of ``images / 255``; (0, 1) for float images.
+
+    Computed exactly from a 256-bin histogram per channel, so no float copy of the set is made.
+    """
+    channels = images.shape[-1]
+    if images.dtype != np.uint8:
+        return np.zeros(channels, np.float32), np.ones(channels, np.float32)
+    levels = np.arange(256) / 255.0
+    mean, std = np.empty(channels, np.float32), np.empty(channels, np.float32)
+    for c in range(channels):
+        counts = np.bincount(images[..., c].ravel(), minlength=256)
+        mu = counts @ levels / counts.sum()
+        mean[c], std[c] = mu, np.sqrt(counts @ (levels - mu) ** 2 / counts.sum()) or 1.0
+    return mean, std

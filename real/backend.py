@@ -26,6 +26,22 @@ from algorithms.ops import ANY_SOURCE, Allreduce, Compute, Evaluate, Recv, Send,
 MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
+def ring_allreduce_mpi(comm, buf, rank, size):
+    """Sum ``buf`` over ``comm`` in place with `ring_allreduce`, one ``Sendrecv`` per step.
+
+    Collective. Returns the bytes ``(sent, received)`` by this rank.
+    """
+    ring, reply, sent, received = ring_allreduce(buf, rank, size), None, 0, 0
+    while True:
+        try:
+            step = ring.send(reply)
+        except StopIteration:
+            return sent, received
+        comm.Sendrecv(step.payload, dest=step.dest, sendtag=step.tag, recvbuf=step.buf,
+                      source=step.source, recvtag=step.tag)
+        sent, received, reply = sent + step.payload.nbytes, received + step.buf.nbytes, step.buf
+
+
 class Driver:
     """Runs one node program in this process.
 
@@ -102,7 +118,7 @@ class Driver:
         self._charge("wait", t0, t1, "wait")
         return t1
 
-    # -- handlers: one per operation type; each returns the reply -----------------------------------
+    # -- handlers: one per operation type; each returns the reply ------------------------------
 
     def _compute(self, op, t0):
         result = op.fn(*op.args)
@@ -155,22 +171,10 @@ class Driver:
             # MPI's own algorithm is opaque: counted as the bandwidth-optimal ring would send.
             sent, received = ring_allreduce_bytes(buf.size, buf.itemsize, self.rank, self.size)
         else:
-            sent, received = self._ring(buf)
+            sent, received = ring_allreduce_mpi(self.comm, buf, self.rank, self.size)
         finish_reduction(buf, op.op, self.size)
         self._charge("comm", t0, perf_counter(), f"allreduce {op.algo}", sent, received)
         return buf
-
-    def _ring(self, buf):
-        """Drive `ring_allreduce` over Sendrecv (one MPI call per step); return bytes moved."""
-        ring, reply, sent, received = ring_allreduce(buf, self.rank, self.size), None, 0, 0
-        while True:
-            try:
-                step = ring.send(reply)
-            except StopIteration:
-                return sent, received
-            self.comm.Sendrecv(step.payload, dest=step.dest, sendtag=step.tag, recvbuf=step.buf,
-                               source=step.source, recvtag=step.tag)
-            sent, received, reply = sent + step.payload.nbytes, received + step.buf.nbytes, step.buf
 
     def _evaluate(self, op, t0):
         """Collective evaluation: rank 0 evaluates (the average model if asked), all get the result.

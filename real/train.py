@@ -34,7 +34,7 @@ from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog
 from data import DataError, load_dataset
-from models import build_model, make_optimizer
+from models import build_model, cosine_schedule, make_optimizer
 from real.backend import Driver
 
 
@@ -74,6 +74,8 @@ def main(argv=None):
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
     optimizer = make_optimizer(cfg.optimizer, model.n_params, lr=cfg.lr, momentum=cfg.momentum)
     node = make_node(rank, size, cfg, dataset, model, optimizer)
+    if cfg.lr_schedule == "cosine":
+        optimizer.schedule = cosine_schedule(max(node.total_steps, 1))
     if node.steps_per_epoch < 1:
         parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
                      f"({dataset.n_train // node.shards} samples of {dataset.name} over "

@@ -16,7 +16,8 @@ def test_defaults_are_the_baseline_run():
     cfg = _parse([])
     assert (cfg.algorithm, cfg.dataset, cfg.model) == ("serial", "mnist", "mlp")
     assert cfg.optimizer == "adam"
-    assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.seed) == (0.001, 100, 2, 0)
+    assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.seed) == (0.003, 100, 2, 0)
+    assert cfg.lr_schedule == "cosine"
     assert cfg.out.startswith("runs/") and cfg.out.endswith("-serial-mnist")
 
 

@@ -152,7 +152,8 @@ def test_data_dir_beats_cache_beats_system(fake_mnist, tmp_path):
     assert (ds.n_train, ds.n_test, ds.n_classes) == (N_TRAIN, N_TEST, 10)
     assert ds.input_shape == (28, 28, 1)
     X, y = ds.train_batch([0, 11])
-    np.testing.assert_array_equal(X[..., 0], arrays[0][[0, 11]] / np.float32(255))
+    expected = (arrays[0][[0, 11]] / 255.0 - ds.mean[0]) / ds.std[0]
+    np.testing.assert_allclose(X[..., 0], expected, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(y, arrays[1][[0, 11]])
 
 
@@ -365,7 +366,7 @@ def test_cifar_download_and_load(fake_mnist, server, tmp_path, monkeypatch):
     assert y.tolist() == [1, 1, 2]
     assert ds.train_batch([0, 3, 6, 9, 12])[1].tolist() == [0, 1, 2, 3, 4]   # first of each file
     assert ds.test_arrays()[1].tolist() == [5, 1, 2]
-    np.testing.assert_array_equal(X, images / np.float32(255))
+    np.testing.assert_allclose(X, (images / 255.0 - ds.mean) / ds.std, rtol=1e-5, atol=1e-5)
 
 
 def test_extracted_cifar_folder_is_checked_by_record_counts(fake_mnist, tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
-"""Real runs under mpiexec (in a subprocess, with a timeout): collectives, trajectories, bytes, faults.
+"""Real runs under mpiexec (a subprocess with a timeout): collectives, trajectories, bytes, faults.
 
-Each test starts ``mpiexec`` from the virtual environment (the mpich wheel), so no system MPI is needed.
+Each test starts ``mpiexec`` from the virtual environment (the mpich wheel): no system MPI needed.
 """
 
 import csv
@@ -63,7 +63,7 @@ SERIAL_STEPS = ["--iterations", "20", "--eval-every", "10"]
 
 @pytest.fixture(scope="module")
 def serial_runs(tmp_path_factory):
-    """Serial SGD/momentum/Adam with batch 120: the trajectories the distributed runs must follow."""
+    """Serial SGD/momentum/Adam at batch 120: the trajectories the distributed runs must follow."""
     root = tmp_path_factory.mktemp("serial")
     return {opt: weights(train(1, root / opt, "--algorithm", "serial", "--batch-size", "120",
                                "--optimizer", opt, *SERIAL_STEPS))

@@ -77,10 +77,11 @@ def test_same_seed_same_weights(tmp_path):
 
 def test_target_accuracy_time_is_the_first_crossing(tmp_path):
     out = tmp_path / "run"
-    main(["--dataset", "synthetic", "--iterations", "40", "--eval-every", "5",
-          "--target-accuracy", "0.5", "--out", str(out), "--no-progress"])
+    main(["--dataset", "mnist-subset", "--iterations", "40", "--eval-every", "5",
+          "--target-accuracy", "0.8", "--out", str(out), "--no-progress"])
     metrics = _read_csv(out / "metrics.csv")
-    first = next(r for r in metrics if float(r["test_accuracy"]) >= 0.5)
+    assert float(metrics[0]["test_accuracy"]) < 0.8
+    first = next(r for r in metrics if float(r["test_accuracy"]) >= 0.8)
     assert _read_json(out / "summary.json")["time_to_target_s"] == float(first["time_s"])
 
 
