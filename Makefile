@@ -18,8 +18,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[analysis,dev]'
 	touch $@
 
+# The main job on the bundled data: the one-process baseline, then the same training on 4 MPI ranks.
 demo: $(BIN)/.installed
-	env -u TWINSGD_DATA $(BIN)/python -m real.train --out runs/demo
+	env -u TWINSGD_DATA $(BIN)/python -m real.train --out runs/demo-serial
+	env -u TWINSGD_DATA $(BIN)/mpiexec -n 4 $(BIN)/python -m real.train --algorithm allreduce \
+		--out runs/demo-allreduce
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -29,9 +32,13 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# Benchmarks print tables; PyTorch is installed for the kernel comparison only (never a dependency).
 bench: $(BIN)/.installed
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/python benchmarks/kernels.py
+	$(BIN)/python benchmarks/allreduce.py
+	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/speedup.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

@@ -63,8 +63,7 @@ def main(argv=None):
     cfg = parse_config(argv, parser)
     try:
         cfg.check_size(size)
-        dataset = load_dataset(cfg.dataset, cfg.data_dir,
-                               allow_download=os.environ.get("TWINSGD_OFFLINE") != "1")
+        dataset = _load_data(cfg, comm)
         folder = RunFolder(cfg.out)
     except (DataError, ValueError) as err:
         parser.error(str(err))
@@ -105,6 +104,30 @@ def main(argv=None):
     else:
         log.finish("done")
     return 0
+
+
+def _load_data(cfg, comm):
+    """Load the data set on every rank, rank 0 first: it alone downloads (into the cache the
+    others then read), and a problem it finds stops every rank with the same message."""
+    allow_download = os.environ.get("TWINSGD_OFFLINE") != "1"
+    dataset = problem = None
+    if comm.rank == 0:
+        try:
+            dataset = load_dataset(cfg.dataset, cfg.data_dir, allow_download=allow_download)
+        except (DataError, ValueError) as err:
+            problem = str(err)
+    problem = comm.bcast(problem, root=0)
+    if problem is not None:
+        raise DataError(problem)
+    dataset = dataset or load_dataset(cfg.dataset, cfg.data_dir, allow_download=False)
+    found = comm.allgather((dataset.name, dataset.n_train, dataset.n_test))
+    for rank, theirs in enumerate(found):
+        if theirs != found[0]:
+            raise DataError(f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where "
+                            f"rank 0 found {found[0][0]} ({found[0][1]}): give every node the "
+                            f"same data (--data-dir on a shared folder, or python -m "
+                            f"data.download {cfg.dataset} on each node)")
+    return dataset
 
 
 def _inject_fault(node, spec):
