@@ -6,14 +6,14 @@ part (which data shard, whether it computes), so both backends set up a run the 
 
 from algorithms.allreduce import allreduce_sgd, local_sgd
 from algorithms.node import Node
-from algorithms.parameter_server import SERVER, sync_ps
+from algorithms.parameter_server import SERVER, parameter_server
 from algorithms.serial import serial_sgd
 
 
 def node_program(cfg):
     """The node program (a generator function of one `Node`) that ``cfg`` asks for."""
     if cfg.algorithm == "ps":
-        return sync_ps
+        return parameter_server
     if cfg.algorithm == "allreduce":
         return local_sgd if cfg.local_steps > 1 else allreduce_sgd
     return serial_sgd

@@ -20,7 +20,7 @@ import tomllib
 from dataclasses import dataclass, field
 
 ALGORITHMS = ("serial", "ps", "allreduce")
-PS_MODES = ("sync",)
+PS_MODES = ("sync", "async", "ssp")
 ALLREDUCE_ALGOS = ("ring", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
@@ -42,6 +42,9 @@ class RunConfig:
         "training architecture", choices=ALGORITHMS, group="algorithm"))
     mode: str = field(default="sync", metadata=_flag(
         "parameter-server synchronisation (ps)", choices=PS_MODES, group="algorithm"))
+    staleness: int = field(default=0, metadata=_flag(
+        "ssp: how many steps a worker may run ahead of the slowest (0: synchronous)", type=int,
+        metavar="S", group="algorithm"))
     server_computes: bool = field(default=False, metadata=_flag(
         "the parameter server also trains on a shard (ps)", type=bool, group="algorithm"))
     allreduce: str = field(default="ring", metadata=_flag(
@@ -104,8 +107,11 @@ class RunConfig:
         if self.local_steps > 1 and self.algorithm != "allreduce":
             raise ValueError(f"--local-steps {self.local_steps} needs --algorithm allreduce, "
                              f"got {self.algorithm}")
-        if self.server_computes and self.algorithm != "ps":
-            raise ValueError(f"--server-computes needs --algorithm ps, got {self.algorithm}")
+        if self.server_computes and (self.algorithm, self.mode) != ("ps", "sync"):
+            raise ValueError(f"--server-computes needs --algorithm ps --mode sync, got "
+                             f"--algorithm {self.algorithm} --mode {self.mode}")
+        if self.staleness < 0:
+            raise ValueError(f"--staleness must be >= 0, got {self.staleness}")
         if not 0.0 <= self.momentum < 1.0:
             raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:

@@ -67,7 +67,8 @@ class Node:
         self.shard = rank if shard is None else shard
         self.shards = size if shards is None else shards
         self.computes = computes
-        self.on_step_end = lambda step, loss: None  # the backend's hook for time accounting
+        self.last_iteration = self.total_steps
+        self.on_step_end = lambda step, loss, staleness: None  # the backend's time accounting
         self._losses = []
 
     @property
@@ -105,24 +106,39 @@ class Node:
                 if iteration == self.total_steps:
                     return
 
-    def end_step(self, step, loss):
-        """Close ``step`` (its training loss in hand, NaN if the node computed none)."""
+    def updates(self, per_step):
+        """Yield the `Step`s (no data) of a server applying ``per_step`` updates per worker step.
+
+        An asynchronous parameter server applies one update per push, ``per_step`` = number of
+        workers: its iteration counts pushes, and its epoch is every worker's pass over its shard.
+        """
+        per_epoch = self.steps_per_epoch * per_step
+        self.last_iteration = self.total_steps * per_step
+        for iteration in range(1, self.last_iteration + 1):
+            k = (iteration - 1) % per_epoch
+            yield Step((iteration - 1) // per_epoch, iteration, None, None,
+                       last_in_epoch=k == per_epoch - 1)
+
+    def end_step(self, step, loss, staleness=0):
+        """Close ``step``: its training loss (NaN if the node computed none) and the staleness of
+        the gradients it applied (server updates since the weights they were computed on)."""
         self._losses.append(float(loss))
-        self.on_step_end(step, loss)
+        self.on_step_end(step, loss, staleness)
 
     def evaluation_due(self, step):
         """True when ``step`` ends an evaluation period (``--eval-every`` steps, else an epoch)."""
-        if step.iteration == self.total_steps:
+        if step.iteration == self.last_iteration:
             return True
         if self.cfg.eval_every:
             return step.iteration % self.cfg.eval_every == 0
         return step.last_in_epoch
 
-    def maybe_evaluate(self, step, average=False):
+    def maybe_evaluate(self, step, average=False, collective=True):
         """Yield an `Evaluate` of the current model if one is due after ``step``.
 
         ``average`` asks the backend to evaluate the average of the nodes' models (for algorithms
-        whose nodes hold different models between synchronisations).
+        whose nodes hold different models between synchronisations); ``collective`` False for a
+        node that evaluates alone (an asynchronous server), while the others go on training.
 
         Yields at most one Evaluate; gets back ``(test_loss, test_accuracy)``.
         Returns that pair, or None when no evaluation was due.
@@ -134,7 +150,8 @@ class Node:
         self._losses.clear()
         return (yield Evaluate(self.evaluate_test, self.model.params, epoch=step.epoch,
                                iteration=step.iteration, train_loss=train_loss, average=average,
-                               final=step.iteration == self.total_steps))
+                               collective=collective,
+                               final=step.iteration == self.last_iteration))
 
     def evaluate_test(self, params):
         """``(test_loss, test_accuracy)`` of weights ``params`` (params,) on the whole test set."""

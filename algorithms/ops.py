@@ -32,9 +32,10 @@ class Compute:
 class Evaluate:
     """Evaluate the model on the test set; its time is excluded from training time.
 
-    Collective in a multi-node run: every rank yields it at the same step. The backend averages
-    ``params`` over the ranks when ``average`` is true (decentralised runs, where each node has its
-    own model; it also measures the consensus distance, mean over nodes of ``||w_i - w_mean||``),
+    Collective in a multi-node run (unless ``collective`` is False: a node evaluating alone, such
+    as an asynchronous parameter server): every rank yields it at the same step. The backend
+    averages ``params`` over the ranks when ``average`` is true (decentralised runs, where each
+    node has its own model; it also measures the consensus distance, mean ``||w_i - w_mean||``),
     evaluates ``fn(params)`` -> ``(test_loss, test_accuracy)`` once, on rank 0, averages
     ``train_loss`` (the mean loss of the node's steps since the last evaluation) over the ranks
     that trained, records one metrics row, and sends ``(test_loss, test_accuracy)`` back to every
@@ -47,6 +48,7 @@ class Evaluate:
     iteration: int
     train_loss: float
     average: bool = False
+    collective: bool = True
     final: bool = False
 
 

@@ -84,16 +84,21 @@ class RunLog:
                    consensus_distance=None, node_totals=None):
         """Write one metrics.csv row and refresh summary.json (so a killed run keeps it).
 
-        ``node_totals`` is every rank's `node_totals` (rank order); ``bytes`` in the row is the
-        sum of bytes sent by all ranks so far.
+        ``node_totals`` is every rank's `node_totals` (rank order) when the evaluation was
+        collective; ``bytes`` in the row is then the bytes sent by all ranks so far. A node that
+        evaluates alone (an asynchronous parameter server) knows only its own traffic: the row
+        then holds the bytes it sent and received, which for a parameter server is all of it.
         """
         if node_totals is not None:
             self.all_totals = node_totals
+            moved = sum(t["bytes_sent"] for t in node_totals)
+        else:
+            moved = self.totals["bytes_sent"] + self.totals["bytes_recv"]
         row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
-               "test_loss": test_loss, "test_accuracy": test_accuracy,
-               "bytes": sum(t["bytes_sent"] for t in self.all_totals), "eval_s": eval_s,
-               "consensus_distance": consensus_distance}
+               "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": moved,
+               "eval_s": eval_s, "consensus_distance": consensus_distance}
         self.metrics.write_rows([row])
+        self.steps.flush()
         self.eval_s += eval_s
         self.last_eval = row
         target = self.target_accuracy

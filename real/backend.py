@@ -102,10 +102,11 @@ class Driver:
             self.events.append((name, kind, t0 - self.start, t1 - self.start))
         self.mark = t1
 
-    def _end_step(self, step, loss):
+    def _end_step(self, step, loss, staleness):
         now = perf_counter()
         self._charge("compute", self.mark, now, "local")
-        self.log.end_step(self.rank, step.epoch, step.iteration, self.training_clock(now), loss)
+        self.log.end_step(self.rank, step.epoch, step.iteration, self.training_clock(now), loss,
+                          staleness)
         if self.on_step is not None:
             self.on_step(step)
 
@@ -183,8 +184,8 @@ class Driver:
         bookkeeping, is evaluation time, off the training clock.
         """
         params, consensus, comm = op.params, None, self.comm
-        losses, totals = [op.train_loss], [self.log.node_totals()]
-        if comm is not None and self.size > 1:
+        losses, totals = [op.train_loss], None
+        if op.collective and self.size > 1:
             if op.average:
                 params = params.copy()
                 comm.Allreduce(self.MPI.IN_PLACE, params, op=self.MPI.SUM)
@@ -192,9 +193,9 @@ class Driver:
                 distances = comm.gather(float(np.linalg.norm(op.params - params)), root=0)
                 consensus = float(np.mean(distances)) if self.rank == 0 else None
             losses = comm.gather(op.train_loss, root=0)
-            totals = comm.gather(totals[0], root=0)
+            totals = comm.gather(self.log.node_totals(), root=0)
         result = op.fn(params) if self.rank == 0 else None
-        if comm is not None and self.size > 1:
+        if op.collective and self.size > 1:
             result = comm.bcast(result, root=0)
         if self.rank == 0:
             trained = [x for x in losses if not math.isnan(x)]

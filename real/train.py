@@ -24,6 +24,7 @@ import importlib.metadata
 import os
 import platform
 import sys
+import time
 import traceback
 
 import numpy as np
@@ -89,6 +90,7 @@ def main(argv=None):
     comm.Barrier()  # a common start for every rank's clock
     driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()))
     _inject_fault(node, os.environ.get("TWINSGD_INJECT_FAULT"))
+    _slow_down(node, os.environ.get("TWINSGD_SLOW_RANK"))
     try:
         driver.run(node_program(cfg)(node))
     except BaseException as err:
@@ -98,7 +100,9 @@ def main(argv=None):
         if bar:
             bar.close()
     timeline = comm.gather(driver.timeline(), root=0)
+    totals = comm.gather(log.node_totals(), root=0)
     if rank == 0:
+        log.all_totals = totals
         log.finish("done", model.named_arrays(), _trace(timeline, cfg))
         print(_report(log.summary(), folder.path))
     else:
@@ -139,12 +143,29 @@ def _inject_fault(node, spec):
         return
     end_step = node.on_step_end
 
-    def failing_end_step(step, loss):
-        end_step(step, loss)
+    def failing_end_step(step, loss, staleness):
+        end_step(step, loss, staleness)
         if step.iteration == iteration:
             raise RuntimeError(f"injected fault after step {iteration} (TWINSGD_INJECT_FAULT)")
 
     node.on_step_end = failing_end_step
+
+
+def _slow_down(node, spec):
+    """Test hook: ``TWINSGD_SLOW_RANK=RANK:SECONDS`` makes that rank a straggler, idle that long
+    after each of its steps (as a slower or busier machine would be)."""
+    if not spec:
+        return
+    rank, seconds = spec.split(":")
+    if node.rank != int(rank):
+        return
+    end_step = node.on_step_end
+
+    def slow_end_step(step, loss, staleness):
+        end_step(step, loss, staleness)
+        time.sleep(float(seconds))
+
+    node.on_step_end = slow_end_step
 
 
 def _abort(log, comm, rank, err):

@@ -207,3 +207,42 @@ def test_sigkill_of_every_rank_mid_run_leaves_parseable_files(tmp_path):
     for name in ("steps.csv", "metrics.csv"):
         rows = read_csv(out / name)
         assert rows and all(None not in r and None not in r.values() for r in rows), name
+
+
+def test_ssp_with_staleness_0_is_the_synchronous_trajectory(tmp_path):
+    common = ["--algorithm", "ps", "--optimizer", "adam", "--batch-size", "40", *SERIAL_STEPS]
+    sync = weights(train(4, tmp_path / "sync", *common, "--mode", "sync"))
+    ssp = weights(train(4, tmp_path / "ssp", *common, "--mode", "ssp", "--staleness", "0"))
+    for name in sync:
+        np.testing.assert_array_equal(ssp[name], sync[name], err_msg=name)
+
+
+@pytest.mark.parametrize("bound", [1, 3])
+def test_ssp_never_exceeds_its_staleness_bound_and_reaches_it_with_a_straggler(tmp_path, bound):
+    out = tmp_path / "run"
+    env = {**ENV, "TWINSGD_SLOW_RANK": "1:0.02"}
+    done = subprocess.run([MPIEXEC, "-n", "4", sys.executable, "-m", "real.train", *SMALL,
+                           "--algorithm", "ps", "--mode", "ssp", "--staleness", str(bound),
+                           "--iterations", "15", "--out", str(out)],
+                          cwd=ROOT, env=env, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    server = [r for r in read_csv(out / "steps.csv") if r["rank"] == "0"]
+    assert [int(r["iteration"]) for r in server] == list(range(1, 16))
+    staleness = [int(r["staleness"]) for r in server]
+    assert max(staleness) == bound  # the fast workers run ahead as far as allowed, no further
+    workers = [r for r in read_csv(out / "steps.csv") if r["rank"] != "0"]
+    assert len(workers) == 3 * 15
+
+
+def test_async_server_applies_every_push_and_records_staleness(tmp_path):
+    out = train(4, tmp_path / "run", "--algorithm", "ps", "--mode", "async", "--iterations", "10",
+                "--eval-every", "15")
+    steps = read_csv(out / "steps.csv")
+    server = [r for r in steps if r["rank"] == "0"]
+    assert [int(r["iteration"]) for r in server] == list(range(1, 31))  # an iteration is a push
+    assert all(int(r["bytes_sent"]) == int(r["bytes_recv"]) == 4 * P_MLP for r in server)
+    staleness = [int(r["staleness"]) for r in server]
+    assert staleness[0] == 0 and max(staleness) >= 1 and max(staleness) <= 3 * 10
+    metrics = read_csv(out / "metrics.csv")
+    assert [int(r["iteration"]) for r in metrics] == [15, 30]
+    assert json.loads((out / "summary.json").read_text())["nodes"] == 4
