@@ -1,12 +1,14 @@
 """Operations, node programs, the run configuration and the run-folder writer of both backends.
 
 `node_program` picks the generator function for a configuration and `make_node` hands each rank its
-part (which data shard, whether it computes), so both backends set up a run the same way.
+part (which data shard, whether it computes, which slice of the weights it owns, who reports), so
+both backends set up a run the same way.
 """
 
 from algorithms.allreduce import allreduce_sgd, local_sgd
+from algorithms.collectives import chunk_bounds
 from algorithms.node import Node
-from algorithms.parameter_server import SERVER, parameter_server
+from algorithms.parameter_server import parameter_server
 from algorithms.serial import serial_sgd
 
 
@@ -19,12 +21,32 @@ def node_program(cfg):
     return serial_sgd
 
 
-def make_node(rank, size, cfg, dataset, model, optimizer):
-    """The `Node` of ``rank``: every rank trains on a shard, but a parameter server that does not
-    compute; the workers' shards are then numbered from 0."""
-    if cfg.algorithm == "ps" and not cfg.server_computes:
-        if rank == SERVER:
-            return Node(rank, size, cfg, dataset, model, optimizer, shard=0, shards=size - 1,
-                        computes=False)
-        return Node(rank, size, cfg, dataset, model, optimizer, shard=rank - 1, shards=size - 1)
-    return Node(rank, size, cfg, dataset, model, optimizer)
+def make_node(rank, size, cfg, dataset, model, optimizer=None):
+    """The `Node` of ``rank`` of ``size``.
+
+    Every rank trains on a shard, but the parameter servers (ranks ``0 .. K-1`` with
+    ``--servers K``) unless ``--server-computes``; the workers' shards are then numbered from 0.
+    Server s owns ``slices[s]`` of the weights, contiguous and balanced by bytes. The reporter,
+    the rank that evaluates and writes the run folder's summary files, is rank 0, or the first
+    worker when the weights are sharded over several servers (no server holds them all).
+    """
+    node = Node(rank, size, cfg, dataset, model, optimizer)
+    if cfg.algorithm == "ps":
+        servers = cfg.servers
+        bounds = chunk_bounds(model.n_params, servers)
+        node.servers = range(servers)
+        node.slices = [slice(bounds[s], bounds[s + 1]) for s in node.servers]
+        node.reporter = 0 if servers == 1 else servers
+        if rank < servers:
+            node.owned = node.slices[rank]
+        if not cfg.server_computes:
+            node.shards, node.computes = size - servers, rank >= servers
+            node.shard = max(rank - servers, 0)
+    return node
+
+
+def updates_per_step(cfg, size, rank):
+    """Iterations of ``rank`` per worker step: an asynchronous server counts every push."""
+    if cfg.algorithm == "ps" and cfg.mode == "async" and rank < cfg.servers:
+        return size - cfg.servers
+    return 1

@@ -45,6 +45,9 @@ class RunConfig:
     staleness: int = field(default=0, metadata=_flag(
         "ssp: how many steps a worker may run ahead of the slowest (0: synchronous)", type=int,
         metavar="S", group="algorithm"))
+    servers: int = field(default=1, metadata=_flag(
+        "ps: shard the weights over K server ranks (0..K-1), balanced by bytes", type=int,
+        metavar="K", group="algorithm"))
     server_computes: bool = field(default=False, metadata=_flag(
         "the parameter server also trains on a shard (ps)", type=bool, group="algorithm"))
     allreduce: str = field(default="ring", metadata=_flag(
@@ -110,6 +113,12 @@ class RunConfig:
         if self.server_computes and (self.algorithm, self.mode) != ("ps", "sync"):
             raise ValueError(f"--server-computes needs --algorithm ps --mode sync, got "
                              f"--algorithm {self.algorithm} --mode {self.mode}")
+        _positive(servers=self.servers)
+        if self.servers > 1 and self.algorithm != "ps":
+            raise ValueError(f"--servers {self.servers} needs --algorithm ps, got {self.algorithm}")
+        if self.servers > 1 and self.server_computes:
+            raise ValueError("--server-computes needs a single server, got --servers "
+                             f"{self.servers}")
         if self.staleness < 0:
             raise ValueError(f"--staleness must be >= 0, got {self.staleness}")
         if not 0.0 <= self.momentum < 1.0:
@@ -123,9 +132,10 @@ class RunConfig:
         if self.algorithm == "serial" and size != 1:
             raise ValueError(f"--algorithm serial runs on one process, got {size} ranks "
                              f"(use --algorithm allreduce or ps under mpirun)")
-        if self.algorithm == "ps" and size < 2:
-            raise ValueError("--algorithm ps needs at least 2 ranks (a server and a worker), "
-                             "got 1: run it under mpirun -n N")
+        if self.algorithm == "ps" and size < self.servers + 1:
+            raise ValueError(f"--algorithm ps --servers {self.servers} needs at least "
+                             f"{self.servers + 1} ranks (servers and a worker), got {size}: run it "
+                             f"under mpirun -n N")
         return self
 
     def as_dict(self):

@@ -67,6 +67,8 @@ class Node:
         self.shard = rank if shard is None else shard
         self.shards = size if shards is None else shards
         self.computes = computes
+        self.owned = slice(None)  # the part of the weights this node updates (sharded servers)
+        self.reporter = 0  # the rank that evaluates and writes the run's summary files
         self.last_iteration = self.total_steps
         self.on_step_end = lambda step, loss, staleness: None  # the backend's time accounting
         self._losses = []

@@ -62,11 +62,16 @@ class Send:
     An ndarray payload goes as a raw buffer (the receiver names a ``buf`` of the same size and
     dtype); any other payload must know its ``nbytes`` and is sent as an object. Bytes on the wire:
     ``payload.nbytes``.
+
+    ``buffered`` (MPI's Bsend): the message is copied aside and the send returns at once, however
+    busy the receiver. A server replying to many workers that may themselves be blocked sending to
+    other servers needs it, or the sends can wait on each other in a cycle.
     """
 
     dest: int
     payload: object
     tag: int = 0
+    buffered: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Parameter servers: rank 0 owns weights and optimizer, workers push gradients and pull weights.
+"""Parameter servers: servers own weights and optimizer, workers push gradients and pull weights.
 
 Three ways for the server to treat the pushes (``--mode``):
 
@@ -16,42 +16,57 @@ Three ways for the server to treat the pushes (``--mode``):
   ahead waits for its weights. Every applied gradient is at most S updates stale, and S = 0 is the
   synchronous trajectory exactly.
 
-Optimizer state lives on the server only; workers hold weights and no optimizer.
-Bytes per worker per step: ``4 * params`` up (gradient) and ``4 * params`` down (weights).
+With ``--servers K`` the weights are sharded: server s (rank s < K) owns a contiguous slice,
+balanced by bytes, and runs the mode's program on it alone; workers (ranks K..N-1) push each
+server its slice of the gradient and pull its slice of the weights. The bytes through each server
+fall as 1/K.
+
+Optimizer state lives on the servers only (each for its slice); workers hold weights, no optimizer.
+Bytes per worker per step: ``4 * params`` up (gradient) and ``4 * params`` down (weights), split
+over the servers.
 """
 
 import numpy as np
 
 from algorithms.ops import ANY_SOURCE, Compute, Recv, Send
 
-SERVER = 0
 GRADIENT, WEIGHTS = 1, 2
 
 
 def parameter_server(node):
-    """The program of ``--algorithm ps``: the server of ``--mode`` on rank 0, workers elsewhere."""
-    if node.rank != SERVER:
+    """The program of ``--algorithm ps``: the ``--mode`` server on ranks below ``--servers``,
+    workers on the others."""
+    if node.rank not in node.servers:
         return ps_worker(node)
     return {"sync": sync_ps_server, "async": async_ps_server, "ssp": ssp_ps_server}[
         node.cfg.mode](node)
 
 
 def ps_worker(node):
-    """Compute a gradient, push it to the server, pull the weights; every step, in every mode.
+    """Compute a gradient, push each server its slice, pull every slice back; every step.
 
-    Yields Compute, Send (the gradient), Recv (the weights, straight into ``model.params``) and,
-    in sync mode, the collective Evaluate.
+    Yields Compute, Send (gradient slices), Recv (weight slices, straight into ``model.params``)
+    and Evaluate (collective in sync mode; in the other modes only if this rank reports).
     Returns the final weights, (params,) float32.
     """
+    params = node.model.params
     for step in node.steps():
         loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
                                    samples=len(step.y))
-        yield Send(dest=SERVER, payload=grad, tag=GRADIENT)
-        yield Recv(source=SERVER, tag=WEIGHTS, buf=node.model.params)
+        for server in node.servers:
+            yield Send(dest=server, payload=grad[node.slices[server]], tag=GRADIENT)
+        for server in node.servers:
+            yield Recv(source=server, tag=WEIGHTS, buf=params[node.slices[server]])
         node.end_step(step, loss)
         if node.cfg.mode == "sync":
             yield from node.maybe_evaluate(step)
-    return node.model.params
+        elif node.rank == node.reporter:
+            yield from node.maybe_evaluate(step, collective=False)
+    return params
+
+
+def _workers(node):
+    return range(len(node.servers), node.size)
 
 
 def sync_ps_server(node):
@@ -59,11 +74,11 @@ def sync_ps_server(node):
 
     Yields Compute (only with ``--server-computes``), Recv from every worker in rank order, Send of
     the weights to every worker in rank order, Evaluate (collective).
-    Returns the final weights, (params,) float32.
+    Returns the weights it owns, float32.
     """
-    params = node.model.params
+    params = node.model.params[node.owned]
     total, incoming = np.empty_like(params), np.empty_like(params)
-    workers = range(1, node.size)
+    workers = _workers(node)
     contributors = len(workers) + node.computes
     for step in node.steps():
         loss = float("nan")
@@ -88,19 +103,21 @@ def sync_ps_server(node):
 def async_ps_server(node):
     """Apply each gradient as it arrives and send its worker the current weights.
 
-    Yields Recv from any worker, Send of the weights back to it, Evaluate (the server's alone).
-    Returns the final weights, (params,) float32.
+    Yields Recv from any worker, Send of the weights back to it, Evaluate (if it reports).
+    Returns the weights it owns, float32.
     """
-    params, incoming = node.model.params, np.empty_like(node.model.params)
-    copy_of = dict.fromkeys(range(1, node.size), 0)  # worker -> version of the weights it holds
-    for version, step in enumerate(node.updates(per_step=node.size - 1), start=1):
+    params = node.model.params[node.owned]
+    incoming = np.empty_like(params)
+    copy_of = dict.fromkeys(_workers(node), 0)  # worker -> version of the weights it holds
+    for version, step in enumerate(node.updates(per_step=len(copy_of)), start=1):
         worker, grad = yield Recv(source=ANY_SOURCE, tag=GRADIENT, buf=incoming)
         staleness = version - 1 - copy_of[worker]  # updates applied since its copy
         node.optimizer.step(params, grad)
-        yield Send(dest=worker, payload=params, tag=WEIGHTS)
+        yield Send(dest=worker, payload=params, tag=WEIGHTS, buffered=True)
         copy_of[worker] = version
         node.end_step(step, float("nan"), staleness)
-        yield from node.maybe_evaluate(step, collective=False)
+        if node.rank == node.reporter:
+            yield from node.maybe_evaluate(step, collective=False)
     return params
 
 
@@ -110,11 +127,10 @@ def ssp_ps_server(node):
     A worker that has pushed c gradients is sent weights only once ``c - version <= S`` (version:
     steps applied), so the gradient it computes next is at most S updates stale when applied.
 
-    Yields Recv from any worker, Send of the weights (possibly deferred), Evaluate (the server's).
-    Returns the final weights, (params,) float32.
+    Yields Recv from any worker, Send of the weights (possibly deferred), Evaluate (if it reports).
+    Returns the weights it owns, float32.
     """
-    params, bound = node.model.params, node.cfg.staleness
-    workers = range(1, node.size)
+    params, bound, workers = node.model.params[node.owned], node.cfg.staleness, _workers(node)
     total, incoming = np.empty_like(params), np.empty_like(params)
     clock, copy_of = dict.fromkeys(workers, 0), dict.fromkeys(workers, 0)
     pending = {}  # step c -> {worker: (gradient, version it was computed on)}
@@ -124,6 +140,7 @@ def ssp_ps_server(node):
         pending.setdefault(clock[worker], {})[worker] = (grad.copy(), copy_of[worker])
         clock[worker] += 1
         held.append(worker)
+        applied = []  # (step, staleness) of the steps this push completed
         while len(pending.get(version, ())) == len(workers):  # step `version` is complete
             arrived = pending.pop(version)
             total.fill(0.0)
@@ -131,13 +148,14 @@ def ssp_ps_server(node):
                 total += arrived[w][0]
             total /= len(workers)
             node.optimizer.step(params, total)
-            staleness = max(version - computed_on for _, computed_on in arrived.values())
+            applied.append((next(updates), max(version - v for _, v in arrived.values())))
             version += 1
-            step = next(updates)
-            node.end_step(step, float("nan"), staleness)
-            yield from node.maybe_evaluate(step, collective=False)
         for w in [w for w in held if clock[w] - version <= bound]:
-            yield Send(dest=w, payload=params, tag=WEIGHTS)
+            yield Send(dest=w, payload=params, tag=WEIGHTS, buffered=True)
             copy_of[w] = version
             held.remove(w)
+        for step, staleness in applied:
+            node.end_step(step, float("nan"), staleness)
+            if node.rank == node.reporter:
+                yield from node.maybe_evaluate(step, collective=False)
     return params

@@ -5,8 +5,10 @@ Backends charge seconds and bytes to the step in progress (`RunLog.charge`), clo
 simulated) and pass times in, so this module is the same for real and simulated runs. Training time
 excludes evaluation time, which is recorded apart (DESIGN.md, "Time accounting").
 
-Every rank appends its own rows to steps.csv; rank 0 alone writes config.json, metrics.csv,
-summary.json and model.npz, from every rank's totals that the backend gathers at each evaluation.
+Every rank appends its own rows to steps.csv; one rank, the reporter (rank 0 unless a sharded
+parameter server leaves no rank holding the whole model but the workers), creates the files and
+alone writes config.json, metrics.csv, summary.json and model.npz, from every rank's totals that
+the backend gathers at each evaluation.
 """
 
 import numpy as np
@@ -32,14 +34,15 @@ class RunLog:
         Test accuracy whose first crossing time goes into the summary.
     steps_per_epoch : int
         For the summary's seconds per epoch.
-    rank : int
-        Rank 0 creates the files; the other ranks append to steps.csv, which must exist by then.
+    reporter : bool
+        True on the reporting rank, which creates the files; the other ranks append to
+        steps.csv, which must exist by then.
     """
 
-    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, rank=0):
+    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True):
         self.folder, self.header = folder, dict(header, status="running")
         self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
-        self.root = rank == 0
+        self.root = reporter
         if self.root:
             folder.write_json("config.json", self.header)
             self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
@@ -139,7 +142,7 @@ class RunLog:
         }
 
     def finish(self, status, arrays=None, timeline=None):
-        """Close the logs; on rank 0 save weights and timeline and mark the run ``status``."""
+        """Close the logs; the reporter saves weights and timeline and marks the run ``status``."""
         self.steps.close()
         if not self.root:
             return
@@ -153,7 +156,7 @@ class RunLog:
         self.folder.write_json("config.json", self.header)
 
     def fail(self, why):
-        """Mark the run failed from any rank (config.json; rank 0 also summary.json)."""
+        """Mark the run failed from any rank (config.json; the reporter also summary.json)."""
         self.header["status"] = f"failed: {why}"
         self.folder.write_json("config.json", self.header)
         if self.root:

@@ -66,6 +66,7 @@ class Driver:
         self.measure_wait, self.on_step = measure_wait, on_step
         self.events = []  # timeline: (name, kind, start_s, end_s) on this rank's clock
         self.eval_s = 0.0
+        self._bsend_buffer = None
         self.start = self.mark = perf_counter()
         node.on_step_end = self._end_step
         self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
@@ -82,6 +83,8 @@ class Driver:
             try:
                 op = program.send(reply)
             except StopIteration as stop:
+                if self._bsend_buffer is not None:
+                    self.MPI.Detach_buffer()  # waits until every buffered message has left
                 return stop.value
             t0 = perf_counter()
             self._charge("compute", self.mark, t0, "local")
@@ -128,11 +131,26 @@ class Driver:
 
     def _send(self, op, t0):
         payload = op.payload
-        if isinstance(payload, np.ndarray):
+        if op.buffered:
+            self._attach_for(payload.nbytes)
+            self.comm.Bsend(payload, dest=op.dest, tag=op.tag)
+        elif isinstance(payload, np.ndarray):
             self.comm.Send(payload, dest=op.dest, tag=op.tag)
         else:
             self.comm.send(payload, dest=op.dest, tag=op.tag)
         self._charge("comm", t0, perf_counter(), f"send to {op.dest}", sent=payload.nbytes)
+
+    def _attach_for(self, nbytes):
+        """Attach an MPI buffer holding two messages of ``nbytes`` per rank (for Bsend), once, or
+        a larger one when a larger message comes (detaching waits for the pending ones)."""
+        MPI = self.MPI
+        needed = 2 * self.size * (nbytes + MPI.BSEND_OVERHEAD)
+        if self._bsend_buffer is not None and len(self._bsend_buffer) >= needed:
+            return
+        if self._bsend_buffer is not None:
+            MPI.Detach_buffer()
+        self._bsend_buffer = bytearray(needed)
+        MPI.Attach_buffer(self._bsend_buffer)
 
     def _recv(self, op, t0):
         MPI = self.MPI
@@ -178,26 +196,27 @@ class Driver:
         return buf
 
     def _evaluate(self, op, t0):
-        """Collective evaluation: rank 0 evaluates (the average model if asked), all get the result.
+        """Collective evaluation: the reporting rank evaluates (the average model if asked), every
+        rank gets the result; or the reporter's own evaluation, when not collective.
 
         Also gathers every rank's totals to rank 0 for the summary. Its whole time, including this
         bookkeeping, is evaluation time, off the training clock.
         """
-        params, consensus, comm = op.params, None, self.comm
+        params, consensus, comm, root = op.params, None, self.comm, self.node.reporter
         losses, totals = [op.train_loss], None
         if op.collective and self.size > 1:
             if op.average:
                 params = params.copy()
                 comm.Allreduce(self.MPI.IN_PLACE, params, op=self.MPI.SUM)
                 finish_reduction(params, "mean", self.size)
-                distances = comm.gather(float(np.linalg.norm(op.params - params)), root=0)
-                consensus = float(np.mean(distances)) if self.rank == 0 else None
-            losses = comm.gather(op.train_loss, root=0)
-            totals = comm.gather(self.log.node_totals(), root=0)
-        result = op.fn(params) if self.rank == 0 else None
+                distances = comm.gather(float(np.linalg.norm(op.params - params)), root=root)
+                consensus = float(np.mean(distances)) if self.rank == root else None
+            losses = comm.gather(op.train_loss, root=root)
+            totals = comm.gather(self.log.node_totals(), root=root)
+        result = op.fn(params) if self.rank == root else None
         if op.collective and self.size > 1:
-            result = comm.bcast(result, root=0)
-        if self.rank == 0:
+            result = comm.bcast(result, root=root)
+        if self.rank == root:
             trained = [x for x in losses if not math.isnan(x)]
             train_loss = float(np.mean(trained)) if trained else float("nan")
             self.log.evaluation(op.epoch, op.iteration, self.training_clock(t0), train_loss,

@@ -30,7 +30,7 @@ import traceback
 import numpy as np
 from mpi4py import MPI
 
-from algorithms import make_node, node_program
+from algorithms import make_node, node_program, updates_per_step
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog
@@ -72,21 +72,24 @@ def main(argv=None):
         print(dataset.note, file=sys.stderr)
 
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
-    optimizer = make_optimizer(cfg.optimizer, model.n_params, lr=cfg.lr, momentum=cfg.momentum)
-    node = make_node(rank, size, cfg, dataset, model, optimizer)
+    node = make_node(rank, size, cfg, dataset, model)
+    owned = model.params[node.owned]  # a sharded parameter server's optimizer sees its slice
+    node.optimizer = make_optimizer(cfg.optimizer, owned.size, lr=cfg.lr, momentum=cfg.momentum)
     if cfg.lr_schedule == "cosine":
-        optimizer.schedule = cosine_schedule(max(node.total_steps, 1))
+        node.optimizer.schedule = cosine_schedule(max(node.total_steps, 1))
     if node.steps_per_epoch < 1:
         parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
                      f"({dataset.n_train // node.shards} samples of {dataset.name} over "
                      f"{node.shards} shards)")
 
     header = _header(cfg, dataset, model, size)
-    log = RunLog(folder, header, cfg.target_accuracy, node.steps_per_epoch, rank=0) \
-        if rank == 0 else None
+    reporter = rank == node.reporter
+    ups = updates_per_step(cfg, size, node.reporter)
+    per_epoch = node.steps_per_epoch * ups
+    log = RunLog(folder, header, cfg.target_accuracy, per_epoch) if reporter else None
     comm.Barrier()  # steps.csv exists before the other ranks open it for appending
-    log = log or RunLog(folder, header, cfg.target_accuracy, node.steps_per_epoch, rank=rank)
-    bar = _progress(node.total_steps) if cfg.progress and rank == 0 else None
+    log = log or RunLog(folder, header, cfg.target_accuracy, per_epoch, reporter=False)
+    bar = _progress(node.total_steps * ups) if cfg.progress and reporter else None
     comm.Barrier()  # a common start for every rank's clock
     driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()))
     _inject_fault(node, os.environ.get("TWINSGD_INJECT_FAULT"))
@@ -99,9 +102,9 @@ def main(argv=None):
     finally:
         if bar:
             bar.close()
-    timeline = comm.gather(driver.timeline(), root=0)
-    totals = comm.gather(log.node_totals(), root=0)
-    if rank == 0:
+    timeline = comm.gather(driver.timeline(), root=node.reporter)
+    totals = comm.gather(log.node_totals(), root=node.reporter)
+    if reporter:
         log.all_totals = totals
         log.finish("done", model.named_arrays(), _trace(timeline, cfg))
         print(_report(log.summary(), folder.path))

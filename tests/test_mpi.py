@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from algorithms.collectives import ring_allreduce_bytes
+from algorithms.collectives import chunk_bounds, ring_allreduce_bytes
 
 pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parents[1]
@@ -166,6 +166,8 @@ def test_time_accounting_and_timeline(tmp_path):
     (2, ["--algorithm", "serial"], "--algorithm serial runs on one process, got 2 ranks"),
     (3, ["--algorithm", "allreduce", "--batch-size", "4000"], "--batch-size 4000 is larger"),
     (2, ["--algorithm", "ps", "--local-steps", "4"], "--local-steps 4 needs"),
+    (3, ["--algorithm", "ps", "--servers", "3"], "--servers 3 needs at least 4 ranks"),
+    (3, ["--algorithm", "ps", "--mode", "async", "--server-computes"], "--server-computes needs"),
 ])
 def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
     done = mpirun(n, *SMALL, "--out", str(tmp_path / "run"), *argv, timeout=60)
@@ -246,3 +248,33 @@ def test_async_server_applies_every_push_and_records_staleness(tmp_path):
     metrics = read_csv(out / "metrics.csv")
     assert [int(r["iteration"]) for r in metrics] == [15, 30]
     assert json.loads((out / "summary.json").read_text())["nodes"] == 4
+
+
+def test_sharded_servers_follow_the_single_server_trajectory(tmp_path):
+    """Three workers, one server or two: each server steps its own slice of the same average."""
+    common = ["--algorithm", "ps", "--optimizer", "adam", "--batch-size", "40", *SERIAL_STEPS]
+    single = weights(train(4, tmp_path / "one", *common))
+    sharded = weights(train(5, tmp_path / "two", *common, "--servers", "2"))
+    for name in single:
+        np.testing.assert_array_equal(sharded[name], single[name], err_msg=name)
+
+
+@pytest.mark.parametrize(("mode", "servers"), [("sync", 2), ("sync", 3), ("async", 2),
+                                               ("ssp", 3)])
+def test_bytes_per_server_fall_as_one_over_k(tmp_path, mode, servers):
+    workers, iterations = 2, 4
+    out = train(servers + workers, tmp_path / "run", "--algorithm", "ps", "--mode", mode,
+                "--servers", str(servers), "--iterations", str(iterations), "--staleness", "1")
+    steps = read_csv(out / "steps.csv")
+    bounds = chunk_bounds(P_MLP, servers)
+    for server in range(servers):
+        owned = bounds[server + 1] - bounds[server]
+        assert abs(owned - P_MLP / servers) < 1
+        rows = [r for r in steps if int(r["rank"]) == server]
+        assert sum(int(r["bytes_recv"]) for r in rows) == iterations * workers * 4 * owned
+        assert sum(int(r["bytes_sent"]) for r in rows) == iterations * workers * 4 * owned
+    for worker in range(servers, servers + workers):
+        rows = [r for r in steps if int(r["rank"]) == worker]
+        assert all(int(r["bytes_sent"]) == int(r["bytes_recv"]) == 4 * P_MLP for r in rows)
+    reported = [int(r["iteration"]) for r in read_csv(out / "metrics.csv")]
+    assert reported[-1] == iterations  # the reporter evaluated the final weights
