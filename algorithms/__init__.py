@@ -7,9 +7,11 @@ both backends set up a run the same way.
 
 from algorithms.allreduce import allreduce_sgd, local_sgd
 from algorithms.collectives import chunk_bounds
+from algorithms.gossip import gossip_sgd
 from algorithms.node import Node
 from algorithms.parameter_server import parameter_server
 from algorithms.serial import serial_sgd
+from topologies import make_schedule
 
 
 def node_program(cfg):
@@ -18,6 +20,8 @@ def node_program(cfg):
         return parameter_server
     if cfg.algorithm == "allreduce":
         return local_sgd if cfg.local_steps > 1 else allreduce_sgd
+    if cfg.algorithm == "gossip":
+        return gossip_sgd
     return serial_sgd
 
 
@@ -26,11 +30,14 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
 
     Every rank trains on a shard, but the parameter servers (ranks ``0 .. K-1`` with
     ``--servers K``) unless ``--server-computes``; the workers' shards are then numbered from 0.
-    Server s owns ``slices[s]`` of the weights, contiguous and balanced by bytes. The reporter,
-    the rank that evaluates and writes the run folder's summary files, is rank 0, or the first
-    worker when the weights are sharded over several servers (no server holds them all).
+    Server s owns ``slices[s]`` of the weights, contiguous and balanced by bytes. A gossip node
+    gets the ``schedule`` of its topology (TopologyError, a ValueError, for a bad one). The
+    reporter, the rank that evaluates and writes the run folder's summary files, is rank 0, or
+    the first worker when the weights are sharded over several servers (none holds them all).
     """
     node = Node(rank, size, cfg, dataset, model, optimizer)
+    if cfg.algorithm == "gossip":
+        node.schedule = make_schedule(cfg.topology, size, cfg.mixing, seed=cfg.seed)
     if cfg.algorithm == "ps":
         servers = cfg.servers
         bounds = chunk_bounds(model.n_params, servers)

@@ -19,7 +19,9 @@ import datetime
 import tomllib
 from dataclasses import dataclass, field
 
-ALGORITHMS = ("serial", "ps", "allreduce")
+ALGORITHMS = ("serial", "ps", "allreduce", "gossip")
+MIXINGS = ("uniform", "metropolis")
+GOSSIP_PAYLOADS = ("weights", "grad")
 PS_MODES = ("sync", "async", "ssp")
 ALLREDUCE_ALGOS = ("ring", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
@@ -53,6 +55,15 @@ class RunConfig:
     allreduce: str = field(default="ring", metadata=_flag(
         "allreduce implementation: ring (ours, same additions as the simulator) or mpi (the MPI "
         "library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
+    topology: str = field(default="ring", metadata=_flag(
+        "gossip graph: ring, torus, hypercube, exponential, complete, star, random-regular:D, "
+        "rotating, or an edge-list/GraphML FILE", metavar="NAME|FILE", group="algorithm"))
+    mixing: str = field(default="uniform", metadata=_flag(
+        "gossip mixing matrix: uniform neighbour averaging or Metropolis-Hastings weights",
+        choices=MIXINGS, group="algorithm"))
+    gossip: str = field(default="weights", metadata=_flag(
+        "what gossip nodes mix: their weights (D-PSGD) or their gradients",
+        choices=GOSSIP_PAYLOADS, group="algorithm"))
     local_steps: int = field(default=1, metadata=_flag(
         "Local-SGD: average the weights every P steps (1: average gradients every step)",
         type=int, metavar="P", group="algorithm"))
@@ -98,8 +109,8 @@ class RunConfig:
 
     def validate(self):
         """Check the rules no single flag can check; raise ValueError naming the flag."""
-        for name in ("algorithm", "mode", "allreduce", "dataset", "model", "optimizer",
-                     "lr_schedule"):
+        for name in ("algorithm", "mode", "allreduce", "mixing", "gossip", "dataset", "model",
+                     "optimizer", "lr_schedule"):
             choices = _FIELDS[name].metadata["choices"]
             if getattr(self, name) not in choices:
                 raise ValueError(f"--{_dash(name)} must be one of {', '.join(choices)}, "
@@ -107,9 +118,9 @@ class RunConfig:
         _positive(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
         _positive(iterations=self.iterations, eval_every=self.eval_every,
                   local_steps=self.local_steps)
-        if self.local_steps > 1 and self.algorithm != "allreduce":
-            raise ValueError(f"--local-steps {self.local_steps} needs --algorithm allreduce, "
-                             f"got {self.algorithm}")
+        if self.local_steps > 1 and self.algorithm not in ("allreduce", "gossip"):
+            raise ValueError(f"--local-steps {self.local_steps} needs --algorithm allreduce or "
+                             f"gossip, got {self.algorithm}")
         if self.server_computes and (self.algorithm, self.mode) != ("ps", "sync"):
             raise ValueError(f"--server-computes needs --algorithm ps --mode sync, got "
                              f"--algorithm {self.algorithm} --mode {self.mode}")

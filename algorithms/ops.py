@@ -114,3 +114,17 @@ class Allreduce:
     buf: np.ndarray
     op: str = "mean"
     algo: str = "ring"
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """Send ``payloads[peer]`` to every peer and receive one message from each; gets back
+    ``{peer: payload}`` (the ``bufs[peer]`` arrays, filled, for ndarray messages).
+
+    The neighbour exchange of gossip: all transfers proceed together, so no ordering of the nodes
+    deadlocks. Every peer must name this node in its own Exchange of the same round.
+    """
+
+    payloads: dict
+    bufs: dict
+    tag: int = 0

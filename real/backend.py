@@ -21,8 +21,18 @@ from time import perf_counter
 import numpy as np
 
 from algorithms.collectives import finish_reduction, ring_allreduce, ring_allreduce_bytes
-from algorithms.ops import ANY_SOURCE, Allreduce, Compute, Evaluate, Recv, Send, SendRecv
+from algorithms.ops import (
+    ANY_SOURCE,
+    Allreduce,
+    Compute,
+    Evaluate,
+    Exchange,
+    Recv,
+    Send,
+    SendRecv,
+)
 
+TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's entry
 MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
@@ -70,7 +80,8 @@ class Driver:
         self.start = self.mark = perf_counter()
         node.on_step_end = self._end_step
         self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
-                          Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce}
+                          Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce,
+                          Exchange: self._exchange}
         if comm is not None:
             from mpi4py import MPI
 
@@ -179,6 +190,28 @@ class Driver:
         self._charge("comm", t0, perf_counter(), "sendrecv", sent=op.payload.nbytes,
                      received=op.buf.nbytes)
         return op.buf
+
+    def _exchange(self, op, t0):
+        """Non-blocking sends and receives with every peer, completed together (Waitall).
+
+        With wait measurement, an empty token exchanged with every peer first: the time until
+        the last neighbour is there is wait, the data transfer after it comm.
+        """
+        MPI, comm, peers = self.MPI, self.comm, list(op.payloads)
+        if self.measure_wait and peers:
+            token, tokens = np.empty(0, np.uint8), [np.empty(0, np.uint8) for _ in peers]
+            requests = [comm.Irecv(t, source=p, tag=op.tag + TOKEN_TAG)
+                        for t, p in zip(tokens, peers, strict=True)]
+            requests += [comm.Isend(token, dest=p, tag=op.tag + TOKEN_TAG) for p in peers]
+            MPI.Request.Waitall(requests)
+            t0 = self._charge_wait(t0)
+        requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
+        requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
+        MPI.Request.Waitall(requests)
+        sent = sum(op.payloads[p].nbytes for p in peers)
+        received = sum(op.bufs[p].nbytes for p in peers)
+        self._charge("comm", t0, perf_counter(), "exchange", sent, received)
+        return {p: op.bufs[p] for p in peers}
 
     def _allreduce(self, op, t0):
         buf = op.buf

@@ -72,7 +72,10 @@ def main(argv=None):
         print(dataset.note, file=sys.stderr)
 
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
-    node = make_node(rank, size, cfg, dataset, model)
+    try:
+        node = make_node(rank, size, cfg, dataset, model)
+    except ValueError as err:  # a topology that cannot be made or read
+        parser.error(f"--topology {cfg.topology}: {err}")
     owned = model.params[node.owned]  # a sharded parameter server's optimizer sees its slice
     node.optimizer = make_optimizer(cfg.optimizer, owned.size, lr=cfg.lr, momentum=cfg.momentum)
     if cfg.lr_schedule == "cosine":

@@ -278,3 +278,48 @@ def test_bytes_per_server_fall_as_one_over_k(tmp_path, mode, servers):
         assert all(int(r["bytes_sent"]) == int(r["bytes_recv"]) == 4 * P_MLP for r in rows)
     reported = [int(r["iteration"]) for r in read_csv(out / "metrics.csv")]
     assert reported[-1] == iterations  # the reporter evaluated the final weights
+
+
+@pytest.mark.parametrize(("n", "topology"), [(5, "ring"), (8, "hypercube"), (8, "exponential"),
+                                             (9, "torus")])
+def test_gossip_consensus_contracts_as_the_spectral_gap_predicts(n, topology):
+    """Mixing alone, from different weights per rank: per-round contraction of the consensus
+    distance within 10% of |lambda_2| = 1 - spectral gap (measured here within 1%)."""
+    script = ROOT / "tests" / "mpi" / "gossip_consensus.py"
+    done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script), topology],
+                          cwd=ROOT, env=ENV, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    measured, predicted = map(float, done.stdout.split())
+    assert measured == pytest.approx(predicted, rel=0.10)
+
+
+@pytest.mark.parametrize("local_steps", ["1", "4"])
+def test_gossip_on_the_complete_graph_is_allreduce_sgd(tmp_path, local_steps):
+    """W = J/n averages everything: update-then-mix gossip = (Local-)SGD over allreduce."""
+    common = ["--optimizer", "momentum", "--batch-size", "40", "--local-steps", local_steps,
+              *SERIAL_STEPS]
+    gossip = weights(train(3, tmp_path / "g", "--algorithm", "gossip", "--topology", "complete",
+                           *common))
+    allreduce = weights(train(3, tmp_path / "a", "--algorithm", "allreduce", *common))
+    for name in gossip:
+        np.testing.assert_allclose(gossip[name], allreduce[name], rtol=0, atol=1e-6)
+
+
+def test_gossip_bytes_are_the_weights_to_each_neighbour(tmp_path):
+    out = train(5, tmp_path / "run", "--algorithm", "gossip", "--topology", "ring",
+                "--iterations", "4", "--local-steps", "2")
+    for row in read_csv(out / "steps.csv"):
+        expected = 2 * 4 * P_MLP if int(row["iteration"]) % 2 == 0 else 0
+        assert int(row["bytes_sent"]) == int(row["bytes_recv"]) == expected, row
+
+
+@pytest.mark.parametrize(("n", "topology", "message"), [
+    (6, "hypercube", "hypercube needs a power of two"),
+    (3, "nope.edges", "nope.edges"),
+])
+def test_a_topology_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, n, topology, message):
+    done = mpirun(n, *SMALL, "--algorithm", "gossip", "--topology", topology, "--out",
+                  str(tmp_path / "run"), timeout=60)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
