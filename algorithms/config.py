@@ -19,6 +19,8 @@ import datetime
 import tomllib
 from dataclasses import dataclass, field
 
+from algorithms.compression import make_codec
+
 ALGORITHMS = ("serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
 GOSSIP_PAYLOADS = ("weights", "grad")
@@ -67,6 +69,15 @@ class RunConfig:
     local_steps: int = field(default=1, metadata=_flag(
         "Local-SGD: average the weights every P steps (1: average gradients every step)",
         type=int, metavar="P", group="algorithm"))
+    compress: str = field(default="none", metadata=_flag(
+        "compress what is sent: none, threshold:T, topk:F, randomk:F, qsgd:LEVELS, sign, fp16",
+        metavar="CODEC", group="compression"))
+    error_feedback: bool = field(default=False, metadata=_flag(
+        "keep what compression dropped and add it to the next message", type=bool,
+        group="compression"))
+    consensus_step: float = field(default=1.0, metadata=_flag(
+        "gossip --gossip weights with --compress: CHOCO's consensus step size gamma in (0, 1]",
+        type=float, metavar="GAMMA", group="compression"))
     dataset: str = field(default="mnist", metadata=_flag(
         "training data; mnist falls back to a bundled subset when the full set is not found",
         choices=DATASETS))
@@ -130,6 +141,11 @@ class RunConfig:
         if self.servers > 1 and self.server_computes:
             raise ValueError("--server-computes needs a single server, got --servers "
                              f"{self.servers}")
+        make_codec(self.compress)  # ValueError naming the rule of the spec
+        if not 0.0 < self.consensus_step <= 1.0:
+            raise ValueError(f"--consensus-step must be in (0, 1], got {self.consensus_step}")
+        if self.compress != "none" and self.algorithm == "serial":
+            raise ValueError("--compress needs a distributed --algorithm, got serial")
         if self.staleness < 0:
             raise ValueError(f"--staleness must be >= 0, got {self.staleness}")
         if not 0.0 <= self.momentum < 1.0:
@@ -167,7 +183,7 @@ def _positive(**values):
             raise ValueError(f"--{_dash(name)} must be > 0, got {value}")
 
 
-def add_config_arguments(parser, groups=("algorithm", "training", "output")):
+def add_config_arguments(parser, groups=("algorithm", "compression", "training", "output")):
     """Add ``--config`` and one flag per RunConfig field of the given groups to ``parser``.
 
     Defaults are suppressed, so the parsed namespace holds only what the user typed; `parse_config`

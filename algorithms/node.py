@@ -9,7 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from algorithms.compression import make_codec
 from algorithms.ops import Evaluate
+from algorithms.streams import CompressedStream
 from data import shard_indices
 
 
@@ -69,6 +71,8 @@ class Node:
         self.computes = computes
         self.owned = slice(None)  # the part of the weights this node updates (sharded servers)
         self.reporter = 0  # the rank that evaluates and writes the run's summary files
+        self.rng = np.random.default_rng([cfg.seed, rank])  # the node's own randomness
+        self.codec = None if cfg.compress == "none" else make_codec(cfg.compress)  # to decode
         self.last_iteration = self.total_steps
         self.on_step_end = lambda step, loss, staleness: None  # the backend's time accounting
         self._losses = []
@@ -120,6 +124,12 @@ class Node:
             k = (iteration - 1) % per_epoch
             yield Step((iteration - 1) // per_epoch, iteration, None, None,
                        last_in_epoch=k == per_epoch - 1)
+
+    def compressor(self, n):
+        """A `CompressedStream` for vectors of n elements, or None without ``--compress``."""
+        if self.cfg.compress == "none":
+            return None
+        return CompressedStream(self.cfg.compress, n, self.cfg.error_feedback, self.rng)
 
     def end_step(self, step, loss, staleness=0):
         """Close ``step``: its training loss (NaN if the node computed none) and the staleness of

@@ -128,3 +128,15 @@ class Exchange:
     payloads: dict
     bufs: dict
     tag: int = 0
+
+
+@dataclass(frozen=True)
+class Allgather:
+    """Every rank's ``payload``, in rank order, to every rank; gets back that list. Collective.
+
+    For payloads of different sizes, such as compressed gradients. Bytes counted as each rank
+    sending its payload to each other rank: ``(size - 1) * payload.nbytes`` sent, the others'
+    ``nbytes`` received.
+    """
+
+    payload: object

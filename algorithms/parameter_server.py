@@ -23,7 +23,8 @@ fall as 1/K.
 
 Optimizer state lives on the servers only (each for its slice); workers hold weights, no optimizer.
 Bytes per worker per step: ``4 * params`` up (gradient) and ``4 * params`` down (weights), split
-over the servers.
+over the servers. With ``--compress`` each gradient slice goes up compressed (its own
+error-feedback residual per server); the weights come back dense.
 """
 
 import numpy as np
@@ -50,11 +51,14 @@ def ps_worker(node):
     Returns the final weights, (params,) float32.
     """
     params = node.model.params
+    streams = [node.compressor(len(params[part])) for part in node.slices]
     for step in node.steps():
         loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
                                    samples=len(step.y))
-        for server in node.servers:
-            yield Send(dest=server, payload=grad[node.slices[server]], tag=GRADIENT)
+        for server, stream in zip(node.servers, streams, strict=True):
+            part = grad[node.slices[server]]
+            payload = part if stream is None else stream.encode(part)
+            yield Send(dest=server, payload=payload, tag=GRADIENT)
         for server in node.servers:
             yield Recv(source=server, tag=WEIGHTS, buf=params[node.slices[server]])
         node.end_step(step, loss)
@@ -67,6 +71,19 @@ def ps_worker(node):
 
 def _workers(node):
     return range(len(node.servers), node.size)
+
+
+def _gradient(node, source, incoming):
+    """Receive one gradient (slice) from ``source`` into ``incoming``, decoding it if compressed.
+
+    Yields one Recv. Returns ``(worker, incoming)``.
+    """
+    codec = node.codec
+    worker, payload = yield Recv(source=source, tag=GRADIENT,
+                                 buf=incoming if codec is None else None)
+    if codec is not None:
+        codec.decode(payload, out=incoming)
+    return worker, incoming
 
 
 def sync_ps_server(node):
@@ -89,7 +106,7 @@ def sync_ps_server(node):
         else:
             total.fill(0.0)
         for worker in workers:
-            yield Recv(source=worker, tag=GRADIENT, buf=incoming)
+            yield from _gradient(node, worker, incoming)
             total += incoming
         total /= contributors
         node.optimizer.step(params, total)
@@ -110,7 +127,7 @@ def async_ps_server(node):
     incoming = np.empty_like(params)
     copy_of = dict.fromkeys(_workers(node), 0)  # worker -> version of the weights it holds
     for version, step in enumerate(node.updates(per_step=len(copy_of)), start=1):
-        worker, grad = yield Recv(source=ANY_SOURCE, tag=GRADIENT, buf=incoming)
+        worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
         staleness = version - 1 - copy_of[worker]  # updates applied since its copy
         node.optimizer.step(params, grad)
         yield Send(dest=worker, payload=params, tag=WEIGHTS, buffered=True)
@@ -136,7 +153,7 @@ def ssp_ps_server(node):
     pending = {}  # step c -> {worker: (gradient, version it was computed on)}
     held, version, updates = [], 0, node.updates(per_step=1)
     while version < node.total_steps or held:
-        worker, grad = yield Recv(source=ANY_SOURCE, tag=GRADIENT, buf=incoming)
+        worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
         pending.setdefault(clock[worker], {})[worker] = (grad.copy(), copy_of[worker])
         clock[worker] += 1
         held.append(worker)

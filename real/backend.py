@@ -23,6 +23,7 @@ import numpy as np
 from algorithms.collectives import finish_reduction, ring_allreduce, ring_allreduce_bytes
 from algorithms.ops import (
     ANY_SOURCE,
+    Allgather,
     Allreduce,
     Compute,
     Evaluate,
@@ -81,7 +82,7 @@ class Driver:
         node.on_step_end = self._end_step
         self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
                           Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce,
-                          Exchange: self._exchange}
+                          Exchange: self._exchange, Allgather: self._allgather}
         if comm is not None:
             from mpi4py import MPI
 
@@ -205,13 +206,27 @@ class Driver:
             requests += [comm.Isend(token, dest=p, tag=op.tag + TOKEN_TAG) for p in peers]
             MPI.Request.Waitall(requests)
             t0 = self._charge_wait(t0)
-        requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
-        requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
-        MPI.Request.Waitall(requests)
+        if all(op.bufs.get(p) is not None for p in peers):  # arrays, straight into the buffers
+            requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
+            requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
+            MPI.Request.Waitall(requests)
+            got = {p: op.bufs[p] for p in peers}
+        else:  # objects (compressed payloads): pickled; sends posted first, so no order blocks
+            requests = [comm.isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
+            got = {p: comm.recv(source=p, tag=op.tag) for p in peers}
+            MPI.Request.waitall(requests)
         sent = sum(op.payloads[p].nbytes for p in peers)
-        received = sum(op.bufs[p].nbytes for p in peers)
+        received = sum(got[p].nbytes for p in peers)
         self._charge("comm", t0, perf_counter(), "exchange", sent, received)
-        return {p: op.bufs[p] for p in peers}
+        return got
+
+    def _allgather(self, op, t0):
+        t0 = self._enter_collective(t0)
+        payloads = self.comm.allgather(op.payload) if self.size > 1 else [op.payload]
+        received = sum(p.nbytes for i, p in enumerate(payloads) if i != self.rank)
+        self._charge("comm", t0, perf_counter(), "allgather",
+                     sent=(self.size - 1) * op.payload.nbytes, received=received)
+        return payloads
 
     def _allreduce(self, op, t0):
         buf = op.buf

@@ -323,3 +323,50 @@ def test_a_topology_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, n, topo
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
+
+
+K_TOPK = round(0.01 * P_MLP)  # entries a topk:0.01 message keeps of the MLP's gradient
+TOPK_NBYTES = 12 + K_TOPK * (4 + 4)  # header + float32 values + uint32 indices (P > 65536)
+
+
+@pytest.mark.parametrize(("n", "argv", "sent", "received"), [
+    (3, ["--algorithm", "allreduce"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),  # allgather
+    (3, ["--algorithm", "ps"], TOPK_NBYTES, 4 * P_MLP),  # a worker: compressed up, dense down
+    (4, ["--algorithm", "gossip", "--topology", "ring"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),
+])
+def test_compressed_bytes_on_the_wire_are_the_messages(tmp_path, n, argv, sent, received):
+    out = train(n, tmp_path / "run", *argv, "--compress", "topk:0.01", "--iterations", "3")
+    for row in read_csv(out / "steps.csv"):
+        if "ps" in argv and row["rank"] == "0":
+            continue
+        assert (int(row["bytes_sent"]), int(row["bytes_recv"])) == (sent, received), row
+
+
+def test_choco_gossip_with_a_nearly_lossless_codec_is_plain_gossip(tmp_path):
+    common = ["--algorithm", "gossip", "--topology", "rotating", "--optimizer", "sgd",
+              *SERIAL_STEPS]
+    plain = weights(train(4, tmp_path / "plain", *common))
+    choco = weights(train(4, tmp_path / "fp16", *common, "--compress", "fp16"))
+    for name in plain:
+        np.testing.assert_allclose(choco[name], plain[name], rtol=0, atol=1e-3)
+
+
+STUDY = {  # the Lomonosov-2 study's ten configurations, one command each
+    **{f"local-sgd({p}) allreduce": ["--algorithm", "allreduce", "--local-steps", p]
+       for p in ("1", "4", "16", "32")},
+    **{f"local-sgd({p}) gossip": ["--algorithm", "gossip", "--topology", "rotating",
+                                  "--local-steps", p] for p in ("1", "4", "16")},
+    **{f"local-sgd({p}) gossip+threshold": ["--algorithm", "gossip", "--topology", "rotating",
+                                            "--local-steps", p, "--compress", "threshold:0.01"]
+       for p in ("1", "4", "16")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(STUDY))
+def test_each_configuration_of_the_study_trains(tmp_path, name):
+    out = tmp_path / "run"
+    done = mpirun(4, "--dataset", "mnist-subset", "--no-progress", "--out", str(out),
+                  "--batch-size", "32", "--iterations", "64", *STUDY[name])
+    assert done.returncode == 0, done.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["final_test_accuracy"] > 0.6, summary

@@ -178,6 +178,14 @@ class Codec:
         """Bytes on the wire of a message for a length-``n`` gradient (None: depends on g)."""
         raise NotImplementedError
 
+    def contractive(self):
+        """The codec `ErrorFeedback` sends with: this one, unless it is unbiased and expanding.
+
+        Error feedback needs ``E||x - C(x)||^2 <= (1 - delta) ||x||^2`` for some delta > 0;
+        ``randomk`` and ``qsgd`` return their rescaled, contractive variant.
+        """
+        return self
+
     def _add_into(self, msg, acc):
         dense = self._buffer("decoded", msg.n, np.float32)
         self._decode(msg, dense)
