@@ -9,26 +9,18 @@ rank), as in the studies this reproduces, so later rows take fewer, larger steps
 """
 
 import argparse
-import json
 import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from runs import train
 
 
 def run(algorithm, n, args, out):
     """One training run on ``n`` ranks; returns its summary.json as a dict."""
-    cmd = [sys.executable, "-m", "real.train", "--algorithm", algorithm, "--dataset", args.dataset,
-           "--epochs", "1", "--target-accuracy", str(args.target), "--no-progress", "--out",
-           str(out), *(["--data-dir", args.data_dir] if args.data_dir else [])]
-    if n > 1:
-        cmd = [str(Path(sys.executable).parent / "mpiexec"), "-n", str(n), *cmd]
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "summary.json").read_text())
+    return train(n, ["--algorithm", algorithm, "--dataset", args.dataset, "--epochs", "1",
+                     "--target-accuracy", str(args.target),
+                     *(["--data-dir", args.data_dir] if args.data_dir else [])], out)
 
 
 def main(argv=None):
