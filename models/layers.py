@@ -273,7 +273,7 @@ class MaxPool2D(Layer):
         return dx
 
 
-class LogSoftmaxNLL:
+class LogSoftmaxNLL(Layer):
     """Log-softmax fused with the negative log-likelihood loss, averaged over the batch.
 
     ``loss = -mean_i log softmax(x_i)[y_i]``; its gradient with respect to the logits is
@@ -281,19 +281,6 @@ class LogSoftmaxNLL:
     """
 
     kind = "logsoftmax"
-    param_shapes = ()
-
-    def bind(self, block, dtype):
-        self.block, self.params, self.ws = block, (), Workspace(dtype)
-
-    def init_params(self, rng):
-        return ()
-
-    def output_shape(self, input_shape):
-        return tuple(input_shape)
-
-    def macs(self, input_shape):
-        return 0
 
     def describe(self):
         return "LogSoftmax + NLL loss (mean over the batch)"

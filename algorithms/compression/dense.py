@@ -52,7 +52,8 @@ class FP16(Codec):
 
     Relative error at most 2**-11 for |g| in float16's normal range [2**-14, 65504], absolute
     error at most 2**-25 below it; entries beyond +-65504 are clipped to +-65504 (saturated, not
-    sent as inf; error feedback carries the remainder). Bytes: ``HEADER_NBYTES + 2 n``.
+    sent as inf; error feedback carries the remainder); NaN stays NaN. Bytes:
+    ``HEADER_NBYTES + 2 n``.
 
     Examples
     --------
@@ -71,8 +72,11 @@ class FP16(Codec):
 
     def _encode(self, g, rng):
         n = g.shape[0]
-        if g.max() > FP16_MAX or g.min() < -FP16_MAX:  # NOTE: the clip pass only when needed
+        low, high = g.min(), g.max()  # NaN if g holds one
+        if not -FP16_MAX <= low <= high <= FP16_MAX:  # NOTE: the clip pass only when needed
             g = np.clip(g, -FP16_MAX, FP16_MAX, out=self._buffer("clipped", n, np.float32))
+            if np.isnan(low) or np.isnan(high):  # numpy's cast keeps NaN a NaN
+                return Message(self.name, n, values=g.astype(np.float16))
         values = np.empty(n, np.uint16)
         _float16_bits(g, values, self._buffer("base", n, np.float32),
                       self._buffer("bits", n, np.uint32))

@@ -122,7 +122,8 @@ class QSGD(Codec):
 
 def _norm(g):
     """||g||_2 as a float; float32 dot product, redone in float64 if it under- or overflowed."""
-    squares = float(np.dot(g, g))
+    with np.errstate(over="ignore"):  # an overflow is caught below, as an underflow is
+        squares = float(np.dot(g, g))
     if not 1e-30 < squares < 1e30:
         g64 = g.astype(np.float64)
         squares = float(np.dot(g64, g64))
