@@ -73,7 +73,7 @@ class Node:
         self.reporter = 0  # the rank that evaluates and writes the run's summary files
         self.rng = np.random.default_rng([cfg.seed, rank])  # the node's own randomness
         self.codec = None if cfg.compress == "none" else make_codec(cfg.compress)  # to decode
-        self.last_iteration = self.total_steps
+        self._updates_per_step = 1  # a server counting every push sets it (see `updates`)
         self.on_step_end = lambda step, loss, staleness: None  # the backend's time accounting
         self._losses = []
 
@@ -91,6 +91,11 @@ class Node:
     def total_steps(self):
         """Steps of the whole run: ``--iterations`` if given, else epochs x steps per epoch."""
         return self.cfg.iterations or self.cfg.epochs * self.steps_per_epoch
+
+    @property
+    def last_iteration(self):
+        """The iteration number of this node's final step (or final update, for a server)."""
+        return self.total_steps * self._updates_per_step
 
     def steps(self):
         """Yield this node's `Step`s in order, epoch by epoch, over its shard.
@@ -118,8 +123,7 @@ class Node:
         An asynchronous parameter server applies one update per push, ``per_step`` = number of
         workers: its iteration counts pushes, and its epoch is every worker's pass over its shard.
         """
-        per_epoch = self.steps_per_epoch * per_step
-        self.last_iteration = self.total_steps * per_step
+        per_epoch, self._updates_per_step = self.steps_per_epoch * per_step, per_step
         for iteration in range(1, self.last_iteration + 1):
             k = (iteration - 1) % per_epoch
             yield Step((iteration - 1) // per_epoch, iteration, None, None,

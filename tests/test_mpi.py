@@ -370,3 +370,12 @@ def test_each_configuration_of_the_study_trains(tmp_path, name):
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final_test_accuracy"] > 0.6, summary
+
+
+@pytest.mark.parametrize(("mode", "evaluated_at"), [("sync", [33]), ("async", [99])])
+def test_an_epoch_of_a_parameter_server_is_every_worker_over_its_shard(tmp_path, mode,
+                                                                       evaluated_at):
+    """3 workers share 10,000 samples at batch 100: 33 steps each; an async server counts 99."""
+    out = train(4, tmp_path / "run", "--algorithm", "ps", "--mode", mode, "--epochs", "1")
+    assert [int(r["iteration"]) for r in read_csv(out / "metrics.csv")] == evaluated_at
+    assert json.loads((out / "summary.json").read_text())["epochs"] == 1.0
