@@ -11,6 +11,7 @@ from algorithms.gossip import gossip_sgd
 from algorithms.node import Node
 from algorithms.parameter_server import parameter_server
 from algorithms.serial import serial_sgd
+from models import cosine_schedule, make_optimizer
 from topologies import make_schedule
 
 
@@ -50,6 +51,18 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
             node.shards, node.computes = size - servers, rank >= servers
             node.shard = max(rank - servers, 0)
     return node
+
+
+def attach_optimizer(node):
+    """Give ``node`` its optimizer: over the weights it updates (a sharded server: its slice),
+    with the cosine schedule spanning its own optimizer steps (an async server: every push)."""
+    cfg = node.cfg
+    owned = node.model.params[node.owned]
+    node.optimizer = make_optimizer(cfg.optimizer, owned.size, lr=cfg.lr, momentum=cfg.momentum)
+    if cfg.lr_schedule == "cosine":
+        steps = node.total_steps * updates_per_step(cfg, node.size, node.rank)
+        node.optimizer.schedule = cosine_schedule(max(steps, 1))
+    return node.optimizer
 
 
 def updates_per_step(cfg, size, rank):

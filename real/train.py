@@ -30,12 +30,12 @@ import traceback
 import numpy as np
 from mpi4py import MPI
 
-from algorithms import make_node, node_program, updates_per_step
+from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog
 from data import DataError, load_dataset
-from models import build_model, cosine_schedule, make_optimizer
+from models import build_model
 from real.backend import Driver
 
 
@@ -76,10 +76,7 @@ def main(argv=None):
         node = make_node(rank, size, cfg, dataset, model)
     except ValueError as err:  # a topology that cannot be made or read
         parser.error(f"--topology {cfg.topology}: {err}")
-    owned = model.params[node.owned]  # a sharded parameter server's optimizer sees its slice
-    node.optimizer = make_optimizer(cfg.optimizer, owned.size, lr=cfg.lr, momentum=cfg.momentum)
-    if cfg.lr_schedule == "cosine":
-        node.optimizer.schedule = cosine_schedule(max(node.total_steps, 1))
+    attach_optimizer(node)
     if node.steps_per_epoch < 1:
         parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
                      f"({dataset.n_train // node.shards} samples of {dataset.name} over "
