@@ -118,7 +118,8 @@ class Codec:
         self._buffers = {}
 
     def __repr__(self):
-        return f"make_codec({self.spec!r})"
+        variant = ".contractive()" if getattr(self, "is_contractive", False) else ""
+        return f"make_codec({self.spec!r}){variant}"
 
     def encode(self, g, rng=None):
         """Compress a gradient.

@@ -43,9 +43,10 @@ class QSGD(Codec):
 
     Bytes: ``HEADER_NBYTES + 4 + ceil(b n / 8)`` with ``b = 1 + bit_length(s)`` (s = 16: 6 bits).
     With ``contractive=True`` (what `ErrorFeedback` uses) the norm sent is divided by
-    ``1 + omega``, omega = `variance_bound` (n, s): the decoded vector is then a contraction of g
-    in expectation (Stich & Karimireddy 2019, Remark on unbiased compressors), where the
-    unbiased one would make the residual grow by about sqrt(omega) per step.
+    ``tau = 1 + omega``, omega = `variance_bound` (n, s). Since E||Q(g)||^2 <= tau ||g||^2,
+    ``E||g - Q(g)/tau||^2 <= (1 - 1/tau) ||g||^2``: a contraction in expectation, as error
+    feedback needs (Stich & Karimireddy 2019), where the unbiased Q would make the residual grow
+    by up to sqrt(omega) per step.
 
     Examples
     --------
@@ -112,12 +113,12 @@ class QSGD(Codec):
         for j in range(b - 2, 0, -1):
             np.add(level, level, out=level)
             np.bitwise_or(level, planes[j], out=level)
-        np.multiply(level, np.float32(msg.scale) / np.float32(s), out=out)
+        np.multiply(level, np.float32(msg.scale), out=out)
+        np.divide(out, np.float32(s), out=out)  # (l norm) / s: norm / s may underflow to 0
         sign = self._buffer("sign", n, np.uint32)
         np.copyto(sign, planes[0])
         np.left_shift(sign, 31, out=sign)
         np.bitwise_or(out.view(np.uint32), sign, out=out.view(np.uint32))  # set the sign bits
-
 
 
 def _norm(g):
