@@ -38,7 +38,9 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/kernels.py
 	$(BIN)/python benchmarks/allreduce.py
 	$(BIN)/python benchmarks/overhead.py
+	$(BIN)/python benchmarks/compression.py
 	$(BIN)/python benchmarks/speedup.py
+	$(BIN)/python benchmarks/study.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
