@@ -154,6 +154,11 @@ def test_time_accounting_and_timeline(tmp_path):
     assert tracks == {0, 1, 2}
     kinds = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {"compute", "comm", "wait", "eval"} <= kinds
+    for rank in range(3):  # each track is a sequence of spans that never overlap
+        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
+                       if e["ph"] == "X" and e["tid"] == rank)
+        assert all(end >= start for start, end in spans)
+        assert all(nxt[0] >= prev[1] - 0.002 for prev, nxt in zip(spans, spans[1:]))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["nodes"] == 3 and len(summary["per_node"]["compute_s"]) == 3
     config = json.loads((out / "config.json").read_text())
