@@ -4,6 +4,7 @@ Each test starts ``mpiexec`` from the virtual environment (the mpich wheel): no 
 """
 
 import csv
+import itertools
 import json
 import os
 import signal
@@ -158,7 +159,7 @@ def test_time_accounting_and_timeline(tmp_path):
         spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
                        if e["ph"] == "X" and e["tid"] == rank)
         assert all(end >= start for start, end in spans)
-        assert all(nxt[0] >= prev[1] - 0.002 for prev, nxt in zip(spans, spans[1:]))
+        assert all(nxt[0] >= prev[1] - 0.002 for prev, nxt in itertools.pairwise(spans))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["nodes"] == 3 and len(summary["per_node"]["compute_s"]) == 3
     config = json.loads((out / "config.json").read_text())
