@@ -89,3 +89,22 @@ def ring_allreduce_bytes(n, itemsize, rank, size):
     sent = 2 * n - length[(rank + 1) % size] - length[(rank + 2) % size]
     received = 2 * n - length[rank] - length[(rank + 1) % size]
     return sent * itemsize, received * itemsize
+
+
+def average_models(models):
+    """The mean of the nodes' weights, summed in rank order (so both backends get the same bits),
+    and the consensus distance, the mean over nodes of ``||w_i - mean||``.
+
+    Parameters
+    ----------
+    models : list of (params,) float32 arrays, in rank order.
+
+    Returns
+    -------
+    (mean (params,) float32, consensus distance float)
+    """
+    mean = np.zeros_like(models[0])
+    for weights in models:
+        mean += weights
+    finish_reduction(mean, "mean", len(models))
+    return mean, float(np.mean([np.linalg.norm(weights - mean) for weights in models]))

@@ -241,7 +241,7 @@ def parse_config(argv=None, parser=None):
     given = vars(parser.parse_args(argv))
     try:
         values = load_toml(given.pop("config")) if "config" in given else {}
-        values.update(given)
+        values.update((k, v) for k, v in given.items() if k in _FIELDS)  # not a front end's own
         return RunConfig(**values).validate()
     except (TypeError, ValueError) as err:
         parser.error(str(err))

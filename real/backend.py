@@ -20,7 +20,12 @@ from time import perf_counter
 
 import numpy as np
 
-from algorithms.collectives import finish_reduction, ring_allreduce, ring_allreduce_bytes
+from algorithms.collectives import (
+    average_models,
+    finish_reduction,
+    ring_allreduce,
+    ring_allreduce_bytes,
+)
 from algorithms.ops import (
     ANY_SOURCE,
     Allgather,
@@ -254,11 +259,9 @@ class Driver:
         losses, totals = [op.train_loss], None
         if op.collective and self.size > 1:
             if op.average:
-                params = params.copy()
-                comm.Allreduce(self.MPI.IN_PLACE, params, op=self.MPI.SUM)
-                finish_reduction(params, "mean", self.size)
-                distances = comm.gather(float(np.linalg.norm(op.params - params)), root=root)
-                consensus = float(np.mean(distances)) if self.rank == root else None
+                models = comm.gather(op.params, root=root)
+                if self.rank == root:
+                    params, consensus = average_models(models)
             losses = comm.gather(op.train_loss, root=root)
             totals = comm.gather(self.log.node_totals(), root=root)
         result = op.fn(params) if self.rank == root else None

@@ -1,0 +1,249 @@
+"""The SimPy backend: the same node programs inside a model of a cluster, simulated time as clock.
+
+Theory of operation: every node program becomes a SimPy process (`Simulator.process`) that sends
+replies into the generator and turns each operation it yields into SimPy events: a Compute runs
+the real kernel in this process and lets simulated time pass by the seconds it took (``--compute
+measured``); a message holds the sender's outgoing NIC and the receiver's incoming NIC for
+``nbytes / bandwidth`` and arrives ``latency`` later in the receiver's mailbox (a FilterStore that
+Recv takes from by source and tag); collectives are decomposed into the point-to-point steps of
+the real algorithm (the ring allreduce is the very generator the MPI backend drives), so the
+arithmetic and its order are the real run's and the weights come out bit for bit the same.
+Evaluations are rendezvous of all nodes that take no simulated time.
+
+The network is a star (one non-blocking switch, full-duplex NICs, FIFO): n bytes between idle
+nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messages into one NIC
+queue behind each other there.
+"""
+
+from dataclasses import dataclass
+from time import perf_counter
+
+import numpy as np
+import simpy
+
+from algorithms.collectives import average_models, finish_reduction, ring_allreduce
+from algorithms.ops import (
+    ANY_SOURCE,
+    Allgather,
+    Allreduce,
+    Compute,
+    Evaluate,
+    Exchange,
+    Recv,
+    Send,
+    SendRecv,
+)
+
+
+@dataclass
+class Message:
+    source: int
+    tag: int
+    payload: object
+    started: float  # simulated time the transfer began
+
+
+class StarNetwork:
+    """Nodes on one switch: per node an outgoing and an incoming NIC, each one message at a time.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+    n : int
+        Number of nodes.
+    latency_s : float
+        Node-to-node latency alpha, seconds.
+    bandwidth_Bps : float
+        Each NIC's bandwidth beta, bytes per second.
+    """
+
+    def __init__(self, env, n, latency_s, bandwidth_Bps):
+        self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
+        self.nic_out = [simpy.Resource(env, capacity=1) for _ in range(n)]
+        self.nic_in = [simpy.Resource(env, capacity=1) for _ in range(n)]
+        self.mailbox = [simpy.FilterStore(env) for _ in range(n)]
+
+    def transfer(self, source, dest, nbytes, tag, payload):
+        """Process: move ``nbytes`` from source to dest; done when they have left the sender.
+
+        The message lands in dest's mailbox ``latency_s`` after its last byte left.
+        """
+        env = self.env
+        with self.nic_out[source].request() as sending:
+            yield sending
+            with self.nic_in[dest].request() as receiving:
+                yield receiving
+                started = env.now
+                yield env.timeout(nbytes / self.bandwidth_Bps)
+        env.process(self._deliver(dest, Message(source, tag, payload, started)))
+
+    def _deliver(self, dest, message):
+        yield self.env.timeout(self.latency_s)
+        yield self.mailbox[dest].put(message)
+
+
+def _snapshot(payload):
+    """What travels: a copy of an array (the sender may change it), a message object as it is."""
+    return payload.copy() if isinstance(payload, np.ndarray) else payload
+
+
+class Simulator:
+    """Runs one node program per node in simulated time.
+
+    Parameters
+    ----------
+    nodes : list of algorithms.node.Node
+        One per rank, in rank order.
+    logs : list of algorithms.runlog.RunLog
+        One per rank; the reporter's writes the summary files.
+    latency_s, bandwidth_Bps : float
+        The star network's alpha (seconds) and beta (bytes per second).
+    measure_compute : bool
+        Let simulated time pass by the measured seconds of Compute operations and of the
+        programs' own code (``--compute measured``); False: compute takes no time, so only the
+        network's formulas set the clock.
+    """
+
+    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, measure_compute=True):
+        self.env, self.measure_compute = simpy.Environment(), measure_compute
+        self.nodes, self.logs = nodes, logs
+        self.network = StarNetwork(self.env, len(nodes), latency_s, bandwidth_Bps)
+        self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
+        for node in nodes:
+            node.on_step_end = self._step_ender(node)
+        self._handlers = {Compute: self._compute, Send: self._send, Recv: self._recv,
+                          SendRecv: self._sendrecv, Allreduce: self._allreduce,
+                          Exchange: self._exchange, Allgather: self._allgather,
+                          Evaluate: self._evaluate}
+
+    def run(self, programs):
+        """Run every program to its end; return their return values (rank order)."""
+        processes = [self.env.process(self._process(node, program))
+                     for node, program in zip(self.nodes, programs, strict=True)]
+        self.env.run()
+        return [p.value for p in processes]
+
+    def _step_ender(self, node):
+        def end_step(step, loss, staleness):
+            self.logs[node.rank].end_step(node.rank, step.epoch, step.iteration, self.env.now,
+                                          loss, staleness)
+        return end_step
+
+    def _process(self, node, program):
+        """The driver loop of one node: its own code's time is compute, then the operation."""
+        reply, log = None, self.logs[node.rank]
+        while True:
+            t0 = perf_counter()
+            try:
+                op = program.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            own = (perf_counter() - t0) * self.measure_compute  # its own math (optimizer, mixing)
+            log.charge("compute", own)
+            yield self.env.timeout(own)
+            reply = yield from self._handlers[type(op)](node, op)
+
+    # -- handlers: generators of SimPy events; each returns the reply ------------------------------
+
+    def _compute(self, node, op):
+        t0 = perf_counter()
+        result = op.fn(*op.args)
+        seconds = (perf_counter() - t0) * self.measure_compute
+        self.logs[node.rank].charge("compute", seconds)
+        yield self.env.timeout(seconds)
+        return result
+
+    def _send(self, node, op):
+        t0 = self.env.now
+        yield self.env.process(self.network.transfer(node.rank, op.dest, op.payload.nbytes,
+                                                     op.tag, _snapshot(op.payload)))
+        self.logs[node.rank].charge("comm", self.env.now - t0, bytes_sent=op.payload.nbytes)
+
+    def _take(self, node, source, tag):
+        """Wait for a message from source (or any) with tag; wait until it began, comm after."""
+        t0 = self.env.now
+        message = yield self.network.mailbox[node.rank].get(
+            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+        waited = max(0.0, message.started - t0)
+        log = self.logs[node.rank]
+        log.charge("wait", waited)
+        log.charge("comm", self.env.now - t0 - waited, bytes_recv=message.payload.nbytes)
+        return message
+
+    def _recv(self, node, op):
+        message = yield from self._take(node, op.source, op.tag)
+        if op.buf is None:
+            return message.source, message.payload
+        np.copyto(op.buf, message.payload)
+        return message.source, op.buf
+
+    def _sendrecv(self, node, op):
+        sending = self.env.process(self._send(node, Send(op.dest, op.payload, op.tag)))
+        message = yield from self._take(node, op.source, op.tag)
+        yield sending
+        np.copyto(op.buf, message.payload)
+        return op.buf
+
+    def _allreduce(self, node, op):
+        ring, reply = ring_allreduce(op.buf, node.rank, node.size), None
+        while True:  # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring
+            try:
+                step = ring.send(reply)
+            except StopIteration:
+                break
+            reply = yield from self._sendrecv(node, step)
+        return finish_reduction(op.buf, op.op, node.size)
+
+    def _exchange(self, node, op):
+        sending = [self.env.process(self._send(node, Send(peer, payload, op.tag)))
+                   for peer, payload in op.payloads.items()]
+        got = {}
+        for peer in op.payloads:
+            message = yield from self._take(node, peer, op.tag)
+            got[peer] = buf = op.bufs.get(peer)
+            if buf is None:
+                got[peer] = message.payload
+            else:
+                np.copyto(buf, message.payload)
+        yield self.env.all_of(sending)
+        return got
+
+    def _allgather(self, node, op):
+        others = [r for r in range(node.size) if r != node.rank]
+        got = yield from self._exchange(node, Exchange(dict.fromkeys(others, op.payload),
+                                                       dict.fromkeys(others), tag=-1))
+        return [op.payload if r == node.rank else got[r] for r in range(node.size)]
+
+    def _evaluate(self, node, op):
+        """A rendezvous of every node (or the reporter alone) that takes no simulated time."""
+        members = len(self.nodes) if op.collective else 1
+        key = (op.iteration, op.collective)
+        arrived = self._arrivals.setdefault(key, {})
+        arrived[node.rank] = op
+        if len(arrived) < members:
+            result = yield self._arrivals.setdefault((key, "done"), self.env.event())
+            return result
+        result = self._evaluate_now(arrived)
+        done = self._arrivals.setdefault((key, "done"), self.env.event())
+        done.succeed(result)
+        del self._arrivals[key]
+        yield self.env.timeout(0)
+        return result
+
+    def _evaluate_now(self, arrived):
+        reporter = self.nodes[0].reporter
+        ops = [arrived[r] for r in sorted(arrived)]
+        op = arrived.get(reporter, ops[0])
+        params, consensus = op.params, None
+        if op.average and len(ops) > 1:
+            params, consensus = average_models([o.params for o in ops])
+        t0 = perf_counter()
+        test_loss, test_accuracy = op.fn(params)
+        losses = [o.train_loss for o in ops if not np.isnan(o.train_loss)]
+        log = self.logs[reporter]
+        totals = [self.logs[r].node_totals() for r in sorted(arrived)] if len(ops) > 1 else None
+        log.evaluation(op.epoch, op.iteration, self.env.now,
+                       float(np.mean(losses)) if losses else float("nan"), test_loss,
+                       test_accuracy, perf_counter() - t0, consensus_distance=consensus,
+                       node_totals=totals)
+        return test_loss, test_accuracy

@@ -1,0 +1,126 @@
+"""``python -m sim.run``: the node programs of ``real.train`` in a simulated cluster.
+
+Examples
+--------
+::
+
+    python -m sim.run --nodes 16 --latency 5us --bandwidth 10Gbps --algorithm allreduce
+    python -m sim.run --nodes 4 --algorithm ps --iterations 20   # same weights as mpirun -n 4
+
+Every flag of ``real.train`` means the same here; ``--nodes``, ``--latency`` and ``--bandwidth``
+describe the cluster (a star: every node on one switch). The run folder is ``real.train``'s, with
+``"clock": "simulated"``. Exit status: 0 done; 2 bad input (one line, no traceback); 1 a bug.
+"""
+
+import argparse
+import datetime
+import importlib.metadata
+import platform
+import sys
+
+import numpy as np
+
+from algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from algorithms.config import add_config_arguments, parse_config
+from algorithms.runfolder import RunFolder
+from algorithms.runlog import RunLog
+from algorithms.units import parse_bandwidth_Bps, parse_seconds
+from data import DataError, load_dataset
+from models import build_model
+from sim.backend import Simulator
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def build_parser():
+    parser = _Parser(prog="python -m sim.run",
+                     description="Run the node programs in a SimPy model of a cluster and write "
+                                 "a run folder with simulated times.")
+    cluster = parser.add_argument_group("cluster")
+    cluster.add_argument("--nodes", type=int, default=4, help="number of nodes (ranks)")
+    cluster.add_argument("--latency", default="5us", help="node-to-node latency, e.g. 5us, 1.5ms")
+    cluster.add_argument("--bandwidth", default="10Gbps",
+                         help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s")
+    return add_config_arguments(parser)
+
+
+def main(argv=None):
+    parser = build_parser()
+    cfg = parse_config(argv, parser)
+    cluster, _ = parser.parse_known_args(argv)
+    try:
+        latency_s = parse_seconds(cluster.latency)
+        bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth)
+        if cluster.nodes < 1:
+            raise ValueError(f"--nodes must be >= 1, got {cluster.nodes}")
+        cfg.check_size(cluster.nodes)
+        dataset = load_dataset(cfg.dataset, cfg.data_dir)
+        folder = RunFolder(cfg.out)
+    except (DataError, ValueError) as err:
+        parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:"))
+    if dataset.note:
+        print(dataset.note, file=sys.stderr)
+    size = cluster.nodes
+    try:
+        nodes = [make_node(rank, size, cfg, dataset,
+                           build_model(cfg.model, dataset.input_shape, dataset.n_classes,
+                                       seed=cfg.seed))
+                 for rank in range(size)]
+    except ValueError as err:
+        parser.error(f"--topology {cfg.topology}: {err}")
+    for node in nodes:
+        attach_optimizer(node)
+    if nodes[0].steps_per_epoch < 1:
+        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard")
+    reporter = nodes[0].reporter
+    per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
+    header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
+    logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
+    for rank in range(size):
+        logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
+                                     reporter=False))
+    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps)
+    try:
+        simulator.run([node_program(cfg)(node) for node in nodes])
+    except BaseException as err:
+        logs[reporter].fail(f"{type(err).__name__}: {err}")
+        raise
+    log = logs[reporter]
+    log.all_totals = [logs[r].node_totals() for r in range(size)]
+    for rank in range(size):
+        if rank != reporter:
+            logs[rank].finish("done")
+    log.finish("done", nodes[reporter].model.named_arrays())
+    s = log.summary()
+    print(f"{s['dataset']}: {size} simulated node(s), {s['iterations']} steps in "
+          f"{s['time_s']:.4g} simulated s, test accuracy {100 * s['final_test_accuracy']:.2f}%, "
+          f"run folder {folder.path}")
+    return 0
+
+
+def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):
+    return {
+        "config": cfg.as_dict(),
+        "dataset": dataset.name,
+        "data_files": [str(f) for f in dataset.files],
+        "nodes": size,
+        "params": model.n_params,
+        "clock": "simulated",
+        "cluster": {"network": "star", "latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps,
+                    "compute": "measured"},
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": ["python", "-m", "sim.run", *sys.argv[1:]],
+        "host": platform.node(),
+        "mpi": None,
+        "versions": {"twinsgd": importlib.metadata.version("twinsgd"),
+                     "python": platform.python_version(), "numpy": np.__version__,
+                     "simpy": importlib.metadata.version("simpy")},
+    }
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""The simulator held to the truth: alpha-beta formulas, contention, and the real run's weights."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from algorithms.ops import Allreduce, Recv, Send
+from sim.backend import Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+ALPHA, BETA = 5e-6, 1.25e9  # 5 us, 10 Gb/s
+
+
+class _Log:
+    """Collects what the simulator charges, per kind."""
+
+    def __init__(self):
+        self.seconds = {"compute": 0.0, "comm": 0.0, "wait": 0.0}
+        self.sent = self.received = 0
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.seconds[kind] += seconds
+        self.sent += bytes_sent
+        self.received += bytes_recv
+
+
+def simulate(size, program):
+    """Run ``program(rank)`` on ``size`` bare nodes; return the simulator and the logs."""
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    logs = [_Log() for _ in range(size)]
+    sim = Simulator(nodes, logs, ALPHA, BETA, measure_compute=False)
+    sim.run([program(r) for r in range(size)])
+    return sim, logs
+
+
+@pytest.mark.parametrize("size", [2, 3, 4, 8])
+def test_ring_allreduce_takes_the_alpha_beta_time_and_sums(size):
+    n = 1000 * size  # elements, divisible by size: T = 2(p-1)(alpha + n*4/(p*beta))
+    results = {}
+
+    def program(rank):
+        buf = np.full(n, rank + 1.0, np.float32)
+        results[rank] = yield Allreduce(buf, op="sum", algo="ring")
+
+    sim, logs = simulate(size, program)
+    expected = 2 * (size - 1) * (ALPHA + 4 * n / (size * BETA))
+    assert sim.env.now == pytest.approx(expected, rel=1e-12)
+    for rank in range(size):
+        np.testing.assert_array_equal(results[rank], size * (size + 1) / 2)
+        assert logs[rank].sent == logs[rank].received == 2 * (size - 1) * 4 * n // size
+
+
+def test_ping_pong_takes_two_alpha_beta_messages():
+    nbytes = 4 * 100_000
+
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+            yield Recv(source=1, buf=buf)
+        else:
+            yield Recv(source=0, buf=buf)
+            yield Send(dest=0, payload=buf)
+
+    sim, _ = simulate(2, program)
+    assert sim.env.now == pytest.approx(2 * (ALPHA + nbytes / BETA), rel=1e-12)
+
+
+@pytest.mark.parametrize("workers", [1, 4, 15])
+def test_pushes_into_one_nic_queue_behind_each_other(workers):
+    """N workers push n bytes each to one server: the last arrives at alpha + N n / beta."""
+    nbytes, arrivals = 4 * 50_000, []
+
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        if rank == 0:
+            for _ in range(workers):
+                yield Recv(source=-1, buf=buf)
+        else:
+            yield Send(dest=0, payload=buf)
+
+    sim, logs = simulate(workers + 1, program)
+    assert sim.env.now == pytest.approx(ALPHA + workers * nbytes / BETA, rel=1e-12)
+    assert logs[0].received == workers * nbytes
+    del arrivals
+
+
+def _real(n, out, argv):
+    cmd = [sys.executable, "-m", "real.train", *argv, "--out", str(out)]
+    if n > 1:
+        cmd = [MPIEXEC, "-n", str(n), *cmd]
+    done = subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+def _simulated(n, out, argv):
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--nodes", str(n), *argv, "--out",
+                           str(out)], cwd=ROOT, env=ENV, timeout=120, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize(("n", "argv"), [
+    (3, ["--algorithm", "ps"]),
+    (4, ["--algorithm", "ps", "--servers", "2", "--optimizer", "momentum"]),
+    (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+    (3, ["--algorithm", "allreduce", "--local-steps", "4", "--optimizer", "sgd"]),
+    (4, ["--algorithm", "gossip", "--topology", "ring"]),
+    (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
+])
+def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv):
+    common = ["--dataset", "mnist-subset", "--iterations", "12", "--eval-every", "6",
+              "--no-progress", *argv]
+    _real(n, tmp_path / "real", common)
+    _simulated(n, tmp_path / "sim", common)
+    with np.load(tmp_path / "real" / "model.npz") as real, \
+            np.load(tmp_path / "sim" / "model.npz") as sim:
+        assert real.files == sim.files
+        for name in real.files:
+            np.testing.assert_array_equal(sim[name], real[name], err_msg=name)
+    real_metrics = (tmp_path / "real" / "metrics.csv").read_text().splitlines()
+    sim_metrics = (tmp_path / "sim" / "metrics.csv").read_text().splitlines()
+    for r, s in zip(real_metrics[1:], sim_metrics[1:], strict=True):  # same test loss, accuracy
+        assert r.split(",")[4:6] == s.split(",")[4:6]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--latency", "5"], "--latency: '5' needs a unit"),
+    (["--bandwidth", "fast"], "--bandwidth: cannot read 'fast'"),
+    (["--nodes", "0"], "--nodes must be >= 1"),
+    (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps --servers 1 needs at least 2"),
+])
+def test_bad_cluster_input_is_one_line_and_exit_2(tmp_path, argv, message):
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset", *argv,
+                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], done.stderr
