@@ -82,6 +82,39 @@ class StarNetwork:
         yield self.mailbox[dest].put(message)
 
 
+@dataclass
+class ComputeModel:
+    """How long compute takes in simulated time, node by node.
+
+    Parameters
+    ----------
+    seconds_per_sample : float or None
+        None (``--compute measured``): a Compute lasts what the real kernel took in this process,
+        and a program's own code between operations what it took. A number (``--compute
+        profile``): a Compute over b samples lasts ``b * seconds_per_sample``; the program's own
+        code is taken as included.
+    speeds : sequence of float
+        Relative speed of node r, ``speeds[r % len(speeds)]``: 2.0 computes twice as fast.
+    straggle_probability, slowdown : float
+        Each Compute is, independently with that probability, ``slowdown`` times slower
+        (``--stragglers P:SLOWDOWN``).
+    seed : int
+        Seed of the stragglers' draws (one generator per node).
+    """
+
+    seconds_per_sample: float | None = None
+    speeds: tuple = (1.0,)
+    straggle_probability: float = 0.0
+    slowdown: float = 1.0
+    seed: int = 0
+
+    def scale(self, rank, rng):
+        """Factor on node ``rank``'s next compute time (speed and a straggler draw)."""
+        slow = self.slowdown if self.straggle_probability and \
+            rng.random() < self.straggle_probability else 1.0
+        return slow / self.speeds[rank % len(self.speeds)]
+
+
 def _snapshot(payload):
     """What travels: a copy of an array (the sender may change it), a message object as it is."""
     return payload.copy() if isinstance(payload, np.ndarray) else payload
@@ -98,14 +131,14 @@ class Simulator:
         One per rank; the reporter's writes the summary files.
     latency_s, bandwidth_Bps : float
         The star network's alpha (seconds) and beta (bytes per second).
-    measure_compute : bool
-        Let simulated time pass by the measured seconds of Compute operations and of the
-        programs' own code (``--compute measured``); False: compute takes no time, so only the
-        network's formulas set the clock.
+    compute : ComputeModel
+        How long compute takes (default: measured in this process).
     """
 
-    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, measure_compute=True):
-        self.env, self.measure_compute = simpy.Environment(), measure_compute
+    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None):
+        self.env, self.compute = simpy.Environment(), compute or ComputeModel()
+        self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
+                              for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
         self.network = StarNetwork(self.env, len(nodes), latency_s, bandwidth_Bps)
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
@@ -138,9 +171,10 @@ class Simulator:
                 op = program.send(reply)
             except StopIteration as stop:
                 return stop.value
-            own = (perf_counter() - t0) * self.measure_compute  # its own math (optimizer, mixing)
-            log.charge("compute", own)
-            yield self.env.timeout(own)
+            if self.compute.seconds_per_sample is None:  # its own math (optimizer, mixing)
+                own = perf_counter() - t0
+                log.charge("compute", own)
+                yield self.env.timeout(own)
             reply = yield from self._handlers[type(op)](node, op)
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
@@ -148,7 +182,10 @@ class Simulator:
     def _compute(self, node, op):
         t0 = perf_counter()
         result = op.fn(*op.args)
-        seconds = (perf_counter() - t0) * self.measure_compute
+        model = self.compute
+        seconds = (perf_counter() - t0 if model.seconds_per_sample is None
+                   else op.samples * model.seconds_per_sample)
+        seconds *= model.scale(node.rank, self._straggle_rng[node.rank])
         self.logs[node.rank].charge("compute", seconds)
         yield self.env.timeout(seconds)
         return result

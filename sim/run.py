@@ -17,6 +17,7 @@ import datetime
 import importlib.metadata
 import platform
 import sys
+import tomllib
 
 import numpy as np
 
@@ -24,10 +25,10 @@ from algorithms import attach_optimizer, make_node, node_program, updates_per_st
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog
-from algorithms.units import parse_bandwidth_Bps, parse_seconds
+from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
-from sim.backend import Simulator
+from sim.backend import ComputeModel, Simulator
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,7 +46,42 @@ def build_parser():
     cluster.add_argument("--latency", default="5us", help="node-to-node latency, e.g. 5us, 1.5ms")
     cluster.add_argument("--bandwidth", default="10Gbps",
                          help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s")
+    cluster.add_argument("--compute", choices=("measured", "profile"), default="measured",
+                         help="compute time: the real kernel timed in process, or seconds per "
+                              "sample from --profile")
+    cluster.add_argument("--profile", metavar="FILE.toml",
+                         help="cluster profile; [compute] seconds_per_sample = S")
+    cluster.add_argument("--speeds", default="1x", metavar="F,F,...",
+                         help="relative speed per node, cycled over the nodes (0.5x: half speed)")
+    cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
+                         help="each compute step is SLOWDOWN times slower with probability P, "
+                              "e.g. 0.05:4x (seeded)")
     return add_config_arguments(parser)
+
+
+def compute_model(cluster, seed):
+    """The `ComputeModel` the cluster flags describe; ValueError naming the flag."""
+    seconds_per_sample = None
+    if cluster.compute == "profile":
+        if not cluster.profile:
+            raise ValueError("--compute profile needs --profile FILE.toml")
+        try:
+            with open(cluster.profile, "rb") as fh:
+                seconds_per_sample = float(tomllib.load(fh)["compute"]["seconds_per_sample"])
+        except (OSError, KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as err:
+            raise ValueError(f"--profile {cluster.profile}: needs [compute] seconds_per_sample "
+                             f"({type(err).__name__}: {err})") from err
+    speeds = tuple(parse_factor(s) for s in cluster.speeds.split(","))
+    if not all(s > 0 for s in speeds):
+        raise ValueError(f"--speeds must be > 0, got {cluster.speeds}")
+    probability, slowdown = 0.0, 1.0
+    if cluster.stragglers:
+        p, _, factor = cluster.stragglers.partition(":")
+        probability, slowdown = float(p), parse_factor(factor)
+        if not 0.0 <= probability <= 1.0 or slowdown < 1.0:
+            raise ValueError(f"--stragglers needs 0 <= P <= 1 and SLOWDOWN >= 1x, got "
+                             f"{cluster.stragglers}")
+    return ComputeModel(seconds_per_sample, speeds, probability, slowdown, seed)
 
 
 def main(argv=None):
@@ -57,11 +93,13 @@ def main(argv=None):
         bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth)
         if cluster.nodes < 1:
             raise ValueError(f"--nodes must be >= 1, got {cluster.nodes}")
+        compute = compute_model(cluster, cfg.seed)
         cfg.check_size(cluster.nodes)
         dataset = load_dataset(cfg.dataset, cfg.data_dir)
         folder = RunFolder(cfg.out)
     except (DataError, ValueError) as err:
-        parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:"))
+        parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
+                     .replace("factor:", "--speeds/--stragglers:"))
     if dataset.note:
         print(dataset.note, file=sys.stderr)
     size = cluster.nodes
@@ -79,11 +117,15 @@ def main(argv=None):
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
+    header["cluster"].update(compute=cluster.compute, speeds=list(compute.speeds),
+                             stragglers=cluster.stragglers,
+                             seconds_per_sample=compute.seconds_per_sample)
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
     for rank in range(size):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False))
-    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps)
+    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
+                          compute)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes])
     except BaseException as err:
@@ -110,8 +152,7 @@ def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):
         "nodes": size,
         "params": model.n_params,
         "clock": "simulated",
-        "cluster": {"network": "star", "latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps,
-                    "compute": "measured"},
+        "cluster": {"network": "star", "latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps},
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": ["python", "-m", "sim.run", *sys.argv[1:]],
         "host": platform.node(),
