@@ -15,13 +15,20 @@ nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messag
 queue behind each other there.
 """
 
+import itertools
 from dataclasses import dataclass
 from time import perf_counter
 
 import numpy as np
 import simpy
 
-from algorithms.collectives import average_models, finish_reduction, ring_allreduce
+from algorithms.collectives import (
+    average_models,
+    chunk_bounds,
+    finish_reduction,
+    ring_allreduce,
+    ring_allreduce_bytes,
+)
 from algorithms.ops import (
     ANY_SOURCE,
     Allgather,
@@ -115,6 +122,30 @@ class ComputeModel:
         return slow / self.speeds[rank % len(self.speeds)]
 
 
+def _ring_in_lockstep(bufs):
+    """Run `ring_allreduce` for every rank at once, in this process: the same additions in the
+    same order as the messages would make them. Sums ``bufs`` (rank order) in place."""
+    size = len(bufs)
+    rings = [ring_allreduce(buf, rank, size) for rank, buf in enumerate(bufs)]
+    steps = [ring.send(None) for ring in rings] if size > 1 else []
+    while steps:
+        payloads = [step.payload.copy() for step in steps]  # what each sends this step
+        for rank, step in enumerate(steps):
+            np.copyto(step.buf, payloads[(rank - 1) % size])
+        steps = [_advance(ring, step.buf) for ring, step in zip(rings, steps, strict=True)]
+        if any(step is None for step in steps):  # every ring takes the same 2(size-1) steps
+            assert all(step is None for step in steps)
+            steps = []
+
+
+def _advance(generator, reply):
+    """The generator's next operation after ``reply``, or None once it has returned."""
+    try:
+        return generator.send(reply)
+    except StopIteration:
+        return None
+
+
 def _snapshot(payload):
     """What travels: a copy of an array (the sender may change it), a message object as it is."""
     return payload.copy() if isinstance(payload, np.ndarray) else payload
@@ -133,10 +164,17 @@ class Simulator:
         The star network's alpha (seconds) and beta (bytes per second).
     compute : ComputeModel
         How long compute takes (default: measured in this process).
+    collectives : {"message", "closed-form"}
+        Allreduce decomposed into the ring's messages, or one event per collective lasting the
+        ring's alpha-beta cost ``2(p-1)(alpha + n/(p beta))`` after the last node arrives (for
+        scale; the arithmetic is the ring's either way). They agree on a contention-free network.
     """
 
-    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None):
+    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
+                 collectives="message"):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
+        self.collectives = collectives
+        self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
                               for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
@@ -222,6 +260,8 @@ class Simulator:
         return op.buf
 
     def _allreduce(self, node, op):
+        if self.collectives == "closed-form":
+            return (yield from self._allreduce_closed_form(node, op))
         ring, reply = ring_allreduce(op.buf, node.rank, node.size), None
         while True:  # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring
             try:
@@ -230,6 +270,28 @@ class Simulator:
                 break
             reply = yield from self._sendrecv(node, step)
         return finish_reduction(op.buf, op.op, node.size)
+
+    def _allreduce_closed_form(self, node, op):
+        """Wait for every node, run the ring's arithmetic at once, let its alpha-beta time pass."""
+        self._calls[node.rank] += 1
+        key = ("allreduce", self._calls[node.rank])
+        arrived = self._arrivals.setdefault(key, {})
+        arrived[node.rank] = (op.buf, self.env.now)
+        done = self._arrivals.setdefault((key, "done"), self.env.event())
+        if len(arrived) == node.size:
+            _ring_in_lockstep([arrived[r][0] for r in range(node.size)])
+            del self._arrivals[key], self._arrivals[(key, "done")]
+            done.succeed({r: t for r, (_, t) in arrived.items()})
+        entered = yield done
+        t_last, log, size = max(entered.values()), self.logs[node.rank], node.size
+        log.charge("wait", t_last - entered[node.rank])
+        chunk = max(b - a for a, b in itertools.pairwise(chunk_bounds(op.buf.size, size)))
+        seconds = 2 * (size - 1) * (self.network.latency_s +
+                                    chunk * op.buf.itemsize / self.network.bandwidth_Bps)
+        sent, received = ring_allreduce_bytes(op.buf.size, op.buf.itemsize, node.rank, size)
+        log.charge("comm", seconds, sent, received)
+        yield self.env.timeout(t_last + seconds - self.env.now)
+        return finish_reduction(op.buf, op.op, size)
 
     def _exchange(self, node, op):
         sending = [self.env.process(self._send(node, Send(peer, payload, op.tag)))

@@ -46,6 +46,8 @@ def build_parser():
     cluster.add_argument("--latency", default="5us", help="node-to-node latency, e.g. 5us, 1.5ms")
     cluster.add_argument("--bandwidth", default="10Gbps",
                          help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s")
+    cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
+                         help="allreduce as the ring's messages, or one alpha-beta event (scale)")
     cluster.add_argument("--compute", choices=("measured", "profile"), default="measured",
                          help="compute time: the real kernel timed in process, or seconds per "
                               "sample from --profile")
@@ -117,7 +119,8 @@ def main(argv=None):
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
-    header["cluster"].update(compute=cluster.compute, speeds=list(compute.speeds),
+    header["cluster"].update(compute=cluster.compute, collectives=cluster.collectives,
+                             speeds=list(compute.speeds),
                              stragglers=cluster.stragglers,
                              seconds_per_sample=compute.seconds_per_sample)
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
@@ -125,7 +128,7 @@ def main(argv=None):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False))
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute)
+                          compute, cluster.collectives)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes])
     except BaseException as err:
