@@ -11,6 +11,11 @@ alone writes config.json, metrics.csv, summary.json and model.npz, from every ra
 the backend gathers at each evaluation.
 """
 
+import datetime
+import importlib.metadata
+import platform
+import sys
+
 import numpy as np
 
 from algorithms.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
@@ -165,3 +170,25 @@ class RunLog:
 
 def _new_step():
     return {"compute_s": 0.0, "comm_s": 0.0, "wait_s": 0.0, "bytes_sent": 0, "bytes_recv": 0}
+
+
+def run_header(cfg, dataset, model, size, clock, command, **extra):
+    """The config.json document both front ends write: the resolved configuration, the data set
+    actually used, where and with what the run happened; ``extra`` adds front-end keys (the MPI
+    library, the simulated cluster) and versions (``versions={...}`` is merged)."""
+    versions = {"twinsgd": importlib.metadata.version("twinsgd"),
+                "python": platform.python_version(), "numpy": np.__version__,
+                **extra.pop("versions", {})}
+    return {
+        "config": cfg.as_dict(),
+        "dataset": dataset.name,
+        "data_files": [str(f) for f in dataset.files],
+        "nodes": size,
+        "params": model.n_params,
+        "clock": clock,
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": ["python", "-m", command, *sys.argv[1:]],
+        "host": platform.node(),
+        **extra,
+        "versions": versions,
+    }

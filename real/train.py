@@ -19,21 +19,18 @@ hangs, and the run folder says ``failed: ...``).
 """
 
 import argparse
-import datetime
 import importlib.metadata
 import os
-import platform
 import sys
 import time
 import traceback
 
-import numpy as np
 from mpi4py import MPI
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
-from algorithms.runlog import RunLog
+from algorithms.runlog import RunLog, run_header
 from data import DataError, load_dataset
 from models import build_model
 from real.backend import Driver
@@ -182,22 +179,10 @@ def _abort(log, comm, rank, err):
 
 
 def _header(cfg, dataset, model, size):
-    """The config.json document: resolved configuration and where the run happened."""
-    return {
-        "config": cfg.as_dict(),
-        "dataset": dataset.name,
-        "data_files": [str(f) for f in dataset.files],
-        "nodes": size,
-        "params": model.n_params,
-        "clock": "wall",
-        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": ["python", "-m", "real.train", *sys.argv[1:]],
-        "host": platform.node(),
-        "mpi": MPI.Get_library_version().splitlines()[0].strip(),
-        "versions": {"twinsgd": importlib.metadata.version("twinsgd"),
-                     "python": platform.python_version(), "numpy": np.__version__,
-                     "mpi4py": importlib.metadata.version("mpi4py")},
-    }
+    """The config.json document, with the MPI library that carried the run."""
+    return run_header(cfg, dataset, model, size, "wall", "real.train",
+                      mpi=MPI.Get_library_version().splitlines()[0].strip(),
+                      versions={"mpi4py": importlib.metadata.version("mpi4py")})
 
 
 def _trace(per_rank, cfg):

@@ -13,18 +13,14 @@ describe the cluster (a star: every node on one switch). The run folder is ``rea
 """
 
 import argparse
-import datetime
 import importlib.metadata
-import platform
 import sys
 import tomllib
-
-import numpy as np
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.runfolder import RunFolder
-from algorithms.runlog import RunLog
+from algorithms.runlog import RunLog, run_header
 from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
@@ -148,22 +144,11 @@ def main(argv=None):
 
 
 def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):
-    return {
-        "config": cfg.as_dict(),
-        "dataset": dataset.name,
-        "data_files": [str(f) for f in dataset.files],
-        "nodes": size,
-        "params": model.n_params,
-        "clock": "simulated",
-        "cluster": {"network": "star", "latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps},
-        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "command": ["python", "-m", "sim.run", *sys.argv[1:]],
-        "host": platform.node(),
-        "mpi": None,
-        "versions": {"twinsgd": importlib.metadata.version("twinsgd"),
-                     "python": platform.python_version(), "numpy": np.__version__,
-                     "simpy": importlib.metadata.version("simpy")},
-    }
+    """The config.json document, with the simulated cluster."""
+    return run_header(cfg, dataset, model, size, "simulated", "sim.run", mpi=None,
+                      cluster={"network": "star", "latency_s": latency_s,
+                               "bandwidth_Bps": bandwidth_Bps},
+                      versions={"simpy": importlib.metadata.version("simpy")})
 
 
 if __name__ == "__main__":
