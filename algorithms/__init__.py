@@ -7,6 +7,7 @@ both backends set up a run the same way.
 
 from algorithms.allreduce import allreduce_sgd, local_sgd
 from algorithms.collectives import chunk_bounds
+from algorithms.ghost import GhostOptimizer
 from algorithms.gossip import gossip_sgd
 from algorithms.node import Node
 from algorithms.parameter_server import parameter_server
@@ -55,8 +56,12 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
 
 def attach_optimizer(node):
     """Give ``node`` its optimizer: over the weights it updates (a sharded server: its slice),
-    with the cosine schedule spanning its own optimizer steps (an async server: every push)."""
+    with the cosine schedule spanning its own optimizer steps (an async server: every push).
+    A ghost model gets a `GhostOptimizer` (no state, no update)."""
     cfg = node.cfg
+    if getattr(node.model, "ghost", False):
+        node.optimizer = GhostOptimizer()
+        return node.optimizer
     owned = node.model.params[node.owned]
     node.optimizer = make_optimizer(cfg.optimizer, owned.size, lr=cfg.lr, momentum=cfg.momentum)
     if cfg.lr_schedule == "cosine":

@@ -16,6 +16,7 @@ Examples
 import argparse
 import dataclasses
 import datetime
+import sys
 import tomllib
 from dataclasses import dataclass, field
 
@@ -31,6 +32,15 @@ MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
 DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.003}
 LR_SCHEDULES = ("cosine", "constant")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse whose errors are one line on stderr and exit status 2 (the command-line contract;
+    argparse's own error prints the usage first)."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def _flag(help, type=str, choices=None, group="training", metavar=None):

@@ -12,7 +12,6 @@ import numpy as np
 from algorithms.compression import make_codec
 from algorithms.ops import Evaluate
 from algorithms.streams import CompressedStream
-from data import shard_indices
 
 
 @dataclass
@@ -107,8 +106,7 @@ class Node:
         b, iteration, per_epoch = self.cfg.batch_size, 0, self.steps_per_epoch
         for epoch in range(-(-self.total_steps // per_epoch)):
             if self.computes:
-                mine = shard_indices(self.dataset.n_train, self.shard, self.shards, epoch,
-                                     self.cfg.seed)
+                mine = self.dataset.shard(self.shard, self.shards, epoch, self.cfg.seed)
             for k in range(per_epoch):
                 iteration += 1
                 X, y = (self.dataset.train_batch(mine[k * b:(k + 1) * b]) if self.computes

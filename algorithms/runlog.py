@@ -13,8 +13,10 @@ the backend gathers at each evaluation.
 
 import datetime
 import importlib.metadata
+import math
 import platform
 import sys
+import time
 
 import numpy as np
 
@@ -42,17 +44,25 @@ class RunLog:
     reporter : bool
         True on the reporting rank, which creates the files; the other ranks append to
         steps.csv, which must exist by then.
+    steps : algorithms.runfolder.CsvLog, optional
+        A steps.csv writer shared by the ranks of one process (the simulator's thousands of
+        nodes would otherwise hold a file each); its creator closes it.
+    write_steps : bool
+        False keeps this rank's rows out of steps.csv (``--steps-sample``); its totals still count.
     """
 
-    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True):
+    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True,
+                 steps=None, write_steps=True):
         self.folder, self.header = folder, dict(header, status="running")
         self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
         self.root = reporter
         if self.root:
             folder.write_json("config.json", self.header)
             self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
-        self.steps = folder.log("steps.csv", STEPS_COLUMNS, append=not self.root,
-                                flush_s=STEPS_FLUSH_S)
+        self._own_steps = steps is None
+        self.steps = steps if steps is not None else folder.log(
+            "steps.csv", STEPS_COLUMNS, append=not self.root, flush_s=STEPS_FLUSH_S)
+        self.write_steps = write_steps
         self.totals = dict.fromkeys(TOTALS, 0)
         self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)
         self.eval_s = 0.0
@@ -60,6 +70,7 @@ class RunLog:
         self.last_eval = None
         self.time_to_target_s = None
         self._current = _new_step()
+        self._summary_written = -math.inf  # time.monotonic() of the last summary.json
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         """Add ``seconds`` of ``kind`` (compute, comm or wait) and bytes to the step in progress."""
@@ -74,7 +85,8 @@ class RunLog:
         row = self._current
         row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s, loss=float(loss),
                    staleness=staleness)
-        self.steps.write_rows([row])
+        if self.write_steps:
+            self.steps.write_rows([row])
         for key in TOTALS:
             self.totals[key] += row[key]
         self.iterations, self.time_s = max(self.iterations, iteration), time_s
@@ -90,7 +102,8 @@ class RunLog:
 
     def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
                    consensus_distance=None, node_totals=None):
-        """Write one metrics.csv row and refresh summary.json (so a killed run keeps it).
+        """Write one metrics.csv row and refresh summary.json (so a killed run keeps it; at most
+        once per ``STEPS_FLUSH_S`` of wall time, and always when the run ends).
 
         ``node_totals`` is every rank's `node_totals` (rank order) when the evaluation was
         collective; ``bytes`` in the row is then the bytes sent by all ranks so far. A node that
@@ -112,7 +125,9 @@ class RunLog:
         target = self.target_accuracy
         if target is not None and self.time_to_target_s is None and test_accuracy >= target:
             self.time_to_target_s = time_s
-        self.folder.write_json("summary.json", self.summary())
+        if time.monotonic() - self._summary_written >= STEPS_FLUSH_S:  # thousands of nodes
+            self._summary_written = time.monotonic()  # make it costly: refresh once a second
+            self.folder.write_json("summary.json", self.summary())
 
     def summary(self):
         """Totals and means of the run so far (summary.json).
@@ -148,7 +163,8 @@ class RunLog:
 
     def finish(self, status, arrays=None, timeline=None):
         """Close the logs; the reporter saves weights and timeline and marks the run ``status``."""
-        self.steps.close()
+        if self._own_steps:
+            self.steps.close()
         if not self.root:
             return
         self.metrics.close()

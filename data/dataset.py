@@ -2,6 +2,8 @@
 
 import numpy as np
 
+from data.sharding import shard_indices
+
 
 class Dataset:
     """Train and test images with integer labels, converted to float32 only when asked for.
@@ -79,6 +81,10 @@ class Dataset:
     def n_test(self):
         """Number of test examples."""
         return len(self._test_labels)
+
+    def shard(self, rank, size, epoch, seed):
+        """The training indices node ``rank`` of ``size`` reads in ``epoch``: `shard_indices`."""
+        return shard_indices(self.n_train, rank, size, epoch, seed)
 
     def train_batch(self, indices):
         """The training examples at ``indices``.

@@ -15,7 +15,6 @@ nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messag
 queue behind each other there.
 """
 
-import itertools
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -24,11 +23,11 @@ import simpy
 
 from algorithms.collectives import (
     average_models,
-    chunk_bounds,
     finish_reduction,
     ring_allreduce,
     ring_allreduce_bytes,
 )
+from algorithms.ghost import GhostArray
 from algorithms.ops import (
     ANY_SOURCE,
     Allgather,
@@ -175,7 +174,9 @@ class Simulator:
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
+        self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
+                              if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
         self.network = StarNetwork(self.env, len(nodes), latency_s, bandwidth_Bps)
@@ -183,7 +184,9 @@ class Simulator:
         for node in nodes:
             node.on_step_end = self._step_ender(node)
         self._handlers = {Compute: self._compute, Send: self._send, Recv: self._recv,
-                          SendRecv: self._sendrecv, Allreduce: self._allreduce,
+                          SendRecv: self._sendrecv,
+                          Allreduce: (self._allreduce_closed_form if collectives == "closed-form"
+                                      else self._allreduce),
                           Exchange: self._exchange, Allgather: self._allgather,
                           Evaluate: self._evaluate}
 
@@ -202,30 +205,34 @@ class Simulator:
 
     def _process(self, node, program):
         """The driver loop of one node: its own code's time is compute, then the operation."""
-        reply, log = None, self.logs[node.rank]
+        reply, log, handlers = None, self.logs[node.rank], self._handlers
+        measured = self.compute.seconds_per_sample is None
         while True:
             t0 = perf_counter()
             try:
                 op = program.send(reply)
             except StopIteration as stop:
                 return stop.value
-            if self.compute.seconds_per_sample is None:  # its own math (optimizer, mixing)
+            if measured:  # its own math (optimizer, mixing)
                 own = perf_counter() - t0
                 log.charge("compute", own)
                 yield self.env.timeout(own)
-            reply = yield from self._handlers[type(op)](node, op)
+            reply = yield from handlers[type(op)](node, op)
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
 
     def _compute(self, node, op):
-        t0 = perf_counter()
-        result = op.fn(*op.args)
         model = self.compute
-        seconds = (perf_counter() - t0 if model.seconds_per_sample is None
-                   else op.samples * model.seconds_per_sample)
+        if model.seconds_per_sample is None:
+            t0 = perf_counter()
+            result = op.fn(*op.args)
+            seconds = perf_counter() - t0
+        else:
+            result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
         seconds *= model.scale(node.rank, self._straggle_rng[node.rank])
         self.logs[node.rank].charge("compute", seconds)
-        yield self.env.timeout(seconds)
+        if seconds:  # free compute (a ghost without a profile) schedules no event
+            yield self.env.timeout(seconds)
         return result
 
     def _send(self, node, op):
@@ -260,8 +267,6 @@ class Simulator:
         return op.buf
 
     def _allreduce(self, node, op):
-        if self.collectives == "closed-form":
-            return (yield from self._allreduce_closed_form(node, op))
         ring, reply = ring_allreduce(op.buf, node.rank, node.size), None
         while True:  # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring
             try:
@@ -272,25 +277,28 @@ class Simulator:
         return finish_reduction(op.buf, op.op, node.size)
 
     def _allreduce_closed_form(self, node, op):
-        """Wait for every node, run the ring's arithmetic at once, let its alpha-beta time pass."""
+        """Wait for every node; the last one in runs the ring's arithmetic for all at once and
+        starts one alpha-beta timer, ``2(p-1)(alpha + ceil(n/p) itemsize / beta)``, that
+        releases them all (one event per collective, so 10,000 nodes cost O(p) per collective).
+        A node's wait is from its arrival to the last one's; its comm is the ring's time."""
         self._calls[node.rank] += 1
-        key = ("allreduce", self._calls[node.rank])
-        arrived = self._arrivals.setdefault(key, {})
-        arrived[node.rank] = (op.buf, self.env.now)
-        done = self._arrivals.setdefault((key, "done"), self.env.event())
-        if len(arrived) == node.size:
-            _ring_in_lockstep([arrived[r][0] for r in range(node.size)])
-            del self._arrivals[key], self._arrivals[(key, "done")]
-            done.succeed({r: t for r, (_, t) in arrived.items()})
-        entered = yield done
-        t_last, log, size = max(entered.values()), self.logs[node.rank], node.size
-        log.charge("wait", t_last - entered[node.rank])
-        chunk = max(b - a for a, b in itertools.pairwise(chunk_bounds(op.buf.size, size)))
-        seconds = 2 * (size - 1) * (self.network.latency_s +
-                                    chunk * op.buf.itemsize / self.network.bandwidth_Bps)
+        key, size, entered = self._calls[node.rank], node.size, self.env.now
+        if key not in self._collectives:
+            self._collectives[key] = ([], self.env.event())
+        bufs, done = self._collectives[key]
+        bufs.append((node.rank, op.buf))
+        if len(bufs) == size:
+            del self._collectives[key]
+            if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
+                _ring_in_lockstep([buf for _, buf in sorted(bufs, key=lambda b: b[0])])
+            chunk = -(-op.buf.size // size)
+            seconds = 2 * (size - 1) * (self.network.latency_s +
+                                        chunk * op.buf.itemsize / self.network.bandwidth_Bps)
+            self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(seconds))
+        seconds, log = (yield done), self.logs[node.rank]
+        log.charge("wait", self.env.now - seconds - entered)
         sent, received = ring_allreduce_bytes(op.buf.size, op.buf.itemsize, node.rank, size)
         log.charge("comm", seconds, sent, received)
-        yield self.env.timeout(t_last + seconds - self.env.now)
         return finish_reduction(op.buf, op.op, size)
 
     def _exchange(self, node, op):

@@ -12,13 +12,15 @@ describe the cluster (a star: every node on one switch). The run folder is ``rea
 ``"clock": "simulated"``. Exit status: 0 done; 2 bad input (one line, no traceback); 1 a bug.
 """
 
-import argparse
 import importlib.metadata
 import sys
 import tomllib
 
+import numpy as np
+
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
-from algorithms.config import add_config_arguments, parse_config
+from algorithms.config import OneLineParser, add_config_arguments, parse_config
+from algorithms.ghost import ghost_dataset, ghost_model
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog, run_header
 from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
@@ -27,14 +29,8 @@ from models import build_model
 from sim.backend import ComputeModel, Simulator
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
 def build_parser():
-    parser = _Parser(prog="python -m sim.run",
+    parser = OneLineParser(prog="python -m sim.run",
                      description="Run the node programs in a SimPy model of a cluster and write "
                                  "a run folder with simulated times.")
     cluster = parser.add_argument_group("cluster")
@@ -54,21 +50,43 @@ def build_parser():
     cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
                          help="each compute step is SLOWDOWN times slower with probability P, "
                               "e.g. 0.05:4x (seeded)")
+    cluster.add_argument("--ghost", default=None, metavar="MODEL|PARAMS",
+                         help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
+                              "resnet50, or a parameter count (compute from --profile, else free)")
+    cluster.add_argument("--steps-sample", type=int, default=1, metavar="K",
+                         help="steps.csv keeps every K-th node's rows (totals count all nodes)")
     return add_config_arguments(parser)
 
 
-def compute_model(cluster, seed):
-    """The `ComputeModel` the cluster flags describe; ValueError naming the flag."""
+def compute_model(cluster, seed, flops_per_sample=0):
+    """The `ComputeModel` the cluster flags describe; ValueError naming the flag.
+
+    ``--compute profile`` (implied by ``--ghost``) takes seconds per sample from the profile's
+    ``[compute]`` table: ``seconds_per_sample``, or ``flops_per_s`` with a training sample costing
+    three forward passes (forward, and backward at twice the forward: ``3 * flops_per_sample``).
+    A ghost run without a profile computes for free.
+    """
     seconds_per_sample = None
-    if cluster.compute == "profile":
+    if cluster.compute == "profile" or cluster.ghost:
         if not cluster.profile:
+            if cluster.ghost:
+                return ComputeModel(0.0, *_node_speeds(cluster), seed)
             raise ValueError("--compute profile needs --profile FILE.toml")
         try:
             with open(cluster.profile, "rb") as fh:
-                seconds_per_sample = float(tomllib.load(fh)["compute"]["seconds_per_sample"])
+                table = tomllib.load(fh)["compute"]
+            if "seconds_per_sample" in table:
+                seconds_per_sample = float(table["seconds_per_sample"])
+            else:
+                seconds_per_sample = 3 * flops_per_sample / float(table["flops_per_s"])
         except (OSError, KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as err:
             raise ValueError(f"--profile {cluster.profile}: needs [compute] seconds_per_sample "
-                             f"({type(err).__name__}: {err})") from err
+                             f"or flops_per_s ({type(err).__name__}: {err})") from err
+    return ComputeModel(seconds_per_sample, *_node_speeds(cluster), seed)
+
+
+def _node_speeds(cluster):
+    """(speeds, straggle probability, slowdown) from --speeds and --stragglers."""
     speeds = tuple(parse_factor(s) for s in cluster.speeds.split(","))
     if not all(s > 0 for s in speeds):
         raise ValueError(f"--speeds must be > 0, got {cluster.speeds}")
@@ -79,50 +97,56 @@ def compute_model(cluster, seed):
         if not 0.0 <= probability <= 1.0 or slowdown < 1.0:
             raise ValueError(f"--stragglers needs 0 <= P <= 1 and SLOWDOWN >= 1x, got "
                              f"{cluster.stragglers}")
-    return ComputeModel(seconds_per_sample, speeds, probability, slowdown, seed)
+    return speeds, probability, slowdown
 
 
 def main(argv=None):
     parser = build_parser()
     cfg = parse_config(argv, parser)
     cluster, _ = parser.parse_known_args(argv)
+    size = cluster.nodes
     try:
         latency_s = parse_seconds(cluster.latency)
         bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth)
-        if cluster.nodes < 1:
-            raise ValueError(f"--nodes must be >= 1, got {cluster.nodes}")
-        compute = compute_model(cluster, cfg.seed)
-        cfg.check_size(cluster.nodes)
-        dataset = load_dataset(cfg.dataset, cfg.data_dir)
+        if size < 1:
+            raise ValueError(f"--nodes must be >= 1, got {size}")
+        if cluster.steps_sample < 1:
+            raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
+        cfg.check_size(size)
+        dataset, shared_model = _data_and_model(cfg, cluster)
+        compute = compute_model(cluster, cfg.seed, getattr(shared_model, "flops_per_sample", 0))
         folder = RunFolder(cfg.out)
     except (DataError, ValueError) as err:
         parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
                      .replace("factor:", "--speeds/--stragglers:"))
     if dataset.note:
         print(dataset.note, file=sys.stderr)
-    size = cluster.nodes
     try:
-        nodes = [make_node(rank, size, cfg, dataset,
-                           build_model(cfg.model, dataset.input_shape, dataset.n_classes,
-                                       seed=cfg.seed))
+        nodes = [make_node(rank, size, cfg, dataset, shared_model or build_model(
+                     cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed))
                  for rank in range(size)]
     except ValueError as err:
         parser.error(f"--topology {cfg.topology}: {err}")
     for node in nodes:
         attach_optimizer(node)
     if nodes[0].steps_per_epoch < 1:
-        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard")
+        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
+                     f"({dataset.n_train // nodes[0].shards} samples of {dataset.name} over "
+                     f"{nodes[0].shards} shards)")
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
     header["cluster"].update(compute=cluster.compute, collectives=cluster.collectives,
                              speeds=list(compute.speeds),
                              stragglers=cluster.stragglers,
-                             seconds_per_sample=compute.seconds_per_sample)
+                             seconds_per_sample=compute.seconds_per_sample,
+                             ghost=cluster.ghost, steps_sample=cluster.steps_sample)
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
+    steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
-                                     reporter=False))
+                                     reporter=False, steps=steps_csv,
+                                     write_steps=rank % cluster.steps_sample == 0))
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
                           compute, cluster.collectives)
     try:
@@ -132,15 +156,26 @@ def main(argv=None):
         raise
     log = logs[reporter]
     log.all_totals = [logs[r].node_totals() for r in range(size)]
-    for rank in range(size):
-        if rank != reporter:
-            logs[rank].finish("done")
     log.finish("done", nodes[reporter].model.named_arrays())
     s = log.summary()
+    accuracy = s["final_test_accuracy"]
+    accuracy = None if accuracy is None or np.isnan(accuracy) else accuracy
     print(f"{s['dataset']}: {size} simulated node(s), {s['iterations']} steps in "
-          f"{s['time_s']:.4g} simulated s, test accuracy {100 * s['final_test_accuracy']:.2f}%, "
-          f"run folder {folder.path}")
+          f"{s['time_s']:.4g} simulated s, test accuracy "
+          f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder.path}")
     return 0
+
+
+def _data_and_model(cfg, cluster):
+    """The data set, and under ``--ghost`` the one `GhostModel` every node shares (else None:
+    each node builds its own ``--model``). ValueError / DataError for bad input."""
+    if not cluster.ghost:
+        return load_dataset(cfg.dataset, cfg.data_dir), None
+    if cfg.compress != "none":
+        raise ValueError(f"--ghost carries sizes, not values: --compress {cfg.compress} needs "
+                         f"the values")
+    model, dataset = ghost_model(cluster.ghost)
+    return dataset or ghost_dataset(cfg.dataset), model
 
 
 def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):

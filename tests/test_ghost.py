@@ -1,0 +1,113 @@
+"""Ghost mode: size-only payloads that cost what real ones cost on the wire, and nothing else."""
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+from algorithms.ghost import GhostArray, ghost_model
+from models import profile
+from sim import run
+
+ALPHA, BETA = 5e-6, 1.25e9  # 5 us, 10 Gb/s
+NETWORK = ["--latency", "5us", "--bandwidth", "10Gbps"]
+
+
+def _run(tmp_path, argv):
+    """Run sim.run in this process; return (summary, steps rows, config)."""
+    out = tmp_path / "run"
+    assert run.main([*argv, "--out", str(out)]) == 0
+    with open(out / "steps.csv") as fh:
+        steps = list(csv.DictReader(fh))
+    return (json.loads((out / "summary.json").read_text()), steps,
+            json.loads((out / "config.json").read_text()))
+
+
+def test_a_ghost_has_the_size_of_the_array_it_stands_for():
+    g = GhostArray(1001)
+    assert (g.nbytes, g.itemsize, g.size, len(g)) == (4004, 4, 1001, 1001)
+    assert g[10:500].nbytes == 4 * 490 and g[990:2000].size == 11
+    assert (g * 0.5).shape == (1001,) and np.add(g, g, out=g) is g
+    assert np.empty_like(g).shape == (1001,) and np.copyto(g, g) is None
+    g += 1.0
+    g[:3] = 7.0
+    assert isinstance(g, GhostArray) and np.isnan(np.linalg.norm(g))
+
+
+def test_ghost_models_have_their_published_size():
+    model, data = ghost_model("resnet50")
+    assert model.n_params == 25_557_032 == profile("resnet50").params
+    assert model.params.nbytes == 4 * 25_557_032
+    assert (data.n_train, data.input_shape) == (1_281_167, (224, 224, 3))
+    bare, none = ghost_model("11689512")
+    assert (bare.n_params, bare.flops_per_sample, none) == (11_689_512, 0, None)
+    with pytest.raises(ValueError, match="--ghost"):
+        ghost_model("resnet7")
+
+
+@pytest.mark.parametrize("collectives", ["closed-form", "message"])
+def test_ghost_allreduce_takes_the_ring_time_and_moves_the_ring_bytes(tmp_path, collectives):
+    n_params, nodes, iterations = 1_000_002, 6, 3  # equal chunks: the formula is exact
+    summary, steps, config = _run(tmp_path, [
+        "--nodes", str(nodes), "--algorithm", "allreduce", "--ghost", str(n_params),
+        "--iterations", str(iterations), "--collectives", collectives, *NETWORK])
+    chunk = -(-n_params // nodes)
+    step = 2 * (nodes - 1) * (ALPHA + 4 * chunk / BETA)  # compute is free without a profile
+    assert summary["time_s"] == pytest.approx(iterations * step, rel=1e-9)
+    assert summary["compute_s"] == 0.0 and summary["final_test_accuracy"] is None
+    sent = sum(int(row["bytes_sent"]) for row in steps)
+    assert sent == iterations * 2 * (nodes - 1) * 4 * n_params  # every chunk but one, twice
+    assert config["params"] == n_params and config["cluster"]["ghost"] == str(n_params)
+
+
+def test_ghost_parameter_server_pushes_and_pulls_the_whole_model(tmp_path):
+    workers, iterations = 3, 2
+    summary, steps, _ = _run(tmp_path, [
+        "--nodes", str(workers + 1), "--algorithm", "ps", "--ghost", "resnet18",
+        "--iterations", str(iterations), *NETWORK])
+    grad = profile("resnet18").grad_nbytes
+    server = [row for row in steps if row["rank"] == "0"]
+    assert sum(int(r["bytes_recv"]) for r in server) == iterations * workers * grad
+    assert sum(int(r["bytes_sent"]) for r in server) == iterations * workers * grad
+    # Step 1: the pushes queue into the server's NIC (the last is in at 3g/beta + alpha), then
+    # the replies leave it one after another: worker k has its weights at (3 + k)g/beta + 2 alpha.
+    for k in range(1, workers + 1):
+        first = next(r for r in steps if r["rank"] == str(k) and r["iteration"] == "1")
+        assert float(first["time_s"]) == pytest.approx((workers + k) * grad / BETA + 2 * ALPHA,
+                                                       rel=1e-12)
+    assert summary["time_s"] > iterations * (workers + 1) * grad / BETA
+
+
+def test_ghost_compute_comes_from_the_profiles_flops(tmp_path):
+    cluster = tmp_path / "cluster.toml"
+    cluster.write_text("[compute]\nflops_per_s = 1.0e12\n")
+    summary, _, _ = _run(tmp_path, [
+        "--nodes", "2", "--algorithm", "allreduce", "--ghost", "resnet50", "--batch-size", "32",
+        "--iterations", "2", "--profile", str(cluster), *NETWORK])
+    per_step = 32 * 3 * profile("resnet50").flops_per_sample / 1.0e12  # forward + backward
+    assert summary["compute_s"] == pytest.approx(2 * per_step, rel=1e-12)
+
+
+def test_steps_sample_keeps_every_kth_nodes_rows_and_all_totals(tmp_path):
+    summary, steps, _ = _run(tmp_path, [
+        "--nodes", "10", "--algorithm", "allreduce", "--ghost", "1000", "--iterations", "4",
+        "--steps-sample", "4", "--collectives", "closed-form", *NETWORK])
+    assert sorted({int(row["rank"]) for row in steps}) == [0, 4, 8]
+    assert len(steps) == 3 * 4
+    assert len(summary["per_node"]["bytes_sent"]) == 10
+    assert summary["bytes_sent"] == 4 * 2 * 9 * 4 * 1000
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ghost", "resnet7"], "--ghost: expected resnet18"),
+    (["--ghost", "1000", "--compress", "topk:0.01"], "--ghost carries sizes"),
+    (["--steps-sample", "0"], "--steps-sample must be >= 1"),
+])
+def test_bad_ghost_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
+    with pytest.raises(SystemExit) as stop:
+        run.main(["--nodes", "2", "--algorithm", "allreduce", *argv,
+                  "--out", str(tmp_path / "run")])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
