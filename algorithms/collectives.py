@@ -1,13 +1,15 @@
 """Collectives built from point-to-point steps, written once for both backends.
 
-Each collective here is a generator that yields `SendRecv` operations and does its own arithmetic,
-so the MPI backend and the simulator run the same sequence of messages and the same additions in the
-same order: the simulated result equals the real one bit for bit.
+Each collective here is a generator that yields `Send`, `Recv` and `SendRecv` operations and does
+its own arithmetic, so the MPI backend and the simulator run the same sequence of messages and the
+same additions in the same order: the simulated result equals the real one bit for bit.
 """
+
+import itertools
 
 import numpy as np
 
-from algorithms.ops import SendRecv
+from algorithms.ops import Recv, Send, SendRecv
 
 
 def chunk_bounds(n, size):
@@ -84,10 +86,14 @@ def ring_allreduce_bytes(n, itemsize, rank, size):
     """
     if size == 1:
         return 0, 0
-    bounds = chunk_bounds(n, size)
-    length = [bounds[i + 1] - bounds[i] for i in range(size)]
-    sent = 2 * n - length[(rank + 1) % size] - length[(rank + 2) % size]
-    received = 2 * n - length[rank] - length[(rank + 1) % size]
+    # Chunk i has n(i+1)//size - n*i//size elements, as chunk_bounds cuts them; O(1) per rank,
+    # since the simulator asks for every rank of every collective.
+    i, j, k = rank, (rank + 1) % size, (rank + 2) % size
+    mine = n * (i + 1) // size - n * i // size
+    next_ = n * (j + 1) // size - n * j // size
+    after = n * (k + 1) // size - n * k // size
+    sent = 2 * n - next_ - after
+    received = 2 * n - mine - next_
     return sent * itemsize, received * itemsize
 
 
@@ -108,3 +114,288 @@ def average_models(models):
         mean += weights
     finish_reduction(mean, "mean", len(models))
     return mean, float(np.mean([np.linalg.norm(weights - mean) for weights in models]))
+
+
+# -- recursive doubling and the binomial tree ----------------------------------------------------
+#
+# Written as MPICH writes them (MPIR_Allreduce_intra_recursive_doubling, MPIR_Bcast_intra_binomial;
+# Thakur, Rabenseifner and Gropp 2005). Each public function checks its arguments when called and
+# returns the generator of a private helper, so a bad rank fails at the call, not at the first step.
+
+
+def recursive_doubling_allreduce(buf, rank, size, tag=0):
+    """Sum ``buf`` over all ranks in place by recursive doubling (MPICH's scheme).
+
+    With p' the largest power of two <= ``size`` and r = size - p' (Thakur et al. 2005):
+
+    1. Fold in: of the first 2r ranks, each even rank `Send`s its buffer to rank+1, and each odd
+       rank `Recv`s it and adds it to its own. The even ranks then sit out.
+    2. Recursive doubling among the p' remaining ranks, renumbered ``newrank`` = rank // 2 for
+       the odd ranks below 2r and rank - r above: for mask = 1, 2, 4, ... < p' a rank exchanges
+       its whole buffer (`SendRecv`) with the rank whose newrank is ``newrank ^ mask`` and adds
+       what it gets. When size is a power of two (r = 0) the partner is simply ``rank ^ mask``.
+    3. Fold out: each odd rank below 2r `Send`s the sum to rank-1, which `Recv`s it into ``buf``.
+
+    Every rank ends with the same bits: in each exchange one partner computes a + b and the other
+    b + a, which IEEE addition makes equal, so after the step with mask m each block of 2m
+    newranks holds one value; the ranks that sat out receive a copy. (Not when NaNs with
+    different payloads meet: which payload a + b keeps depends on the operand order.)
+
+    Yields Send, Recv and SendRecv operations; gets back None, ``(source, buf)`` and the filled
+    receive buffer. Returns ``buf``. Collective: every rank must run it with the same n and tag.
+
+    Cost on the alpha-beta model (Thakur et al. 2005), n bytes, alpha seconds per message, beta
+    bytes per second: ``T = log2(p)(alpha + n/beta)`` when p is a power of two, and
+    ``floor(log2 p)(alpha + n/beta) + 2(alpha + n/beta)`` otherwise (fold in, fold out). Each rank
+    sends and receives ``n log2(p')`` bytes, the odd ranks below 2r ``n`` more, the even ranks
+    below 2r only ``n``: see `recursive_doubling_bytes`. Fewer rounds than `ring_allreduce`
+    (2(p-1)), but every round moves the whole buffer: the choice for short messages.
+
+    Parameters
+    ----------
+    buf : (n,) ndarray, contiguous
+        This rank's contribution; holds the sum over ranks on return.
+    rank, size : int
+        This rank and the number of ranks, 0 <= rank < size.
+    tag : int
+        Tag of every message.
+
+    Raises
+    ------
+    ValueError
+        If size < 1 or rank is not in [0, size).
+
+    Examples
+    --------
+    >>> bufs = [np.full(3, r, np.float32) for r in range(2)]
+    >>> programs = [recursive_doubling_allreduce(b, r, 2) for r, b in enumerate(bufs)]
+    >>> ops = [next(p) for p in programs]
+    >>> ops[0].dest, ops[0].source, ops[1].dest
+    (1, 1, 0)
+    """
+    _check_rank(rank, size)
+    return _recursive_doubling(buf, rank, size, tag)
+
+
+def _recursive_doubling(buf, rank, size, tag):
+    if size == 1:
+        return buf
+    pof2 = 1 << (size.bit_length() - 1)
+    rem = size - pof2
+    if rank < 2 * rem and rank % 2 == 0:  # sits out: fold in, wait for the sum
+        yield Send(dest=rank + 1, payload=buf, tag=tag)
+        yield Recv(source=rank + 1, tag=tag, buf=buf)
+        return buf
+    scratch = np.empty(len(buf), dtype=buf.dtype)
+    if rank < 2 * rem:  # odd: takes its even neighbour's share
+        yield Recv(source=rank - 1, tag=tag, buf=scratch)
+        np.add(buf, scratch, out=buf)
+        newrank = rank // 2
+    else:
+        newrank = rank - rem
+    mask = 1
+    while mask < pof2:
+        partner = newrank ^ mask
+        dest = partner * 2 + 1 if partner < rem else partner + rem  # back to a real rank
+        incoming = yield SendRecv(dest=dest, payload=buf, source=dest, buf=scratch, tag=tag)
+        np.add(buf, incoming, out=buf)
+        mask <<= 1
+    if rank < 2 * rem:  # fold out: the sum to the even neighbour that sat out
+        yield Send(dest=rank - 1, payload=buf, tag=tag)
+    return buf
+
+
+def recursive_doubling_bytes(n, itemsize, rank, size):
+    """Bytes ``(sent, received)`` by ``rank`` in `recursive_doubling_allreduce` of ``n`` elements.
+
+    With p' the largest power of two <= size and r = size - p': ``n * itemsize`` times log2(p')
+    for the ranks from 2r on, log2(p') + 1 for the odd ranks below 2r, and 1 for the even ranks
+    below 2r. Sent equals received on every rank.
+
+    Examples
+    --------
+    >>> recursive_doubling_bytes(1000, 4, rank=0, size=8)
+    (12000, 12000)
+    >>> [recursive_doubling_bytes(1000, 4, rank, size=6)[0] for rank in range(6)]
+    [4000, 12000, 4000, 12000, 8000, 8000]
+    >>> recursive_doubling_bytes(5, 4, rank=0, size=1)
+    (0, 0)
+    """
+    _check_rank(rank, size)
+    if size == 1:
+        return 0, 0
+    pof2 = 1 << (size.bit_length() - 1)
+    rem = size - pof2
+    sits_out = rank < 2 * rem and rank % 2 == 0
+    messages = 1 if sits_out else pof2.bit_length() - 1 + (rank < 2 * rem)
+    return messages * n * itemsize, messages * n * itemsize
+
+
+def binomial_bcast(buf, root, rank, size, tag=0):
+    """Broadcast ``root``'s ``buf`` into every rank's ``buf`` along a binomial tree (MPICH's).
+
+    With relative rank ``vrank = (rank - root) mod size``, a rank other than the root receives
+    (`Recv` into ``buf``) from vrank - mask for the lowest bit ``mask`` set in vrank, then sends
+    (`Send`) to vrank + m for m = mask/2, mask/4, ..., 1 while vrank + m < size; the root sends for
+    every power of two m < size, largest first. Received values are copied, so every rank ends
+    with root's bits exactly.
+
+    Yields Recv and Send operations; gets back ``(source, buf)`` and None. Returns ``buf``.
+    Collective: every rank must run it with the same root, n and tag.
+
+    Cost on the alpha-beta model (Thakur et al. 2005), n bytes, alpha seconds per message, beta
+    bytes per second: ``T = ceil(log2 p)(alpha + n/beta)``. A rank sends to its children one after
+    the other, so the assumption is that a message occupies its sender for the full
+    ``alpha + n/beta`` (a Send completes when its bytes have left, and successive sends serialize
+    on the sender's NIC); then the root's ceil(log2 p) sends take that many rounds and nobody
+    waits longer. Where the latency overlaps the next send (the simulator's `StarNetwork`: a send
+    returns once its bytes have left, they arrive alpha later) the formula is exact when p is a
+    power of two and an upper bound otherwise. The root sends ``ceil(log2 p) n`` bytes; see
+    `binomial_bcast_bytes`.
+
+    Parameters
+    ----------
+    buf : (n,) ndarray, contiguous
+        The data on the root; on the other ranks a buffer of the same shape and dtype, filled.
+    root, rank, size : int
+        The broadcasting rank, this rank and the number of ranks, 0 <= root, rank < size.
+    tag : int
+        Tag of every message.
+
+    Raises
+    ------
+    ValueError
+        If size < 1 or root or rank is not in [0, size).
+
+    Examples
+    --------
+    >>> buf = np.zeros(4, np.float32)
+    >>> [op.dest for op in binomial_bcast(buf, root=0, rank=0, size=6)]
+    [4, 2, 1]
+    >>> next(binomial_bcast(buf, root=2, rank=5, size=6)).source
+    4
+    """
+    _check_rank(root, size, "root")
+    _check_rank(rank, size)
+    return _binomial_bcast(buf, root, rank, size, tag)
+
+
+def _binomial_bcast(buf, root, rank, size, tag):
+    vrank = (rank - root) % size
+    mask = 1
+    while mask < size:  # the parent: clear the lowest set bit of vrank
+        if vrank & mask:
+            yield Recv(source=(rank - mask) % size, tag=tag, buf=buf)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:  # the children: set each lower bit, largest subtree first
+        if vrank + mask < size:
+            yield Send(dest=(rank + mask) % size, payload=buf, tag=tag)
+        mask >>= 1
+    return buf
+
+
+def binomial_bcast_bytes(n, itemsize, rank, root, size):
+    """Bytes ``(sent, received)`` by ``rank`` in `binomial_bcast` of ``n`` elements from ``root``.
+
+    Every rank but the root receives ``n * itemsize`` once; a rank sends it to each child.
+
+    Examples
+    --------
+    >>> [binomial_bcast_bytes(1000, 4, rank, root=0, size=8) for rank in (0, 4, 6, 7)]
+    [(12000, 0), (8000, 4000), (4000, 4000), (0, 4000)]
+    >>> binomial_bcast_bytes(1000, 4, rank=3, root=0, size=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: rank must be in [0, size=1), got 3
+    """
+    _check_rank(root, size, "root")
+    _check_rank(rank, size)
+    vrank = (rank - root) % size
+    children, mask = 0, 1
+    while mask < size and not vrank & mask:
+        children += vrank + mask < size
+        mask <<= 1
+    return children * n * itemsize, (n * itemsize if vrank else 0)
+
+
+def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
+    """Seconds a collective over ``n_bytes`` on ``size`` ranks takes on the alpha-beta model.
+
+    The formulas of Thakur, Rabenseifner and Gropp (2005), with p = ``size``, n = ``n_bytes``:
+
+    - ``"ring"`` (`ring_allreduce`): ``2(p-1)(alpha + c/beta)``, c the largest chunk in bytes
+      (``ceil(n/(p itemsize)) itemsize``; n/p when p divides the length), as the simulator's
+      closed-form allreduce charges it. Exact when p divides the length, an upper bound otherwise.
+    - ``"recursive-doubling"`` (`recursive_doubling_allreduce`): ``log2(p')(alpha + n/beta)``,
+      p' the largest power of two <= p, plus ``2(alpha + n/beta)`` when p is not a power of two.
+    - ``"binomial-bcast"`` (`binomial_bcast`): ``ceil(log2 p)(alpha + n/beta)``.
+
+    Thakur et al. write beta as seconds per byte (``alpha + n beta``); here it is the bandwidth.
+
+    Parameters
+    ----------
+    algorithm : {"ring", "recursive-doubling", "binomial-bcast"}
+    n_bytes : int
+        The buffer's size in bytes, a multiple of ``itemsize``.
+    size : int
+        Number of ranks, >= 1.
+    alpha : float
+        Latency per message, seconds, >= 0.
+    beta : float
+        Bandwidth, bytes per second, > 0.
+    itemsize : int
+        Bytes per element; the ring cuts the buffer between elements.
+
+    Returns
+    -------
+    float, seconds.
+
+    Raises
+    ------
+    ValueError
+        On an unknown algorithm or a value outside the ranges above.
+
+    Examples
+    --------
+    >>> alpha_beta_time("ring", 4000, 4, alpha=1.0, beta=1000.0)
+    12.0
+    >>> alpha_beta_time("recursive-doubling", 4000, 6, alpha=1.0, beta=1000.0)
+    20.0
+    >>> alpha_beta_time("binomial-bcast", 4000, 6, alpha=1.0, beta=1000.0)
+    15.0
+    """
+    if algorithm not in ("ring", "recursive-doubling", "binomial-bcast"):
+        raise ValueError(f"algorithm must be ring, recursive-doubling or binomial-bcast, "
+                         f"got {algorithm!r}")
+    if itemsize < 1:
+        raise ValueError(f"itemsize must be >= 1, got {itemsize}")
+    if n_bytes < 0 or n_bytes % itemsize:
+        raise ValueError(f"n_bytes must be a multiple of itemsize={itemsize} and >= 0, "
+                         f"got {n_bytes}")
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    if alpha < 0:
+        raise ValueError(f"alpha must be >= 0 seconds, got {alpha}")
+    if not beta > 0:
+        raise ValueError(f"beta must be > 0 bytes per second, got {beta}")
+    return _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize)
+
+
+def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize):
+    if algorithm == "ring":  # the expression of sim.backend's closed-form allreduce, bit for bit
+        chunk = max(b - a for a, b in itertools.pairwise(chunk_bounds(n_bytes // itemsize, size)))
+        return 2 * (size - 1) * (alpha + chunk * itemsize / beta)
+    message = alpha + n_bytes / beta
+    if algorithm == "recursive-doubling":
+        rounds = size.bit_length() - 1
+        return rounds * message + (0 if size & (size - 1) == 0 else 2 * message)
+    return (size - 1).bit_length() * message  # ceil(log2 size) rounds
+
+
+def _check_rank(rank, size, name="rank"):
+    if size < 1:
+        raise ValueError(f"size must be >= 1, got {size}")
+    if not 0 <= rank < size:
+        raise ValueError(f"{name} must be in [0, size={size}), got {rank}")

@@ -1,0 +1,403 @@
+"""Collectives through a tiny in-process lockstep backend: sums, bytes and alpha-beta times.
+
+The driver (`run_lockstep`) runs the generators of all ranks in one process and delivers their
+messages; it also keeps a clock per rank on the alpha-beta model, so the closed forms of
+`alpha_beta_time` are checked against the very messages the programs send.
+"""
+
+import math
+from collections import defaultdict, deque
+from dataclasses import dataclass
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from algorithms.collectives import (
+    alpha_beta_time,
+    binomial_bcast,
+    binomial_bcast_bytes,
+    recursive_doubling_allreduce,
+    recursive_doubling_bytes,
+    ring_allreduce,
+    ring_allreduce_bytes,
+)
+from algorithms.ops import Recv, Send, SendRecv
+
+ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second: round numbers, visible in failures
+SIZES = range(1, 10)
+UNIT_ROUNDOFF = 2.0 ** -24  # float32
+
+
+class Deadlock(AssertionError):
+    """Every rank that has not returned waits for a message nobody will send."""
+
+
+@dataclass
+class _Message:
+    payload: np.ndarray  # a copy taken when sent: the sender may reuse its buffer afterwards
+    posted: float  # the sender's clock when it sent
+    delivered: float | None = None  # set when the receiver takes it
+
+
+@dataclass
+class Run:
+    results: list  # each program's return value, rank order
+    sent: list  # bytes, rank order
+    received: list
+    finished: list  # each rank's clock when its program returned, seconds
+
+
+def run_lockstep(programs, alpha=ALPHA, beta=BETA):
+    """Run one generator per rank to its end, delivering Send, Recv and SendRecv between them.
+
+    Theory of operation: messages wait in FIFO queues keyed by (source, dest, tag), so two
+    messages on one key never overtake each other (MPI's rule). A Send is synchronous: it
+    completes when the receiver has taken it, so a program that would need MPI to buffer its
+    sends deadlocks here too. A SendRecv posts its message, then takes the incoming one; it
+    completes when both are done. Each pass over the ranks lets every rank progress as far as it
+    can; a pass in which nobody progresses while some have not returned is a deadlock.
+
+    Time: a message starts when both its sender and its receiver have reached it (the later of
+    their clocks) and occupies both for ``alpha + nbytes / beta``; a rank's clock jumps to the end
+    of each operation. A rank's sends therefore serialize, and each round of a collective costs
+    one message time: the assumption of Thakur et al.'s formulas.
+    """
+    size = len(programs)
+    queues = defaultdict(deque)
+    clock = [0.0] * size
+    sent, received, results = [0] * size, [0] * size, [None] * size
+    ops, outgoing, incoming = [None] * size, [None] * size, [None] * size
+    running = set(range(size))
+
+    def advance(rank, reply):
+        """Send the reply in; post the next operation's message, if it sends one."""
+        try:
+            op = ops[rank] = programs[rank].send(reply)
+        except StopIteration as stop:
+            results[rank] = stop.value
+            running.discard(rank)
+            return
+        incoming[rank] = outgoing[rank] = None
+        assert isinstance(op, Send | Recv | SendRecv), f"rank {rank} yielded {op!r}"
+        if isinstance(op, Send | SendRecv):
+            assert 0 <= op.dest < size and op.dest != rank, f"rank {rank} sends to {op.dest}"
+            assert not getattr(op, "buffered", False)
+            outgoing[rank] = _Message(op.payload.copy(), clock[rank])
+            queues[rank, op.dest, op.tag].append(outgoing[rank])
+            sent[rank] += op.payload.nbytes
+
+    def take(rank, op):
+        """Take the incoming message into the receive buffer if it is there; True if taken."""
+        assert 0 <= op.source < size and op.source != rank, f"rank {rank} receives {op.source}"
+        queue = queues[op.source, rank, op.tag]
+        if not queue:
+            return False
+        message = incoming[rank] = queue.popleft()
+        assert op.buf.shape == message.payload.shape, (op.buf.shape, message.payload.shape)
+        assert op.buf.dtype == message.payload.dtype, (op.buf.dtype, message.payload.dtype)
+        np.copyto(op.buf, message.payload)
+        received[rank] += message.payload.nbytes
+        start = max(message.posted, clock[rank])
+        message.delivered = start + alpha + message.payload.nbytes / beta
+        return True
+
+    def progress(rank):
+        """Move rank on as far as its messages allow; True if anything happened."""
+        op, moved = ops[rank], False
+        if isinstance(op, Recv | SendRecv) and incoming[rank] is None:
+            moved = take(rank, op)
+        waiting_in = isinstance(op, Recv | SendRecv) and incoming[rank] is None
+        waiting_out = outgoing[rank] is not None and outgoing[rank].delivered is None
+        if waiting_in or waiting_out:
+            return moved
+        ends = [m.delivered for m in (incoming[rank], outgoing[rank]) if m is not None]
+        clock[rank] = max(clock[rank], *ends)
+        advance(rank, op.buf if isinstance(op, SendRecv) else
+                (op.source, op.buf) if isinstance(op, Recv) else None)
+        return True
+
+    for rank in range(size):
+        advance(rank, None)
+    while running:
+        moved = [progress(rank) for rank in sorted(running)]
+        if not any(moved):
+            raise Deadlock(f"ranks {sorted(running)} wait: "
+                           + "; ".join(f"{r}: {ops[r]!r:.80}" for r in sorted(running)))
+    return Run(results, sent, received, clock)
+
+
+def _allreduce(collective, bufs, **times):
+    size = len(bufs)
+    return run_lockstep([collective(buf, rank, size) for rank, buf in enumerate(bufs)], **times)
+
+
+def _assert_bit_identical(bufs):
+    for buf in bufs[1:]:
+        assert buf.tobytes() == bufs[0].tobytes()
+
+
+def _assert_sum_within_roundoff(result, contributions):
+    """Any order of summing p float32 terms is within (p-1) u sum|x| of the exact sum (Higham
+    2002, §4.2; u = 2**-24): a relative error under 1e-6 for p <= 16 unless terms cancel."""
+    wide = contributions.astype(np.float64)
+    exact = wide.sum(axis=0)
+    bound = (len(wide) - 1) * UNIT_ROUNDOFF * np.abs(wide).sum(axis=0)
+    error = np.abs(result.astype(np.float64) - exact)
+    assert np.all(error <= bound * (1 + 1e-9)), (error - bound).max()
+
+
+# -- the driver itself ---------------------------------------------------------------------------
+
+
+def test_driver_detects_a_deadlock():
+    def both_receive_first(rank):
+        buf = np.zeros(2, np.float32)
+        yield Recv(source=1 - rank, buf=buf)
+        yield Send(dest=1 - rank, payload=buf)
+
+    with pytest.raises(Deadlock, match=r"ranks \[0, 1\] wait"):
+        run_lockstep([both_receive_first(0), both_receive_first(1)])
+
+
+def test_driver_sends_are_synchronous():
+    def both_send_first(rank):
+        buf = np.zeros(2, np.float32)
+        yield Send(dest=1 - rank, payload=buf)
+        yield Recv(source=1 - rank, buf=buf)
+
+    with pytest.raises(Deadlock):
+        run_lockstep([both_send_first(0), both_send_first(1)])
+
+    def sends_one_too_many(rank):
+        yield from [Send(dest=1, payload=np.zeros(1))] if rank == 0 else []
+        return rank
+
+    with pytest.raises(Deadlock, match=r"ranks \[0\] wait: 0: Send"):
+        run_lockstep([sends_one_too_many(0), sends_one_too_many(1)])
+
+
+def test_driver_times_a_ping_pong_as_two_messages():
+    def ping_pong(rank):
+        buf = np.arange(4, dtype=np.float32) * (rank == 0)
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+            yield Recv(source=1, buf=buf)
+        else:
+            yield Recv(source=0, buf=buf)
+            yield Send(dest=0, payload=buf)
+        return buf
+
+    run = run_lockstep([ping_pong(0), ping_pong(1)])
+    assert run.finished == [2 * (ALPHA + 16 / BETA)] * 2  # rank 1's Send ends on delivery
+    assert run.sent == run.received == [16, 16]
+    np.testing.assert_array_equal(run.results[1], [0, 1, 2, 3])
+
+
+# -- ring allreduce: a cross-check of the driver -------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 36])
+@pytest.mark.parametrize("size", SIZES)
+def test_ring_allreduce_through_the_driver(size, n):
+    contributions = np.random.default_rng([size, n]).standard_normal((size, n)).astype(np.float32)
+    bufs = list(contributions.copy())
+    run = _allreduce(ring_allreduce, bufs)
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions)
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == ring_allreduce_bytes(n, 4, rank, size)
+    closed_form = alpha_beta_time("ring", 4 * n, size, ALPHA, BETA, itemsize=4)
+    if n % size == 0:
+        assert max(run.finished) == pytest.approx(closed_form, rel=1e-12)
+    else:  # the closed form charges the largest chunk in every step
+        assert max(run.finished) <= closed_form * (1 + 1e-12)
+
+
+# -- recursive doubling --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 1, 5, 64])
+@pytest.mark.parametrize("size", SIZES)
+def test_recursive_doubling_sums_bytes_and_time(size, n):
+    contributions = np.random.default_rng([size, n]).standard_normal((size, n)).astype(np.float32)
+    bufs = list(contributions.copy())
+    run = _allreduce(recursive_doubling_allreduce, bufs)
+    assert all(result is buf for result, buf in zip(run.results, bufs, strict=True))
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions)
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == recursive_doubling_bytes(n, 4, rank, size)
+    expected = alpha_beta_time("recursive-doubling", 4 * n, size, ALPHA, BETA)
+    assert max(run.finished) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_recursive_doubling_is_exact_on_integers(size):
+    rng = np.random.default_rng(size)
+    contributions = rng.integers(-1000, 1000, (size, 33)).astype(np.float32)
+    bufs = list(contributions.copy())
+    _allreduce(recursive_doubling_allreduce, bufs)
+    for buf in bufs:
+        np.testing.assert_array_equal(buf, contributions.sum(axis=0, dtype=np.int64))
+
+
+def test_recursive_doubling_follows_mpich_on_six_ranks():
+    """p' = 4, r = 2: ranks 0 and 2 fold into 1 and 3; newranks 0..3 are ranks 1, 3, 4, 5."""
+    programs = [recursive_doubling_allreduce(np.zeros(1), rank, 6) for rank in range(6)]
+    first = [next(program) for program in programs]
+    assert [type(op).__name__ for op in first] == ["Send", "Recv", "Send", "Recv", "SendRecv",
+                                                    "SendRecv"]
+    assert [first[0].dest, first[1].source, first[4].dest, first[5].dest] == [1, 0, 5, 4]
+    assert programs[1].send((0, None)).dest == 3  # newrank 0 ^ 1 = newrank 1 = rank 3
+    assert programs[1].send(np.zeros(1)).dest == 4  # newrank 0 ^ 2 = newrank 2 = rank 4
+    assert programs[1].send(np.zeros(1)).dest == 0  # fold out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 16).flatmap(lambda size: st.integers(0, 50).flatmap(
+    lambda n: hnp.arrays(np.float32, (size, n),
+                         elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False)))))
+def test_recursive_doubling_property(contributions):
+    size, n = contributions.shape
+    bufs = list(contributions.copy())
+    run = _allreduce(recursive_doubling_allreduce, bufs)
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions)
+    assert sum(run.sent) == sum(run.received)
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == recursive_doubling_bytes(n, 4, rank, size)
+
+
+# -- binomial broadcast --------------------------------------------------------------------------
+
+
+def _bcast(root, size, n, seed=0):
+    data = np.random.default_rng([seed, size, n]).standard_normal(n).astype(np.float32)
+    bufs = [data.copy() if rank == root else np.full(n, np.nan, np.float32)
+            for rank in range(size)]
+    run = run_lockstep([binomial_bcast(buf, root, rank, size) for rank, buf in enumerate(bufs)])
+    return data, bufs, run
+
+
+@pytest.mark.parametrize("n", [0, 3, 40])
+@pytest.mark.parametrize("size", SIZES)
+def test_binomial_bcast_copies_bytes_and_rounds(size, n):
+    for root in range(size):
+        data, bufs, run = _bcast(root, size, n)
+        for buf in bufs:
+            assert buf.tobytes() == data.tobytes()
+        for rank in range(size):
+            assert (run.sent[rank], run.received[rank]) == \
+                binomial_bcast_bytes(n, 4, rank, root, size)
+        rounds = math.ceil(math.log2(size))
+        assert max(run.finished) == pytest.approx(rounds * (ALPHA + 4 * n / BETA), rel=1e-12)
+        assert max(run.finished) == pytest.approx(
+            alpha_beta_time("binomial-bcast", 4 * n, size, ALPHA, BETA), rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 16).flatmap(lambda size: st.tuples(
+    st.just(size), st.integers(0, size - 1), st.integers(0, 50))))
+def test_binomial_bcast_property(case):
+    size, root, n = case
+    data, bufs, run = _bcast(root, size, n, seed=1)
+    for buf in bufs:
+        assert buf.tobytes() == data.tobytes()
+    assert sum(run.sent) == sum(run.received) == 4 * n * (size - 1)
+    assert run.received[root] == 0
+
+
+def test_binomial_bcast_tree_on_six_ranks_from_root_two():
+    """vrank = rank - 2 mod 6: the root sends to vranks 4, 2, 1 (ranks 0, 4, 3), vrank 4 to 5
+    (rank 0 to 1), vrank 2 to 3 (rank 4 to 5)."""
+    buf = np.zeros(1)
+    dests = {rank: [op.dest for op in binomial_bcast(buf, 2, rank, 6) if isinstance(op, Send)]
+             for rank in range(6)}
+    assert dests == {0: [1], 1: [], 2: [0, 4, 3], 3: [], 4: [5], 5: []}
+
+
+# -- alpha_beta_time -----------------------------------------------------------------------------
+
+
+def test_alpha_beta_time_formulas():
+    step = ALPHA + 4000 / BETA
+    assert alpha_beta_time("binomial-bcast", 4000, 1, ALPHA, BETA) == 0
+    assert alpha_beta_time("recursive-doubling", 4000, 1, ALPHA, BETA) == 0
+    assert alpha_beta_time("ring", 4000, 1, ALPHA, BETA) == 0
+    assert alpha_beta_time("recursive-doubling", 4000, 8, ALPHA, BETA) == 3 * step
+    assert alpha_beta_time("recursive-doubling", 4000, 9, ALPHA, BETA) == 5 * step
+    assert alpha_beta_time("binomial-bcast", 4000, 9, ALPHA, BETA) == 4 * step
+    assert alpha_beta_time("ring", 4000, 4, ALPHA, BETA) == 6 * (ALPHA + 1000 / BETA)
+    assert alpha_beta_time("ring", 20, 4, ALPHA, BETA, itemsize=4) == 6 * (ALPHA + 8 / BETA)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("tree", 8, 2, 1.0, 1.0), "algorithm must be"),
+    (("ring", 6, 2, 1.0, 1.0, 4), "multiple of itemsize=4"),
+    (("ring", -4, 2, 1.0, 1.0), "n_bytes must be"),
+    (("ring", 8, 0, 1.0, 1.0), "size must be >= 1, got 0"),
+    (("ring", 8, 2, -1.0, 1.0), "alpha must be >= 0"),
+    (("ring", 8, 2, 1.0, 0.0), "beta must be > 0"),
+])
+def test_alpha_beta_time_rejects_bad_arguments(args, message):
+    with pytest.raises(ValueError, match=message):
+        alpha_beta_time(*args)
+
+
+def test_bad_ranks_fail_at_the_call():
+    with pytest.raises(ValueError, match=r"rank must be in \[0, size=4\), got 4"):
+        recursive_doubling_allreduce(np.zeros(1), 4, 4)
+    with pytest.raises(ValueError, match=r"root must be in \[0, size=4\), got -1"):
+        binomial_bcast(np.zeros(1), -1, 0, 4)
+    with pytest.raises(ValueError, match="size must be >= 1"):
+        recursive_doubling_bytes(1, 4, 0, 0)
+
+
+# -- the same programs on the simulator ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, 4, 5, 7, 8])
+def test_simulator_runs_the_same_messages(size):
+    """SimPy backend: same bits and bytes as the driver. Its sends return once their bytes have
+    left (latency overlaps the next send), so the closed forms are exact for powers of two and
+    upper bounds otherwise."""
+    from sim.backend import ComputeModel, Simulator
+
+    alpha, beta, n = 5e-6, 1.25e9, 1000
+    contributions = np.random.default_rng(size).standard_normal((size, n)).astype(np.float32)
+    cases = {
+        "recursive-doubling": lambda bufs: [recursive_doubling_allreduce(b, r, size)
+                                            for r, b in enumerate(bufs)],
+        "binomial-bcast": lambda bufs: [binomial_bcast(b, size - 1, r, size)
+                                        for r, b in enumerate(bufs)],
+    }
+    for algorithm, programs in cases.items():
+        logs = [_Log() for _ in range(size)]
+        nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+        sim = Simulator(nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=0.0))
+        simulated = list(contributions.copy())
+        sim.run(programs(simulated))
+        driven = list(contributions.copy())
+        run = run_lockstep(programs(driven))
+        for rank in range(size):
+            assert simulated[rank].tobytes() == driven[rank].tobytes()
+            assert (logs[rank].sent, logs[rank].received) == (run.sent[rank], run.received[rank])
+        closed_form = alpha_beta_time(algorithm, 4 * n, size, alpha, beta)
+        if size & (size - 1) == 0:
+            assert sim.env.now == pytest.approx(closed_form, rel=1e-9, abs=1e-15)
+        else:
+            assert sim.env.now <= closed_form * (1 + 1e-9)
+
+
+class _Log:
+    """Counts the bytes the simulator charges."""
+
+    sent = received = 0
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.sent += bytes_sent
+        self.received += bytes_recv
