@@ -5,7 +5,7 @@ its own arithmetic, so the MPI backend and the simulator run the same sequence o
 same additions in the same order: the simulated result equals the real one bit for bit.
 """
 
-import itertools
+from collections import defaultdict, deque
 
 import numpy as np
 
@@ -384,8 +384,8 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
 
 
 def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize):
-    if algorithm == "ring":  # the expression of sim.backend's closed-form allreduce, bit for bit
-        chunk = max(b - a for a, b in itertools.pairwise(chunk_bounds(n_bytes // itemsize, size)))
+    if algorithm == "ring":
+        chunk = -(-n_bytes // itemsize // size)  # the largest of chunk_bounds' chunks, elements
         return 2 * (size - 1) * (alpha + chunk * itemsize / beta)
     message = alpha + n_bytes / beta
     if algorithm == "recursive-doubling":
@@ -399,3 +399,57 @@ def _check_rank(rank, size, name="rank"):
         raise ValueError(f"size must be >= 1, got {size}")
     if not 0 <= rank < size:
         raise ValueError(f"{name} must be in [0, size={size}), got {rank}")
+
+
+ALLREDUCES = {"ring": ring_allreduce, "recursive-doubling": recursive_doubling_allreduce}
+"""``--allreduce`` name -> the generator both backends run (``mpi``: the MPI library's own)."""
+
+
+def allreduce_bytes(algorithm, n, itemsize, rank, size):
+    """Bytes ``(sent, received)`` by ``rank`` in allreduce ``algorithm`` of ``n`` elements; MPI's
+    own (``"mpi"``, opaque) is counted as the bandwidth-optimal ring would send."""
+    if algorithm == "recursive-doubling":
+        return recursive_doubling_bytes(n, itemsize, rank, size)
+    return ring_allreduce_bytes(n, itemsize, rank, size)
+
+
+def run_in_process(programs):
+    """Run one collective generator per rank to its end in this process, passing the messages.
+
+    For a backend that needs a collective's result without its messages (the simulator's
+    closed-form collectives): the same generators, so the same additions in the same order as
+    when their messages travel. Sends are buffered (a copy is queued per (source, dest, tag),
+    FIFO as MPI orders them); a rank blocked on an empty queue waits for a later pass.
+    Returns the programs' return values in rank order; RuntimeError if they deadlock.
+    """
+    queues, ops = defaultdict(deque), [None] * len(programs)
+    results, running = [None] * len(programs), set(range(len(programs)))
+
+    def advance(rank, reply):
+        try:
+            op = ops[rank] = programs[rank].send(reply)
+        except StopIteration as stop:
+            results[rank] = stop.value
+            running.discard(rank)
+            return
+        if isinstance(op, Send | SendRecv):
+            queues[rank, op.dest, op.tag].append(np.array(op.payload, copy=True))
+        if isinstance(op, Send):
+            advance(rank, None)
+
+    for rank in range(len(programs)):
+        advance(rank, None)
+    while running:
+        moved = False
+        for rank in sorted(running):
+            queue = queues[ops[rank].source, rank, ops[rank].tag]
+            while rank in running and queue:
+                op = ops[rank]
+                np.copyto(op.buf, queue.popleft())
+                advance(rank, op.buf if isinstance(op, SendRecv) else (op.source, op.buf))
+                moved = True
+                if rank in running:
+                    queue = queues[ops[rank].source, rank, ops[rank].tag]
+        if not moved:
+            raise RuntimeError(f"collective deadlocked: ranks {sorted(running)} wait")
+    return results

@@ -26,7 +26,7 @@ ALGORITHMS = ("serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
 GOSSIP_PAYLOADS = ("weights", "grad")
 PS_MODES = ("sync", "async", "ssp")
-ALLREDUCE_ALGOS = ("ring", "mpi")
+ALLREDUCE_ALGOS = ("ring", "recursive-doubling", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -65,8 +65,8 @@ class RunConfig:
     server_computes: bool = field(default=False, metadata=_flag(
         "the parameter server also trains on a shard (ps)", type=bool, group="algorithm"))
     allreduce: str = field(default="ring", metadata=_flag(
-        "allreduce implementation: ring (ours, same additions as the simulator) or mpi (the MPI "
-        "library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
+        "allreduce implementation: ring or recursive-doubling (ours, the simulator's additions "
+        "exactly) or mpi (the MPI library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
     topology: str = field(default="ring", metadata=_flag(
         "gossip graph: ring, torus, hypercube, exponential, complete, star, random-regular:D, "
         "rotating, or an edge-list/GraphML FILE", metavar="NAME|FILE", group="algorithm"))

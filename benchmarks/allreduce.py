@@ -1,4 +1,6 @@
-"""Our ring allreduce against MPI's Allreduce, OSU-style, float32, sizes 1 KB to 64 MB.
+"""Our ring and recursive-doubling allreduces against MPI's Allreduce, OSU-style, float32.
+
+Sizes 1 KB to 64 MB.
 
 Run ``python benchmarks/allreduce.py`` (it starts ``mpiexec -n N`` for N = 2, 4, 8 itself) or
 ``mpiexec -n N python benchmarks/allreduce.py`` for one N. As the OSU micro-benchmarks do it: a
@@ -41,26 +43,30 @@ def measure():
     """Under mpiexec: print one table row per size (rank 0)."""
     from mpi4py import MPI
 
-    from real.backend import ring_allreduce_mpi
+    from algorithms.collectives import recursive_doubling_allreduce
+    from real.backend import ring_allreduce_mpi, run_collective_mpi
 
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size
     factor = 2 * (size - 1) / size
     if rank == 0:
         print(f"\nN = {size} ranks ({MPI.Get_library_version().splitlines()[0].strip()}), float32")
-        print(f"{'size':>8} {'ring us':>10} {'MPI us':>10} {'ring/MPI':>9} "
-              f"{'ring busbw GB/s':>16} {'MPI busbw GB/s':>15}")
+        print(f"{'size':>8} {'ring us':>10} {'rd us':>10} {'MPI us':>10} {'ring/MPI':>9} "
+              f"{'rd/MPI':>7} {'ring busbw GB/s':>16} {'MPI busbw GB/s':>15}")
     for nbytes in SIZES:
         # Zeros: repeated in-place sums stay zero (no growth, no denormals), and time is the same.
         buf = np.zeros(nbytes // 4, dtype=np.float32)
         reps, warmup = _repetitions(nbytes)
         t_ring = _time(comm, lambda buf=buf: ring_allreduce_mpi(comm, buf, rank, size), reps,
                        warmup)
+        t_rd = _time(comm, lambda buf=buf: run_collective_mpi(
+            comm, recursive_doubling_allreduce(buf, rank, size)), reps, warmup)
         t_mpi = _time(comm, lambda buf=buf: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM), reps,
                       warmup)
         if rank == 0:
-            print(f"{_human(nbytes):>8} {t_ring * 1e6:10.1f} {t_mpi * 1e6:10.1f} "
-                  f"{t_ring / t_mpi:9.2f} {factor * nbytes / t_ring / 1e9:16.2f} "
+            print(f"{_human(nbytes):>8} {t_ring * 1e6:10.1f} {t_rd * 1e6:10.1f} "
+                  f"{t_mpi * 1e6:10.1f} {t_ring / t_mpi:9.2f} {t_rd / t_mpi:7.2f} "
+                  f"{factor * nbytes / t_ring / 1e9:16.2f} "
                   f"{factor * nbytes / t_mpi / 1e9:15.2f}")
 
 

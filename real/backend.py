@@ -21,10 +21,11 @@ from time import perf_counter
 import numpy as np
 
 from algorithms.collectives import (
+    ALLREDUCES,
+    allreduce_bytes,
     average_models,
     finish_reduction,
     ring_allreduce,
-    ring_allreduce_bytes,
 )
 from algorithms.ops import (
     ANY_SOURCE,
@@ -42,20 +43,33 @@ TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's ent
 MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
+def run_collective_mpi(comm, program):
+    """Carry out a collective generator of `algorithms.collectives` (Send, Recv, SendRecv) with
+    one blocking MPI call per operation. Collective. Returns the bytes ``(sent, received)``."""
+    reply, sent, received = None, 0, 0
+    while True:
+        try:
+            op = program.send(reply)
+        except StopIteration:
+            return sent, received
+        if isinstance(op, SendRecv):
+            comm.Sendrecv(op.payload, dest=op.dest, sendtag=op.tag, recvbuf=op.buf,
+                          source=op.source, recvtag=op.tag)
+            sent, received, reply = sent + op.payload.nbytes, received + op.buf.nbytes, op.buf
+        elif isinstance(op, Send):
+            comm.Send(op.payload, dest=op.dest, tag=op.tag)
+            sent, reply = sent + op.payload.nbytes, None
+        else:
+            comm.Recv(op.buf, source=op.source, tag=op.tag)
+            received, reply = received + op.buf.nbytes, (op.source, op.buf)
+
+
 def ring_allreduce_mpi(comm, buf, rank, size):
     """Sum ``buf`` over ``comm`` in place with `ring_allreduce`, one ``Sendrecv`` per step.
 
     Collective. Returns the bytes ``(sent, received)`` by this rank.
     """
-    ring, reply, sent, received = ring_allreduce(buf, rank, size), None, 0, 0
-    while True:
-        try:
-            step = ring.send(reply)
-        except StopIteration:
-            return sent, received
-        comm.Sendrecv(step.payload, dest=step.dest, sendtag=step.tag, recvbuf=step.buf,
-                      source=step.source, recvtag=step.tag)
-        sent, received, reply = sent + step.payload.nbytes, received + step.buf.nbytes, step.buf
+    return run_collective_mpi(comm, ring_allreduce(buf, rank, size))
 
 
 class Driver:
@@ -241,9 +255,10 @@ class Driver:
         elif op.algo == "mpi":
             self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
             # MPI's own algorithm is opaque: counted as the bandwidth-optimal ring would send.
-            sent, received = ring_allreduce_bytes(buf.size, buf.itemsize, self.rank, self.size)
+            sent, received = allreduce_bytes("mpi", buf.size, buf.itemsize, self.rank, self.size)
         else:
-            sent, received = ring_allreduce_mpi(self.comm, buf, self.rank, self.size)
+            sent, received = run_collective_mpi(self.comm,
+                                                ALLREDUCES[op.algo](buf, self.rank, self.size))
         finish_reduction(buf, op.op, self.size)
         self._charge("comm", t0, perf_counter(), f"allreduce {op.algo}", sent, received)
         return buf

@@ -22,10 +22,13 @@ import numpy as np
 import simpy
 
 from algorithms.collectives import (
+    ALLREDUCES,
+    allreduce_bytes,
+    alpha_beta_time,
     average_models,
     finish_reduction,
     ring_allreduce,
-    ring_allreduce_bytes,
+    run_in_process,
 )
 from algorithms.ghost import GhostArray
 from algorithms.ops import (
@@ -119,30 +122,6 @@ class ComputeModel:
         slow = self.slowdown if self.straggle_probability and \
             rng.random() < self.straggle_probability else 1.0
         return slow / self.speeds[rank % len(self.speeds)]
-
-
-def _ring_in_lockstep(bufs):
-    """Run `ring_allreduce` for every rank at once, in this process: the same additions in the
-    same order as the messages would make them. Sums ``bufs`` (rank order) in place."""
-    size = len(bufs)
-    rings = [ring_allreduce(buf, rank, size) for rank, buf in enumerate(bufs)]
-    steps = [ring.send(None) for ring in rings] if size > 1 else []
-    while steps:
-        payloads = [step.payload.copy() for step in steps]  # what each sends this step
-        for rank, step in enumerate(steps):
-            np.copyto(step.buf, payloads[(rank - 1) % size])
-        steps = [_advance(ring, step.buf) for ring, step in zip(rings, steps, strict=True)]
-        if any(step is None for step in steps):  # every ring takes the same 2(size-1) steps
-            assert all(step is None for step in steps)
-            steps = []
-
-
-def _advance(generator, reply):
-    """The generator's next operation after ``reply``, or None once it has returned."""
-    try:
-        return generator.send(reply)
-    except StopIteration:
-        return None
 
 
 def _snapshot(payload):
@@ -267,20 +246,21 @@ class Simulator:
         return op.buf
 
     def _allreduce(self, node, op):
-        ring, reply = ring_allreduce(op.buf, node.rank, node.size), None
-        while True:  # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring
+        # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring.
+        program, reply = ALLREDUCES.get(op.algo, ring_allreduce)(op.buf, node.rank, node.size), None
+        while True:
             try:
-                step = ring.send(reply)
+                step = program.send(reply)
             except StopIteration:
                 break
-            reply = yield from self._sendrecv(node, step)
+            reply = yield from self._handlers[type(step)](node, step)
         return finish_reduction(op.buf, op.op, node.size)
 
     def _allreduce_closed_form(self, node, op):
-        """Wait for every node; the last one in runs the ring's arithmetic for all at once and
-        starts one alpha-beta timer, ``2(p-1)(alpha + ceil(n/p) itemsize / beta)``, that
-        releases them all (one event per collective, so 10,000 nodes cost O(p) per collective).
-        A node's wait is from its arrival to the last one's; its comm is the ring's time."""
+        """Wait for every node; the last one in runs the algorithm's arithmetic for all at once
+        and starts one timer of its alpha-beta time (`alpha_beta_time`) that releases them all:
+        one event per collective, so 10,000 nodes cost O(p) per collective. A node's wait is
+        from its arrival to the last one's; its comm is the algorithm's time."""
         self._calls[node.rank] += 1
         key, size, entered = self._calls[node.rank], node.size, self.env.now
         if key not in self._collectives:
@@ -289,15 +269,16 @@ class Simulator:
         bufs.append((node.rank, op.buf))
         if len(bufs) == size:
             del self._collectives[key]
+            algorithm = op.algo if op.algo in ALLREDUCES else "ring"
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
-                _ring_in_lockstep([buf for _, buf in sorted(bufs, key=lambda b: b[0])])
-            chunk = -(-op.buf.size // size)
-            seconds = 2 * (size - 1) * (self.network.latency_s +
-                                        chunk * op.buf.itemsize / self.network.bandwidth_Bps)
+                run_in_process([ALLREDUCES[algorithm](buf, rank, size)
+                                for rank, buf in sorted(bufs, key=lambda b: b[0])])
+            seconds = alpha_beta_time(algorithm, op.buf.nbytes, size, self.network.latency_s,
+                                       self.network.bandwidth_Bps, op.buf.itemsize)
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(seconds))
         seconds, log = (yield done), self.logs[node.rank]
         log.charge("wait", self.env.now - seconds - entered)
-        sent, received = ring_allreduce_bytes(op.buf.size, op.buf.itemsize, node.rank, size)
+        sent, received = allreduce_bytes(op.algo, op.buf.size, op.buf.itemsize, node.rank, size)
         log.charge("comm", seconds, sent, received)
         return finish_reduction(op.buf, op.op, size)
 

@@ -51,7 +51,7 @@ def read_csv(path):
 
 
 @pytest.mark.parametrize("n", range(1, 9))
-def test_ring_allreduce_equals_mpi_allreduce(n):
+def test_our_collectives_equal_mpis(n):
     script = ROOT / "tests" / "mpi" / "ring_vs_mpi.py"
     done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script)], cwd=ROOT, env=ENV,
                           timeout=120, capture_output=True, text=True)
