@@ -147,17 +147,18 @@ class Node:
             return step.iteration % self.cfg.eval_every == 0
         return step.last_in_epoch
 
-    def maybe_evaluate(self, step, average=False, collective=True):
+    def maybe_evaluate(self, step, average=False, collective=True, force=False):
         """Yield an `Evaluate` of the current model if one is due after ``step``.
 
-        ``average`` asks the backend to evaluate the average of the nodes' models (for algorithms
+        ``force`` evaluates even if none is due (the last step of a run cut short). ``average``
+        asks the backend to evaluate the average of the nodes' models (for algorithms
         whose nodes hold different models between synchronisations); ``collective`` False for a
         node that evaluates alone (an asynchronous server), while the others go on training.
 
         Yields at most one Evaluate; gets back ``(test_loss, test_accuracy)``.
         Returns that pair, or None when no evaluation was due.
         """
-        if not self.evaluation_due(step):
+        if not (force or self.evaluation_due(step)):
             return None
         losses = [x for x in self._losses if not np.isnan(x)]
         train_loss = float(np.mean(losses)) if losses else float("nan")
@@ -165,7 +166,7 @@ class Node:
         return (yield Evaluate(self.evaluate_test, self.model.params, epoch=step.epoch,
                                iteration=step.iteration, train_loss=train_loss, average=average,
                                collective=collective,
-                               final=step.iteration == self.last_iteration))
+                               final=force or step.iteration == self.last_iteration))
 
     def evaluate_test(self, params):
         """``(test_loss, test_accuracy)`` of weights ``params`` (params,) on the whole test set."""

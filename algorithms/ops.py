@@ -140,3 +140,25 @@ class Allgather:
     """
 
     payload: object
+
+
+class PeerFailed(Exception):
+    """Raised into a node program at the operation that can never complete because nodes failed.
+
+    A backend that models failures (the simulator's ``--fail NODE@TIME``) throws it when the
+    program waits for a message or a collective that a failed node will never take part in, as
+    ULFM MPI reports ``MPI_ERR_PROC_FAILED``. A program that can go on without the failed nodes
+    (an asynchronous parameter server) catches it; in any other it ends the run.
+
+    Attributes
+    ----------
+    failed : tuple of (rank, time_s)
+        The failed nodes and when they failed (seconds of the run's clock).
+    """
+
+    def __init__(self, failed):
+        self.failed = tuple(failed)
+        super().__init__(self.failed)  # args rebuild it (SimPy re-raises a copy)
+
+    def __str__(self):
+        return ", ".join(f"node {rank} at {time_s:g}s" for rank, time_s in self.failed)

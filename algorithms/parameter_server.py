@@ -29,7 +29,7 @@ error-feedback residual per server); the weights come back dense.
 
 import numpy as np
 
-from algorithms.ops import ANY_SOURCE, Compute, Recv, Send
+from algorithms.ops import ANY_SOURCE, Compute, PeerFailed, Recv, Send
 
 GRADIENT, WEIGHTS = 1, 2
 
@@ -120,19 +120,29 @@ def sync_ps_server(node):
 def async_ps_server(node):
     """Apply each gradient as it arrives and send its worker the current weights.
 
+    Goes on without workers that fail (`PeerFailed`, when no push can come any more): the run
+    ends with the updates the others made, and a final evaluation.
+
     Yields Recv from any worker, Send of the weights back to it, Evaluate (if it reports).
     Returns the weights it owns, float32.
     """
     params = node.model.params[node.owned]
     incoming = np.empty_like(params)
     copy_of = dict.fromkeys(_workers(node), 0)  # worker -> version of the weights it holds
+    applied = None  # the last step applied
     for version, step in enumerate(node.updates(per_step=len(copy_of)), start=1):
-        worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
+        try:
+            worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
+        except PeerFailed:  # workers failed; the others have pushed all they had: finish early
+            if node.rank == node.reporter and applied and not node.evaluation_due(applied):
+                yield from node.maybe_evaluate(applied, collective=False, force=True)
+            break
         staleness = version - 1 - copy_of[worker]  # updates applied since its copy
         node.optimizer.step(params, grad)
         yield Send(dest=worker, payload=params, tag=WEIGHTS, buffered=True)
         copy_of[worker] = version
         node.end_step(step, float("nan"), staleness)
+        applied = step
         if node.rank == node.reporter:
             yield from node.maybe_evaluate(step, collective=False)
     return params

@@ -38,6 +38,7 @@ from algorithms.ops import (
     Compute,
     Evaluate,
     Exchange,
+    PeerFailed,
     Recv,
     Send,
     SendRecv,
@@ -124,6 +125,10 @@ class ComputeModel:
         return slow / self.speeds[rank % len(self.speeds)]
 
 
+class _Crash:
+    """The cause of the interrupt that stops a failing node."""
+
+
 def _snapshot(payload):
     """What travels: a copy of an array (the sender may change it), a message object as it is."""
     return payload.copy() if isinstance(payload, np.ndarray) else payload
@@ -154,6 +159,7 @@ class Simulator:
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
+        self.failed = {}  # rank -> simulated time it failed at
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
                               if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
@@ -169,12 +175,39 @@ class Simulator:
                           Exchange: self._exchange, Allgather: self._allgather,
                           Evaluate: self._evaluate}
 
-    def run(self, programs):
-        """Run every program to its end; return their return values (rank order)."""
+    def run(self, programs, failures=()):
+        """Run every program to its end; return their return values (rank order; None for a
+        node that failed).
+
+        ``failures``: ``(rank, time_s)`` pairs: that node stops at that simulated time
+        (``--fail``). A failure shows when the simulation has nothing left to do but nodes still
+        wait: `PeerFailed` is thrown into each waiting program, which goes on without the failed
+        nodes or (uncaught) ends the run by raising it from here. Nodes that wait forever with
+        no node failed are a bug in a program: RuntimeError.
+        """
         processes = [self.env.process(self._process(node, program))
                      for node, program in zip(self.nodes, programs, strict=True)]
+        for rank, time_s in failures:
+            self.env.process(self._fail(processes[rank], rank, time_s))
         self.env.run()
-        return [p.value for p in processes]
+        for _ in range(len(processes)):  # a round of failure notices per pass; each may end one
+            waiting = [p for r, p in enumerate(processes) if p.is_alive and r not in self.failed]
+            if not waiting:
+                break
+            if not self.failed:
+                raise RuntimeError(f"nodes {[processes.index(p) for p in waiting]} wait forever")
+            notice = PeerFailed(sorted(self.failed.items()))
+            for process in waiting:
+                process.interrupt(notice)
+            self.env.run()
+        return [None if r in self.failed else p.value for r, p in enumerate(processes)]
+
+    def _fail(self, process, rank, time_s):
+        """Stop node ``rank`` at ``time_s``: its program ends where it is."""
+        yield self.env.timeout(time_s)
+        if process.is_alive:
+            self.failed[rank] = time_s
+            process.interrupt(_Crash())
 
     def _step_ender(self, node):
         def end_step(step, loss, staleness):
@@ -185,18 +218,25 @@ class Simulator:
     def _process(self, node, program):
         """The driver loop of one node: its own code's time is compute, then the operation."""
         reply, log, handlers = None, self.logs[node.rank], self._handlers
-        measured = self.compute.seconds_per_sample is None
+        measured, notice = self.compute.seconds_per_sample is None, None
         while True:
             t0 = perf_counter()
             try:
-                op = program.send(reply)
+                op = program.send(reply) if notice is None else program.throw(notice)
             except StopIteration as stop:
                 return stop.value
-            if measured:  # its own math (optimizer, mixing)
-                own = perf_counter() - t0
-                log.charge("compute", own)
-                yield self.env.timeout(own)
-            reply = yield from handlers[type(op)](node, op)
+            notice = None
+            try:
+                if measured:  # its own math (optimizer, mixing)
+                    own = perf_counter() - t0
+                    log.charge("compute", own)
+                    yield self.env.timeout(own)
+                reply = yield from handlers[type(op)](node, op)
+            except simpy.Interrupt as interrupt:
+                if isinstance(interrupt.cause, _Crash):
+                    program.close()
+                    return None
+                notice = interrupt.cause  # PeerFailed, thrown into the program
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
 
@@ -223,8 +263,13 @@ class Simulator:
     def _take(self, node, source, tag):
         """Wait for a message from source (or any) with tag; wait until it began, comm after."""
         t0 = self.env.now
-        message = yield self.network.mailbox[node.rank].get(
+        request = self.network.mailbox[node.rank].get(
             lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+        try:
+            message = yield request
+        except simpy.Interrupt:
+            request.cancel()  # or it would take a message meant for the program's next Recv
+            raise
         waited = max(0.0, message.started - t0)
         log = self.logs[node.rank]
         log.charge("wait", waited)

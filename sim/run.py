@@ -9,7 +9,9 @@ Examples
 
 Every flag of ``real.train`` means the same here; ``--nodes``, ``--latency`` and ``--bandwidth``
 describe the cluster (a star: every node on one switch). The run folder is ``real.train``'s, with
-``"clock": "simulated"``. Exit status: 0 done; 2 bad input (one line, no traceback); 1 a bug.
+``"clock": "simulated"``. Exit status: 0 done; 2 bad input (one line, no traceback); 3 the run
+stopped because a node failed (``--fail``; its folder says ``"status": "failed: node 3 at
+12.5s"``); 1 a bug.
 """
 
 import importlib.metadata
@@ -21,6 +23,7 @@ import numpy as np
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import OneLineParser, add_config_arguments, parse_config
 from algorithms.ghost import ghost_dataset, ghost_model
+from algorithms.ops import PeerFailed
 from algorithms.runfolder import RunFolder
 from algorithms.runlog import RunLog, run_header
 from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
@@ -53,6 +56,9 @@ def build_parser():
     cluster.add_argument("--ghost", default=None, metavar="MODEL|PARAMS",
                          help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
                               "resnet50, or a parameter count (compute from --profile, else free)")
+    cluster.add_argument("--fail", default=None, metavar="NODE@TIME[,...]",
+                         help="node NODE stops at simulated TIME, e.g. 3@12.5s: synchronous "
+                              "algorithms stop (exit 3), an asynchronous server goes on")
     cluster.add_argument("--steps-sample", type=int, default=1, metavar="K",
                          help="steps.csv keeps every K-th node's rows (totals count all nodes)")
     return add_config_arguments(parser)
@@ -112,6 +118,7 @@ def main(argv=None):
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
+        failures = parse_failures(cluster.fail, size)
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
         compute = compute_model(cluster, cfg.seed, getattr(shared_model, "flops_per_sample", 0))
@@ -149,13 +156,21 @@ def main(argv=None):
                                      write_steps=rank % cluster.steps_sample == 0))
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
                           compute, cluster.collectives)
-    try:
-        simulator.run([node_program(cfg)(node) for node in nodes])
-    except BaseException as err:
-        logs[reporter].fail(f"{type(err).__name__}: {err}")
-        raise
     log = logs[reporter]
+    try:
+        simulator.run([node_program(cfg)(node) for node in nodes], failures)
+    except PeerFailed as failure:
+        log.all_totals = [logs[r].node_totals() for r in range(size)]
+        log.fail(str(failure))
+        print(f"python -m sim.run: run stopped: {failure} (run folder {folder.path})",
+              file=sys.stderr)
+        return 3
+    except BaseException as err:
+        log.fail(f"{type(err).__name__}: {err}")
+        raise
     log.all_totals = [logs[r].node_totals() for r in range(size)]
+    if simulator.failed:
+        log.header["failed"] = [{"node": r, "time_s": t} for r, t in simulator.failed.items()]
     log.finish("done", nodes[reporter].model.named_arrays())
     s = log.summary()
     accuracy = s["final_test_accuracy"]
@@ -164,6 +179,19 @@ def main(argv=None):
           f"{s['time_s']:.4g} simulated s, test accuracy "
           f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder.path}")
     return 0
+
+
+def parse_failures(spec, size):
+    """``--fail 3@12.5s,5@1ms`` -> ``[(3, 12.5), (5, 0.001)]``; ValueError naming the flag."""
+    failures = []
+    for item in (spec.split(",") if spec else []):
+        node, at, time = item.partition("@")
+        if not at or not node.strip().isdigit():
+            raise ValueError(f"--fail expects NODE@TIME, e.g. 3@12.5s, got {item!r}")
+        if int(node) >= size:
+            raise ValueError(f"--fail {item}: there are only nodes 0..{size - 1}")
+        failures.append((int(node), parse_seconds(time)))
+    return failures
 
 
 def _data_and_model(cfg, cluster):
