@@ -3,16 +3,19 @@
 Theory of operation: every node program becomes a SimPy process (`Simulator.process`) that sends
 replies into the generator and turns each operation it yields into SimPy events: a Compute runs
 the real kernel in this process and lets simulated time pass by the seconds it took (``--compute
-measured``); a message holds the sender's outgoing NIC and the receiver's incoming NIC for
-``nbytes / bandwidth`` and arrives ``latency`` later in the receiver's mailbox (a FilterStore that
+measured``); a message crosses the network model (`sim.network`: its route's links held for
+``nbytes / bandwidth``, then the route's latency) into the receiver's mailbox (a FilterStore that
 Recv takes from by source and tag); collectives are decomposed into the point-to-point steps of
 the real algorithm (the ring allreduce is the very generator the MPI backend drives), so the
 arithmetic and its order are the real run's and the weights come out bit for bit the same.
 Evaluations are rendezvous of all nodes that take no simulated time.
 
-The network is a star (one non-blocking switch, full-duplex NICs, FIFO): n bytes between idle
-nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messages into one NIC
-queue behind each other there.
+The default network is a star (one non-blocking switch, full-duplex NICs, FIFO): n bytes between
+idle nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messages into one
+NIC queue behind each other there. ``--network fat-tree:K | torus | ring | FILE`` route over more
+hops (`sim.network.make_network`).
+
+Failures (``--fail``) stop a node's process; nodes left waiting on it get `PeerFailed`.
 """
 
 from dataclasses import dataclass
@@ -43,53 +46,7 @@ from algorithms.ops import (
     Send,
     SendRecv,
 )
-
-
-@dataclass
-class Message:
-    source: int
-    tag: int
-    payload: object
-    started: float  # simulated time the transfer began
-
-
-class StarNetwork:
-    """Nodes on one switch: per node an outgoing and an incoming NIC, each one message at a time.
-
-    Parameters
-    ----------
-    env : simpy.Environment
-    n : int
-        Number of nodes.
-    latency_s : float
-        Node-to-node latency alpha, seconds.
-    bandwidth_Bps : float
-        Each NIC's bandwidth beta, bytes per second.
-    """
-
-    def __init__(self, env, n, latency_s, bandwidth_Bps):
-        self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
-        self.nic_out = [simpy.Resource(env, capacity=1) for _ in range(n)]
-        self.nic_in = [simpy.Resource(env, capacity=1) for _ in range(n)]
-        self.mailbox = [simpy.FilterStore(env) for _ in range(n)]
-
-    def transfer(self, source, dest, nbytes, tag, payload):
-        """Process: move ``nbytes`` from source to dest; done when they have left the sender.
-
-        The message lands in dest's mailbox ``latency_s`` after its last byte left.
-        """
-        env = self.env
-        with self.nic_out[source].request() as sending:
-            yield sending
-            with self.nic_in[dest].request() as receiving:
-                yield receiving
-                started = env.now
-                yield env.timeout(nbytes / self.bandwidth_Bps)
-        env.process(self._deliver(dest, Message(source, tag, payload, started)))
-
-    def _deliver(self, dest, message):
-        yield self.env.timeout(self.latency_s)
-        yield self.mailbox[dest].put(message)
+from sim.network import make_network
 
 
 @dataclass
@@ -154,7 +111,7 @@ class Simulator:
     """
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
-                 collectives="message"):
+                 collectives="message", network="star"):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -164,7 +121,8 @@ class Simulator:
                               if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
-        self.network = StarNetwork(self.env, len(nodes), latency_s, bandwidth_Bps)
+        self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps)
+        self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
@@ -318,14 +276,26 @@ class Simulator:
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
                 run_in_process([ALLREDUCES[algorithm](buf, rank, size)
                                 for rank, buf in sorted(bufs, key=lambda b: b[0])])
-            seconds = alpha_beta_time(algorithm, op.buf.nbytes, size, self.network.latency_s,
-                                       self.network.bandwidth_Bps, op.buf.itemsize)
+            seconds = alpha_beta_time(algorithm, op.buf.nbytes, size, *self._alpha_beta(),
+                                      op.buf.itemsize)
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(seconds))
         seconds, log = (yield done), self.logs[node.rank]
         log.charge("wait", self.env.now - seconds - entered)
         sent, received = allreduce_bytes(op.algo, op.buf.size, op.buf.itemsize, node.rank, size)
         log.charge("comm", seconds, sent, received)
         return finish_reduction(op.buf, op.op, size)
+
+    def _alpha_beta(self):
+        """The (alpha s, beta B/s) the closed forms charge: on the star the flags' own; on a
+        multi-hop network the slowest route between ring neighbours (rank r to r+1), which
+        is what the ring's steps cost there when nothing else is on the links."""
+        if self._collective_link is None:
+            network, size = self.network, len(self.nodes)
+            routes = [network.route(r, (r + 1) % size) for r in range(size)] if size > 1 else []
+            self._collective_link = (
+                max((r.latency_s for r in routes), default=network.latency_s),
+                min((r.bandwidth_Bps for r in routes), default=network.bandwidth_Bps))
+        return self._collective_link
 
     def _exchange(self, node, op):
         sending = [self.env.process(self._send(node, Send(peer, payload, op.tag)))

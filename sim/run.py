@@ -19,6 +19,7 @@ import sys
 import tomllib
 
 import numpy as np
+import simpy
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import OneLineParser, add_config_arguments, parse_config
@@ -30,6 +31,7 @@ from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
 from sim.backend import ComputeModel, Simulator
+from sim.network import make_network
 
 
 def build_parser():
@@ -41,6 +43,10 @@ def build_parser():
     cluster.add_argument("--latency", default="5us", help="node-to-node latency, e.g. 5us, 1.5ms")
     cluster.add_argument("--bandwidth", default="10Gbps",
                          help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s")
+    cluster.add_argument("--network", default="star", metavar="star|fat-tree:K|torus|ring|FILE",
+                         help="physical network: star (one switch; --latency node to node), "
+                              "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
+                              "(--latency per hop, --bandwidth per link)")
     cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
                          help="allreduce as the ring's messages, or one alpha-beta event (scale)")
     cluster.add_argument("--compute", choices=("measured", "profile"), default="measured",
@@ -119,6 +125,7 @@ def main(argv=None):
         if cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
         failures = parse_failures(cluster.fail, size)
+        make_network(simpy.Environment(), cluster.network, size, latency_s, bandwidth_Bps)
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
         compute = compute_model(cluster, cfg.seed, getattr(shared_model, "flops_per_sample", 0))
@@ -143,7 +150,8 @@ def main(argv=None):
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
-    header["cluster"].update(compute=cluster.compute, collectives=cluster.collectives,
+    header["cluster"].update(network=cluster.network, compute=cluster.compute,
+                             collectives=cluster.collectives,
                              speeds=list(compute.speeds),
                              stragglers=cluster.stragglers,
                              seconds_per_sample=compute.seconds_per_sample,
@@ -154,9 +162,9 @@ def main(argv=None):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False, steps=steps_csv,
                                      write_steps=rank % cluster.steps_sample == 0))
-    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute, cluster.collectives)
     log = logs[reporter]
+    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
+                          compute, cluster.collectives, cluster.network)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:
@@ -209,7 +217,7 @@ def _data_and_model(cfg, cluster):
 def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):
     """The config.json document, with the simulated cluster."""
     return run_header(cfg, dataset, model, size, "simulated", "sim.run", mpi=None,
-                      cluster={"network": "star", "latency_s": latency_s,
+                      cluster={"latency_s": latency_s,
                                "bandwidth_Bps": bandwidth_Bps},
                       versions={"simpy": importlib.metadata.version("simpy")})
 

@@ -246,3 +246,40 @@ def test_closed_form_training_ends_with_the_message_level_weights(tmp_path):
             np.load(tmp_path / "closed" / "model.npz") as b:
         for name in a.files:
             np.testing.assert_array_equal(a[name], b[name])
+
+
+def _ghost_allreduce(tmp_path, name, argv):
+    """A ghost allreduce of 1,000,000 float32 on 8 nodes, 2 steps; its summary."""
+    import json
+
+    out = tmp_path / name
+    _simulated(8, out, ["--algorithm", "allreduce", "--ghost", "1000000", "--iterations", "2",
+                        "--latency", "5us", "--bandwidth", "10Gbps", *argv])
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_a_ring_network_carries_the_ring_allreduce_as_the_star_does(tmp_path):
+    """Ring neighbours are one hop apart on a ring network: alpha + n/beta per step, as on the
+    star, at message level and in closed form; through a fat tree the ring's steps cross more
+    switches (up to 5 alpha) but the bytes are the same."""
+    star = _ghost_allreduce(tmp_path, "star", [])
+    ring = _ghost_allreduce(tmp_path, "ring", ["--network", "ring"])
+    closed = _ghost_allreduce(tmp_path, "closed", ["--network", "ring", "--collectives",
+                                                   "closed-form"])
+    tree = _ghost_allreduce(tmp_path, "tree", ["--network", "fat-tree:4"])
+    expected = 2 * 2 * 7 * (ALPHA + 4 * 1_000_000 / 8 / BETA)
+    for summary in (star, ring, closed):
+        assert summary["time_s"] == pytest.approx(expected, rel=1e-9)
+    assert tree["bytes_sent"] == star["bytes_sent"]
+    assert star["time_s"] < tree["time_s"] <= expected + 2 * 2 * 7 * 4 * ALPHA * (1 + 1e-9)
+
+
+def test_a_bad_network_is_one_line_and_exit_2(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--nodes", "20", "--algorithm",
+                           "allreduce", "--ghost", "1000", "--network", "fat-tree:4",
+                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "fat-tree:4 holds 16 hosts" in lines[0], done.stderr
+    assert not (tmp_path / "run").exists()

@@ -1,0 +1,509 @@
+"""Multi-hop networks for the simulator: hosts and switches joined by full-duplex links.
+
+Theory of operation: a network is a networkx graph whose nodes are hosts (one per rank) and
+switches. Every edge is a full-duplex link: one FIFO `Link` per direction (what a
+``simpy.Resource(capacity=1)`` would be, without its events), made when a route first uses it.
+A message from rank ``source`` to rank ``dest`` follows one fixed route (computed on first use,
+then cached for the pair) and is pipelined over it (cut-through): it takes the route's links one
+at a time *in one global order of links*, holds all of them while its ``nbytes / min(bandwidth
+on the route)`` seconds of bytes flow, gives them back, and lands in dest's mailbox the route's
+latency later. Taking the links in a global order rather than along the route is what keeps
+cyclic traffic on rings and tori from deadlocking: a transfer only ever waits for a link later in
+the order than every link it holds, so no cycle of waiting transfers can form (ordered resource
+acquisition, Havender 1968).
+
+Latency counts per hop, and a hop is a switch passed through or a direct host-to-host link: a
+route costs ``latency_s * (switches on it + host-to-host links on it)``. On a star, where every
+route is host, switch, host, ``latency_s`` is then the node-to-node alpha and n bytes between
+idle nodes take ``alpha + n/beta``: the alpha-beta (Hockney) model of the literature's formulas.
+On a ring or a torus (hosts only) each link costs alpha; on a fat tree a route costs 1, 3 or 5
+alpha (same edge switch, same pod, through the core). Put another way: a link costs alpha, except
+a host's link to a switch, which costs half of it.
+"""
+
+import itertools
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from collections import deque
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+
+import networkx as nx
+import simpy
+from simpy.events import Event
+
+GRAPHML_SUFFIXES = (".graphml", ".xml")
+EDGELIST_SUFFIXES = (".edgelist", ".txt")
+
+_SPECS = "star, fat-tree:K, torus, ring or a graph file"
+_HOST_NAME = re.compile(r"h([0-9]+)")  # the hosts of an edge-list file: h0, h1, ...
+
+
+@dataclass(slots=True)
+class Message:
+    """What lands in a mailbox: sender, tag, payload, and when its bytes began to move.
+
+    ``started`` is in simulated seconds, taken after the transfer queued for its links.
+    """
+
+    source: int
+    tag: int
+    payload: object
+    started: float
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """The fixed path of one (source, dest) pair and what it costs.
+
+    ``nodes``: the graph nodes from the source's host to the dest's host, both included.
+    ``links``: the route's `Link` objects, one per direction used, in the global order a
+    transfer takes them (not the order along the route).
+    ``latency_s``: seconds from the last byte leaving the sender to its arrival.
+    ``bandwidth_Bps``: the slowest link's bytes per second (inf on the empty route to oneself).
+    """
+
+    nodes: tuple
+    links: tuple
+    latency_s: float
+    bandwidth_Bps: float
+
+    @property
+    def hops(self):
+        """Number of links on the route."""
+        return len(self.nodes) - 1
+
+
+class Link:
+    """One direction of a link: a FIFO lock, one message at a time.
+
+    NOTE: a minimal lock rather than ``simpy.Resource(capacity=1)``, for performance: the same
+    FIFO order, but taking a free link and giving it back make no SimPy events; a waiting
+    transfer is handed the link directly (``busy`` stays True).
+    """
+
+    __slots__ = ("busy", "waiting")
+
+    def __init__(self):
+        self.busy = False
+        self.waiting = deque()  # the Events of transfers waiting for this link, first come first
+
+    def release(self):
+        """Hand the link to the first waiting transfer, or mark it free."""
+        if self.waiting:
+            self.waiting.popleft().succeed()
+        else:
+            self.busy = False
+
+
+def _abandon(links, held, turn):
+    """Undo an interrupted transfer that holds ``links[:held]``: give them back; if it was
+    waiting for ``links[held]`` with the Event ``turn``, leave that queue, or give that link back
+    too if it was handed over just before the interrupt."""
+    if held < len(links):  # interrupted while waiting, so `turn` is that link's
+        if turn.triggered:
+            held += 1
+        else:
+            links[held].waiting.remove(turn)
+    for link in reversed(links[:held]):
+        link.release()
+
+
+class RoutedNetwork:
+    """Hosts and switches joined by full-duplex FIFO links; a message holds its whole route.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+    graph : networkx.Graph
+        Connected and undirected; its nodes are hosts and switches, each edge a full-duplex link.
+        An edge attribute ``bandwidth_Bps`` overrides ``bandwidth_Bps`` for that link.
+    hosts : sequence of graph nodes
+        The hosts of ranks ``0 .. n-1``, in rank order.
+    latency_s : float
+        Seconds per hop, >= 0: per switch passed through and per direct host-to-host link (on a
+        star, the node-to-node alpha).
+    bandwidth_Bps : float
+        Each link's bandwidth in each direction, bytes per second, > 0.
+    switches : collection of graph nodes, optional
+        The nodes that are switches; default every node not in ``hosts``.
+    router : callable, optional
+        ``router(u, v)`` gives the list of graph nodes from node u to node v along edges.
+        Default `networkx.bidirectional_shortest_path`: a shortest path that depends only on the
+        graph (its insertion order of nodes and edges), so the same graph gives the same routes.
+
+    Raises
+    ------
+    ValueError
+        ``hosts`` is empty, repeats a node or names a node not in the graph; ``latency_s < 0``;
+        a bandwidth is not > 0; the graph is disconnected.
+
+    Notes
+    -----
+    Between idle links, n bytes over route R take ``latency(R) + n / min_bandwidth(R)`` seconds.
+    Each link is FIFO per direction; a transfer may hold some of its links while it queues for
+    the next one in the global order (as a star's sender holds its outgoing NIC while it waits
+    for the receiver's incoming one). Routes and link resources are made on first use, so a
+    network of 10,000 hosts costs only what its traffic touches.
+
+    Examples
+    --------
+    >>> import networkx as nx, simpy
+    >>> env = simpy.Environment()
+    >>> graph = nx.path_graph(["a", "switch", "b"])
+    >>> net = RoutedNetwork(env, graph, ["a", "b"], latency_s=2.0, bandwidth_Bps=100.0)
+    >>> _ = env.process(net.transfer(0, 1, nbytes=300, tag=7, payload="hi"))
+    >>> env.run()
+    >>> env.now, net.mailbox[1].items  # alpha + n/beta = 2 + 300/100
+    (5.0, [Message(source=0, tag=7, payload='hi', started=0)])
+    """
+
+    def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
+                 router=None):
+        hosts = list(hosts)
+        _check_network(graph, hosts, latency_s, bandwidth_Bps)
+        self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
+        self.graph, self.hosts = graph, hosts
+        self.mailbox = [simpy.FilterStore(env) for _ in hosts]
+        self._switches = set(graph).difference(hosts) if switches is None else set(switches)
+        self._router = router or partial(nx.bidirectional_shortest_path, graph)
+        self._order = {node: i for i, node in enumerate(graph)}  # links sort by their ends' order
+        self._links = {}  # (u, v) -> the Link of the direction u -> v, made on first use
+        self._routes = {}  # (source, dest) ranks -> Route, made on first use
+
+    def transfer(self, source, dest, nbytes, tag, payload):
+        """Process: move ``nbytes`` from rank source to rank dest; done when they have left.
+
+        The `Message` lands in ``mailbox[dest]`` the route's latency after its last byte left.
+        Yields SimPy events; returns None.
+        """
+        env = self.env
+        route = self._routes.get((source, dest)) or self.route(source, dest)
+        held, turn = 0, None  # the links taken are route.links[:held]
+        try:
+            for link in route.links:  # in the global order: no deadlock on cycles
+                if link.busy:
+                    turn = Event(env)
+                    link.waiting.append(turn)
+                    yield turn  # the transfer before it hands the link over
+                else:
+                    link.busy = True
+                held += 1
+            started = env.now
+            yield env.timeout(nbytes / route.bandwidth_Bps)
+        except GeneratorExit:  # the simulation was dropped unfinished: nothing to give back
+            raise
+        except BaseException:  # interrupted: leave the queue, give back what was held
+            _abandon(route.links, held, turn)
+            raise
+        for link in reversed(route.links):
+            link.release()
+        # NOTE: a timeout's callback delivers, rather than a process per message, for speed
+        arrival = env.timeout(route.latency_s, (dest, Message(source, tag, payload, started)))
+        arrival.callbacks.append(self._deliver)
+
+    def _deliver(self, arrival):
+        dest, message = arrival.value
+        self.mailbox[dest].put(message)
+
+    def route(self, source, dest):
+        """The `Route` from rank source to rank dest, computed on first use, then cached."""
+        route = self._routes.get((source, dest))
+        if route is None:
+            route = self._routes[source, dest] = self._make_route(source, dest)
+        return route
+
+    def hops(self, source, dest):
+        """Number of links between rank source and rank dest (0 to oneself)."""
+        return self.route(source, dest).hops
+
+    def idle_transfer_s(self, source, dest, nbytes):
+        """Seconds from the first byte leaving to the message's arrival when no link is busy."""
+        route = self.route(source, dest)
+        return route.latency_s + nbytes / route.bandwidth_Bps
+
+    def _make_route(self, source, dest):
+        for rank in (source, dest):
+            if not 0 <= rank < len(self.hosts):
+                raise ValueError(f"rank must be in 0..{len(self.hosts) - 1}, got {rank}")
+        start, end = self.hosts[source], self.hosts[dest]
+        nodes = tuple(self._router(start, end))
+        pairs = list(itertools.pairwise(nodes))
+        if nodes[:1] != (start,) or nodes[-1:] != (end,) or \
+                not all(self.graph.has_edge(u, v) for u, v in pairs):
+            raise ValueError(f"the router's route from {start!r} to {end!r} is not a path of the "
+                             f"graph: {list(nodes)}")
+        switches = self._switches
+        alphas = sum(v in switches for v in nodes[1:-1]) + \
+            sum(u not in switches and v not in switches for u, v in pairs)
+        order = self._order
+        links = tuple(self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]],
+                                                                                 order[p[1]])))
+        bandwidth_Bps = min((self._bandwidth_Bps(u, v) for u, v in pairs), default=math.inf)
+        return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps)
+
+    def _link(self, u, v):
+        link = self._links.get((u, v))
+        if link is None:
+            link = self._links[u, v] = Link()
+        return link
+
+    def _bandwidth_Bps(self, u, v):
+        return self.graph.edges[u, v].get("bandwidth_Bps", self.bandwidth_Bps)
+
+
+def _check_network(graph, hosts, latency_s, bandwidth_Bps):
+    if not hosts:
+        raise ValueError("hosts must name at least one graph node, got none")
+    if len(set(hosts)) != len(hosts):
+        raise ValueError("hosts must be distinct graph nodes, got a repeat")
+    missing = [h for h in hosts if h not in graph]
+    if missing:
+        raise ValueError(f"host {missing[0]!r} is not a node of the graph")
+    if not latency_s >= 0:
+        raise ValueError(f"latency_s must be >= 0 seconds, got {latency_s}")
+    if not bandwidth_Bps > 0:
+        raise ValueError(f"bandwidth_Bps must be > 0 bytes/s, got {bandwidth_Bps}")
+    for u, v, link_Bps in graph.edges(data="bandwidth_Bps"):
+        if link_Bps is not None and not link_Bps > 0:
+            raise ValueError(f"bandwidth_Bps of link {u!r}-{v!r} must be > 0, got {link_Bps}")
+    if not nx.is_connected(graph):
+        raise ValueError(f"the network graph must be connected, got "
+                         f"{nx.number_connected_components(graph)} components")
+
+
+def make_network(env, spec, n, latency_s, bandwidth_Bps):
+    """The network ``--network spec`` with ranks on its first n hosts.
+
+    Parameters
+    ----------
+    env : simpy.Environment
+    spec : str or os.PathLike
+        - ``"star"``: n hosts on one switch, one link each: n bytes between idle hosts take
+          ``latency_s + n / bandwidth_Bps``; N messages into one host queue at its link.
+        - ``"fat-tree:K"``: the k-ary fat tree of Al-Fares et al. (2008), "A Scalable, Commodity
+          Data Center Network Architecture", SIGCOMM: K pods of K/2 edge and K/2 aggregation
+          switches, ``(K/2)**2`` core switches, ``K**3/4`` hosts (K even), filled in order, pod
+          by pod. Routes are the paper's two-level tables: the destination's index under its
+          edge switch picks the uplinks, which spreads each switch's traffic over its uplinks.
+        - ``"torus"``: a 2-D torus of hosts (no switches), ``a x b = n`` with ``a <= b`` as square
+          as possible (a prime n gives a ring); rank r at row ``r // b``, column ``r % b``.
+          Dimension-order routes: along the row, then the column, each the short way round
+          (forward on a tie).
+        - ``"ring"``: a ring of hosts, rank r linked to r + 1; routes go the short way round
+          (clockwise, to higher ranks, on a tie).
+        - a path: a GraphML file (``.graphml``, ``.xml``) whose hosts are the nodes with
+          attribute ``host`` true (``true`` or ``1``), or an edge list (``u v`` per line, or
+          ``u v {'bandwidth_Bps': 1e9}``, as `networkx.write_edgelist` writes) whose hosts are
+          the nodes named ``h0, h1, ...``; ranks go to hosts in the numeric order of their names.
+          An edge attribute ``bandwidth_Bps`` sets that link's bandwidth; routes are shortest
+          paths. Every other node is a switch. A name above wins over a file of that name:
+          write ``./star`` for the file.
+    n : int
+        Number of ranks, >= 1.
+    latency_s : float
+        Seconds per hop (a switch passed through, or a direct host-to-host link), >= 0.
+    bandwidth_Bps : float
+        Each link's bandwidth per direction, bytes per second, > 0.
+
+    Returns
+    -------
+    RoutedNetwork
+
+    Raises
+    ------
+    ValueError
+        ``n < 1``; an unknown spec; K not even and >= 2; more ranks than the fat tree's hosts; a
+        file that cannot be read or parsed, has fewer hosts than n, a bandwidth not > 0, or is
+        disconnected (the message names the file); ``latency_s`` or ``bandwidth_Bps`` out of range.
+
+    Examples
+    --------
+    >>> import simpy
+    >>> net = make_network(simpy.Environment(), "fat-tree:4", 16, 1e-6, 1e9)
+    >>> [net.hops(0, dest) for dest in (1, 2, 4)]  # same edge switch, same pod, other pod
+    [2, 4, 6]
+    >>> [round(net.route(0, dest).latency_s / 1e-6) for dest in (1, 2, 4)]  # switches passed
+    [1, 3, 5]
+    >>> make_network(simpy.Environment(), "ring", 8, 1e-6, 1e9).hops(0, 5)  # the short way
+    3
+    >>> make_network(simpy.Environment(), "fat-tree:4", 17, 1e-6, 1e9)
+    Traceback (most recent call last):
+    ...
+    ValueError: --network fat-tree:4 holds 16 hosts, got n = 17
+    """
+    if not n >= 1:
+        raise ValueError(f"n must be >= 1 rank, got {n}")
+    graph, all_hosts, router = _topology(os.fspath(spec), n)
+    switches = set(graph).difference(all_hosts)
+    return RoutedNetwork(env, graph, all_hosts[:n], latency_s, bandwidth_Bps, switches=switches,
+                         router=router)
+
+
+def _topology(spec, n):
+    """(graph, every host in rank order, router or None) for ``--network spec``."""
+    if spec == "star":
+        return _star(n)
+    if spec == "ring":
+        return _torus(1, n)
+    if spec == "torus":
+        return _torus(*_squarest_factors(n))
+    if spec.startswith("fat-tree:"):
+        return _fat_tree(_fat_tree_k(spec), n)
+    path = Path(spec)
+    if path.suffix.lower() in GRAPHML_SUFFIXES + EDGELIST_SUFFIXES or path.exists():
+        return _read_graph_file(path, n)
+    raise ValueError(f"--network: expected {_SPECS}, got {spec!r}")
+
+
+# -- generated topologies -------------------------------------------------------------------------
+
+def _star(n):
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))  # hosts before the switch: a message takes its sender's link
+    graph.add_edges_from((rank, "switch") for rank in range(n))  # first, as StarNetwork does
+    return graph, list(range(n)), None
+
+
+def _squarest_factors(n):
+    """(a, b) with ``a * b = n``, ``a <= b`` and a as large as possible: 12 -> (3, 4)."""
+    a = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
+    return a, n // a
+
+
+def _torus(rows, cols):
+    """A rows x cols torus of hosts 0 .. n-1 (row-major); 1 x n is a ring, 2 x b merges wraps."""
+    n = rows * cols
+    graph = nx.Graph()
+    graph.add_nodes_from(range(n))
+    for rank in range(n):
+        row, col = divmod(rank, cols)
+        for neighbour in (row * cols + (col + 1) % cols, (row + 1) % rows * cols + col):
+            if neighbour != rank:
+                graph.add_edge(rank, neighbour)
+    return graph, list(range(n)), partial(_dimension_order_route, cols=cols, rows=rows)
+
+
+def _dimension_order_route(u, v, *, rows, cols):
+    """Hosts from u to v: along u's row to v's column, then along that column to v."""
+    (row, col), (to_row, to_col) = divmod(u, cols), divmod(v, cols)
+    path = [u]
+    for step in _ring_steps(col, to_col, cols):
+        col = (col + step) % cols
+        path.append(row * cols + col)
+    for step in _ring_steps(row, to_row, rows):
+        row = (row + step) % rows
+        path.append(row * cols + col)
+    return path
+
+
+def _ring_steps(a, b, size):
+    """The steps (+1 or -1) from a to b on a ring of ``size`` the short way (+1 on a tie)."""
+    forward = (b - a) % size
+    return [1] * forward if forward <= size - forward else [-1] * (size - forward)
+
+
+def _fat_tree_k(spec):
+    text = spec.partition(":")[2]
+    if not re.fullmatch(r"[0-9]+", text) or int(text) < 2 or int(text) % 2:
+        raise ValueError(f"--network fat-tree:K needs an even K >= 2, got {spec!r}")
+    return int(text)
+
+
+def _fat_tree(k, n):
+    """The k-ary fat tree: hosts ("host", pod, edge, i), switches ("edge", pod, e),
+    ("agg", pod, a) and ("core", a, c); aggregation switch a of every pod links to core (a, c)."""
+    if n > k**3 // 4:
+        raise ValueError(f"--network fat-tree:{k} holds {k**3 // 4} hosts, got n = {n}")
+    half = k // 2
+    hosts = [("host", pod, e, i) for pod in range(k) for e in range(half) for i in range(half)]
+    graph = nx.Graph()
+    graph.add_nodes_from(hosts)
+    graph.add_edges_from((host, ("edge", *host[1:3])) for host in hosts)
+    for pod in range(k):
+        graph.add_edges_from((("edge", pod, e), ("agg", pod, a))
+                             for e in range(half) for a in range(half))
+        graph.add_edges_from((("agg", pod, a), ("core", a, c))
+                             for a in range(half) for c in range(half))
+    return graph, hosts, partial(_two_level_route, half=half)
+
+
+def _two_level_route(u, v, *, half):
+    """Al-Fares et al.'s two-level routing: going up, edge switch e takes aggregation switch
+    ``(i + e) mod k/2`` and aggregation switch a takes core ``(a, (i + a) mod k/2)``, where i is
+    v's index under its edge switch; going down there is one way."""
+    (_, pod, e, _), (_, to_pod, to_e, i) = u, v
+    if u == v:
+        return [u]
+    up, down = ("edge", pod, e), ("edge", to_pod, to_e)
+    if up == down:
+        return [u, up, v]
+    a = (i + e) % half
+    if pod == to_pod:
+        return [u, up, ("agg", pod, a), down, v]
+    return [u, up, ("agg", pod, a), ("core", a, (i + a) % half), ("agg", to_pod, a), down, v]
+
+
+# -- graph files ----------------------------------------------------------------------------------
+
+def _read_graph_file(path, n):
+    """(graph, hosts in rank order, None) from a GraphML or edge-list file; checked for n."""
+    graphml = path.suffix.lower() in GRAPHML_SUFFIXES
+    graph = _parse_graph_file(path, graphml)
+    graph.remove_edges_from(list(nx.selfloop_edges(graph)))
+    if graphml:
+        hosts = [v for v, is_host in graph.nodes(data="host") if _is_true(is_host)]
+        how = "nodes with attribute host=true"
+    else:
+        hosts = [v for v in graph if _HOST_NAME.fullmatch(str(v))]
+        how = "nodes named h0, h1, ..."
+    hosts.sort(key=_natural_key)
+    if len(hosts) < n:
+        raise ValueError(f"--network {path}: has {len(hosts)} hosts ({how}), need n = {n}")
+    _read_bandwidths(graph, path)
+    if not nx.is_connected(graph):
+        raise ValueError(f"--network {path}: the graph is disconnected "
+                         f"({nx.number_connected_components(graph)} components)")
+    return graph, hosts, None
+
+
+def _parse_graph_file(path, graphml):
+    """The file's graph as a simple undirected networkx.Graph; ValueError naming the file."""
+    try:
+        graph = nx.read_graphml(path) if graphml else nx.read_edgelist(path, nodetype=str)
+    except OSError as err:
+        raise ValueError(f"--network {path}: cannot read the file ({err.strerror or err})") \
+            from err
+    except (ET.ParseError, nx.NetworkXError, TypeError, ValueError, KeyError,
+            SyntaxError) as err:
+        kind = "GraphML graph" if graphml else "edge list ('u v' or 'u v {...}' per line)"
+        raise ValueError(f"--network {path}: not a valid {kind} ({err})") from err
+    return nx.Graph(graph.to_undirected(as_view=True))
+
+
+def _read_bandwidths(graph, path):
+    """Turn each link's ``bandwidth_Bps`` attribute into a float > 0, or say where it is not."""
+    for u, v, link_Bps in graph.edges(data="bandwidth_Bps"):
+        if link_Bps is None:
+            continue
+        try:
+            value = float(link_Bps)
+        except (TypeError, ValueError):
+            value = math.nan
+        if not 0 < value < math.inf:
+            raise ValueError(f"--network {path}: bandwidth_Bps of link {u}-{v} must be a number "
+                             f"> 0, got {link_Bps!r}")
+        graph.edges[u, v]["bandwidth_Bps"] = value
+
+
+def _is_true(value):
+    return value is True or str(value).strip().lower() in ("true", "1")
+
+
+def _natural_key(node):
+    """Sort key: digit runs compare as numbers, so h2 comes before h10."""
+    parts = re.split(r"([0-9]+)", str(node))
+    return [int(part) if i % 2 else part for i, part in enumerate(parts)]
