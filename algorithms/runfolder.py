@@ -15,6 +15,7 @@ import math
 import os
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +32,7 @@ class RunFolder:
     Examples
     --------
     >>> import tempfile
+import zipfile
     >>> run = RunFolder(tempfile.mkdtemp())
     >>> run.write_json("summary.json", {"time_s": 1.5})
     >>> json.loads((run.path / "summary.json").read_text())
@@ -51,8 +53,19 @@ class RunFolder:
         self._replace(name, lambda fh: fh.write(text.encode()))
 
     def save_arrays(self, name, arrays):
-        """Replace ``name`` (an .npz) with the named arrays, atomically."""
-        self._replace(name, lambda fh: np.savez(fh, **arrays))
+        """Replace ``name`` (an .npz, as `numpy.savez` writes it) with the named arrays,
+        atomically. The archive's entries carry a fixed date, so the same weights give the same
+        bytes (np.savez stamps them with the clock)."""
+
+        def write(fh):
+            with zipfile.ZipFile(fh, "w") as archive:
+                for key, array in arrays.items():
+                    entry = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+                    with archive.open(entry, "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asanyarray(array),
+                                                  allow_pickle=False)
+
+        self._replace(name, write)
 
     def log(self, name, columns, append=False, flush_s=0.0):
         """A `CsvLog` that starts ``name`` afresh with its header line, or appends to it."""

@@ -334,19 +334,20 @@ class Simulator:
         return result
 
     def _evaluate_now(self, arrived):
+        """Evaluate and log; eval_s is 0: an evaluation takes no simulated time (and a run
+        folder of simulated times stays the same from run to run)."""
         reporter = self.nodes[0].reporter
         ops = [arrived[r] for r in sorted(arrived)]
         op = arrived.get(reporter, ops[0])
         params, consensus = op.params, None
         if op.average and len(ops) > 1:
             params, consensus = average_models([o.params for o in ops])
-        t0 = perf_counter()
         test_loss, test_accuracy = op.fn(params)
         losses = [o.train_loss for o in ops if not np.isnan(o.train_loss)]
         log = self.logs[reporter]
         totals = [self.logs[r].node_totals() for r in sorted(arrived)] if len(ops) > 1 else None
         log.evaluation(op.epoch, op.iteration, self.env.now,
                        float(np.mean(losses)) if losses else float("nan"), test_loss,
-                       test_accuracy, perf_counter() - t0, consensus_distance=consensus,
+                       test_accuracy, 0.0, consensus_distance=consensus,
                        node_totals=totals)
         return test_loss, test_accuracy

@@ -283,3 +283,28 @@ def test_a_bad_network_is_one_line_and_exit_2(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "fat-tree:4 holds 16 hosts" in lines[0], done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_same_seed_gives_the_same_run_folder_byte_for_byte(tmp_path):
+    """Profile compute makes every time simulated: two runs differ only in when and with what
+    they ran (config.json's started, host, versions)."""
+    import json
+
+    profile = tmp_path / "profile.toml"
+    profile.write_text("[compute]\nseconds_per_sample = 1e-4\n")
+    argv = ["--dataset", "mnist-subset", "--no-progress", "--algorithm", "gossip", "--topology",
+            "ring", "--iterations", "8", "--eval-every", "4", "--stragglers", "0.3:3x",
+            "--compute", "profile", "--profile", str(profile), "--network", "torus"]
+    for name in ("a", "b"):
+        _simulated(4, tmp_path / name, argv)
+    files = sorted(p.name for p in (tmp_path / "a").iterdir())
+    assert files == sorted(p.name for p in (tmp_path / "b").iterdir())
+    assert {"steps.csv", "metrics.csv", "summary.json", "model.npz"} <= set(files)
+    for name in files:
+        a, b = (tmp_path / "a" / name).read_bytes(), (tmp_path / "b" / name).read_bytes()
+        if name == "config.json":
+            a, b = json.loads(a), json.loads(b)
+            for key in ("started", "host", "versions", "command"):
+                a.pop(key), b.pop(key)
+            a["config"].pop("out"), b["config"].pop("out")
+        assert a == b, name
