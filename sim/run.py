@@ -16,7 +16,6 @@ stopped because a node failed (``--fail``; its folder says ``"status": "failed: 
 
 import importlib.metadata
 import sys
-import tomllib
 
 import numpy as np
 import simpy
@@ -31,7 +30,10 @@ from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
 from sim.backend import ComputeModel, Simulator
+from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
+
+DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
 
 
 def build_parser():
@@ -40,20 +42,26 @@ def build_parser():
                                  "a run folder with simulated times.")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--nodes", type=int, default=4, help="number of nodes (ranks)")
-    cluster.add_argument("--latency", default="5us", help="node-to-node latency, e.g. 5us, 1.5ms")
-    cluster.add_argument("--bandwidth", default="10Gbps",
-                         help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s")
-    cluster.add_argument("--network", default="star", metavar="star|fat-tree:K|torus|ring|FILE",
+    cluster.add_argument("--latency", default=None,
+                         help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, "
+                              "else 5us)")
+    cluster.add_argument("--bandwidth", default=None,
+                         help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
+                              "profile's, else 10Gbps)")
+    cluster.add_argument("--network", default=None, metavar="star|fat-tree:K|torus|ring|FILE",
                          help="physical network: star (one switch; --latency node to node), "
                               "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
-                              "(--latency per hop, --bandwidth per link)")
+                              "(--latency per hop, --bandwidth per link); default: the "
+                              "profile's, else star")
     cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
                          help="allreduce as the ring's messages, or one alpha-beta event (scale)")
     cluster.add_argument("--compute", choices=("measured", "profile"), default="measured",
                          help="compute time: the real kernel timed in process, or seconds per "
                               "sample from --profile")
-    cluster.add_argument("--profile", metavar="FILE.toml",
-                         help="cluster profile; [compute] seconds_per_sample = S")
+    cluster.add_argument("--profile", metavar="NAME|FILE.toml",
+                         help="cluster profile: a preset of profiles/ (polus-like, "
+                              "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
+                              "gives the network's and the nodes' defaults")
     cluster.add_argument("--speeds", default="1x", metavar="F,F,...",
                          help="relative speed per node, cycled over the nodes (0.5x: half speed)")
     cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
@@ -70,31 +78,33 @@ def build_parser():
     return add_config_arguments(parser)
 
 
-def compute_model(cluster, seed, flops_per_sample=0):
+def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
     """The `ComputeModel` the cluster flags describe; ValueError naming the flag.
 
-    ``--compute profile`` (implied by ``--ghost``) takes seconds per sample from the profile's
-    ``[compute]`` table: ``seconds_per_sample``, or ``flops_per_s`` with a training sample costing
-    three forward passes (forward, and backward at twice the forward: ``3 * flops_per_sample``).
-    A ghost run without a profile computes for free.
+    ``--compute profile`` (implied by ``--ghost``) takes seconds per sample from the profile
+    (`sim.cluster_profile`). A ghost run without a profile computes for free.
     """
     seconds_per_sample = None
     if cluster.compute == "profile" or cluster.ghost:
-        if not cluster.profile:
-            if cluster.ghost:
-                return ComputeModel(0.0, *_node_speeds(cluster), seed)
-            raise ValueError("--compute profile needs --profile FILE.toml")
-        try:
-            with open(cluster.profile, "rb") as fh:
-                table = tomllib.load(fh)["compute"]
-            if "seconds_per_sample" in table:
-                seconds_per_sample = float(table["seconds_per_sample"])
-            else:
-                seconds_per_sample = 3 * flops_per_sample / float(table["flops_per_s"])
-        except (OSError, KeyError, ValueError, TypeError, tomllib.TOMLDecodeError) as err:
-            raise ValueError(f"--profile {cluster.profile}: needs [compute] seconds_per_sample "
-                             f"or flops_per_s ({type(err).__name__}: {err})") from err
+        if profile is None and not cluster.ghost:
+            raise ValueError("--compute profile needs --profile NAME|FILE.toml")
+        seconds_per_sample = (0.0 if profile is None else
+                              profile.compute_seconds_per_sample(model_name, flops_per_sample))
     return ComputeModel(seconds_per_sample, *_node_speeds(cluster), seed)
+
+
+def network_model(cluster, profile):
+    """(network spec, latency s, bandwidth B/s): the flags, else the profile's, else a star of
+    5 us and 10 Gb/s."""
+    def pick(flag, from_profile, default):
+        return flag if flag is not None else from_profile if from_profile is not None \
+            else default
+    have = profile or ClusterProfile(path="")
+    latency_s = parse_seconds(cluster.latency) if cluster.latency else None
+    bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth) if cluster.bandwidth else None
+    return (pick(cluster.network, have.network, "star"),
+            pick(latency_s, have.latency_s, DEFAULT_LATENCY_S),
+            pick(bandwidth_Bps, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS))
 
 
 def _node_speeds(cluster):
@@ -118,17 +128,18 @@ def main(argv=None):
     cluster, _ = parser.parse_known_args(argv)
     size = cluster.nodes
     try:
-        latency_s = parse_seconds(cluster.latency)
-        bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth)
+        profile = load_profile(cluster.profile) if cluster.profile else None
+        network, latency_s, bandwidth_Bps = network_model(cluster, profile)
         if size < 1:
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
         failures = parse_failures(cluster.fail, size)
-        make_network(simpy.Environment(), cluster.network, size, latency_s, bandwidth_Bps)
+        make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
-        compute = compute_model(cluster, cfg.seed, getattr(shared_model, "flops_per_sample", 0))
+        compute = compute_model(cluster, profile, cfg.seed,
+                                *_model_size(cfg, cluster, dataset, shared_model))
         folder = RunFolder(cfg.out)
     except (DataError, ValueError) as err:
         parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
@@ -150,7 +161,9 @@ def main(argv=None):
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
-    header["cluster"].update(network=cluster.network, compute=cluster.compute,
+    header["cluster"].update(network=network, profile=cluster.profile,
+                             compute="measured" if compute.seconds_per_sample is None
+                             else "profile",
                              collectives=cluster.collectives,
                              speeds=list(compute.speeds),
                              stragglers=cluster.stragglers,
@@ -164,7 +177,7 @@ def main(argv=None):
                                      write_steps=rank % cluster.steps_sample == 0))
     log = logs[reporter]
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute, cluster.collectives, cluster.network)
+                          compute, cluster.collectives, network)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:
@@ -200,6 +213,15 @@ def parse_failures(spec, size):
             raise ValueError(f"--fail {item}: there are only nodes 0..{size - 1}")
         failures.append((int(node), parse_seconds(time)))
     return failures
+
+
+def _model_size(cfg, cluster, dataset, shared_model):
+    """(model name, forward FLOPs per sample) of the run's model, for a profile's compute."""
+    if shared_model is not None:
+        return shared_model.name or f"ghost:{shared_model.n_params}", \
+            shared_model.flops_per_sample
+    model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+    return cfg.model, model.flops_per_sample
 
 
 def _data_and_model(cfg, cluster):

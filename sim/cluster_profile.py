@@ -1,0 +1,91 @@
+"""Cluster profiles: what a cluster's network and nodes cost, in a TOML file.
+
+`python -m real.calibrate` writes one for the machine it runs on (``calibrated = true``); the
+presets in ``profiles/`` describe clusters from their hardware specifications and say so
+(``calibrated = false``) until measurements replace them. ``python -m sim.run --profile NAME``
+takes a preset by name (``polus-like``) or any file by path.
+
+The format::
+
+    [cluster]
+    name = "..."
+    calibrated = false
+    source = "where the numbers come from"
+
+    [network]                      # defaults for --network, --latency, --bandwidth
+    topology = "fat-tree:4"
+    latency = "1.2us"
+    bandwidth = "12GB/s"
+
+    [compute]                      # for --compute profile (and --ghost)
+    flops_per_s = 2.0e10           # sustained training FLOP/s of one rank
+    seconds_per_sample = { mlp = 1.1e-5, cnn = 2.3e-4 }   # or one number for any model
+
+A training sample costs three forward passes (the forward, and the backward at twice it), so from
+a FLOP rate a model of ``f`` forward FLOPs per sample takes ``3 f / flops_per_s`` seconds a sample;
+a measured ``seconds_per_sample`` for the run's model comes first.
+"""
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from algorithms.units import parse_bandwidth_Bps, parse_seconds
+
+PRESETS = Path(__file__).resolve().parents[1] / "profiles"
+
+
+@dataclass(frozen=True)
+class ClusterProfile:
+    """A parsed profile; None where the file says nothing."""
+
+    path: str
+    name: str = ""
+    calibrated: bool = False
+    network: str | None = None
+    latency_s: float | None = None
+    bandwidth_Bps: float | None = None
+    flops_per_s: float | None = None
+    seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
+
+    def compute_seconds_per_sample(self, model, flops_per_sample):
+        """Seconds one training sample of ``model`` takes on one node; ValueError if the profile
+        cannot say (no measurement for the model and no FLOP rate, or no FLOP count)."""
+        for key in (model, "*"):
+            if key in self.seconds_per_sample:
+                return self.seconds_per_sample[key]
+        if self.flops_per_s and flops_per_sample:
+            return 3 * flops_per_sample / self.flops_per_s
+        if self.flops_per_s and not flops_per_sample:
+            return 0.0  # a bare parameter count: communication alone
+        raise ValueError(f"--profile {self.path}: [compute] has no seconds_per_sample for "
+                         f"{model!r} and no flops_per_s")
+
+
+def load_profile(name_or_path):
+    """The `ClusterProfile` of a preset name or a TOML file; ValueError (one line naming the
+    file) if it is missing or does not parse."""
+    path = Path(name_or_path)
+    if not path.exists() and (PRESETS / f"{name_or_path}.toml").exists():
+        path = PRESETS / f"{name_or_path}.toml"
+    try:
+        with open(path, "rb") as fh:
+            document = tomllib.load(fh)
+        cluster, network = document.get("cluster", {}), document.get("network", {})
+        compute = document.get("compute", {})
+        per_sample = compute.get("seconds_per_sample", {})
+        per_sample = per_sample if isinstance(per_sample, dict) else {"*": per_sample}
+        return ClusterProfile(
+            path=str(name_or_path), name=str(cluster.get("name", path.stem)),
+            calibrated=bool(cluster.get("calibrated", False)),
+            network=network.get("topology"),
+            latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
+            bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network
+                           else None),
+            flops_per_s=float(compute["flops_per_s"]) if "flops_per_s" in compute else None,
+            seconds_per_sample={str(k): float(v) for k, v in per_sample.items()})
+    except FileNotFoundError:
+        presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
+        raise ValueError(f"--profile {name_or_path}: no such file or preset ({presets})") from None
+    except (OSError, ValueError, TypeError, AttributeError, tomllib.TOMLDecodeError) as err:
+        raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from err

@@ -1,0 +1,68 @@
+"""Cluster profiles: presets parse and say they are uncalibrated; flags override a profile."""
+
+import json
+
+import pytest
+
+from models import profile as network_profile
+from sim import run
+from sim.cluster_profile import PRESETS, load_profile
+
+
+@pytest.mark.parametrize("name", ["polus-like", "lomonosov-2-like"])
+def test_presets_parse_and_are_marked_uncalibrated(name):
+    p = load_profile(name)
+    assert p.calibrated is False and p.network and p.latency_s > 0 and p.bandwidth_Bps > 1e9
+    flops = network_profile("resnet50").flops_per_sample
+    assert p.compute_seconds_per_sample("resnet50", flops) == pytest.approx(3 * flops /
+                                                                            p.flops_per_s)
+    assert (PRESETS / f"{name}.toml").exists()
+
+
+def test_a_measured_model_comes_before_the_flop_rate(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[network]\nlatency = "2us"\n[compute]\nflops_per_s = 1e9\n'
+                    'seconds_per_sample = { mlp = 1e-5 }\n')
+    p = load_profile(str(path))
+    assert p.compute_seconds_per_sample("mlp", 10**6) == 1e-5
+    assert p.compute_seconds_per_sample("cnn", 10**6) == pytest.approx(3e-3)
+    assert (p.latency_s, p.bandwidth_Bps, p.network) == (2e-6, None, None)
+
+
+def _cluster(tmp_path, argv):
+    out = tmp_path / "run"
+    assert run.main(["--nodes", "2", "--algorithm", "allreduce", "--ghost", "1000",
+                     "--iterations", "1", *argv, "--out", str(out)]) == 0
+    return json.loads((out / "config.json").read_text())["cluster"]
+
+
+def test_the_profile_gives_the_network_and_flags_override_it(tmp_path):
+    cluster = _cluster(tmp_path / "a", ["--profile", "lomonosov-2-like"])
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
+        ("fat-tree:8", 5e-7, 6.8e9)
+    cluster = _cluster(tmp_path / "b", ["--profile", "lomonosov-2-like", "--latency", "3us",
+                                        "--network", "ring"])
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
+        ("ring", 3e-6, 6.8e9)
+    cluster = _cluster(tmp_path / "c", [])
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
+        ("star", 5e-6, 1.25e9)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    (None, "no such file or preset"),
+    ("[network\n", "TOMLDecodeError"),
+    ('[network]\nlatency = "fast"\n', "--profile"),
+    ("[compute]\n", "no seconds_per_sample"),
+])
+def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, capsys, text, message):
+    path = tmp_path / "p.toml"
+    if text is not None:
+        path.write_text(text)
+    with pytest.raises(SystemExit) as stop:
+        run.main(["--nodes", "2", "--algorithm", "allreduce", "--compute", "profile",
+                  "--profile", str(path), "--dataset", "synthetic", "--out",
+                  str(tmp_path / "run")])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
