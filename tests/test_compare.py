@@ -1,0 +1,36 @@
+"""analysis.compare: run folders side by side, with ratios and the weights' verdict."""
+
+import pytest
+
+from analysis import compare
+from sim import run
+
+
+def _sim(folder, *argv):
+    assert run.main(["--nodes", "2", "--algorithm", "allreduce", "--dataset", "synthetic",
+                     "--iterations", "4", "--batch-size", "16", "--compute", "profile",
+                     "--profile", str(folder.parent / "p.toml"), *argv,
+                     "--out", str(folder)]) == 0
+
+
+def test_the_table_shows_both_runs_their_ratio_and_equal_weights(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "fast", "--latency", "1us")
+    _sim(tmp_path / "slow", "--latency", "1us", "--speeds", "0.5x")
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / "fast"), str(tmp_path / "slow")]) == 0
+    lines = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]]
+             for row in capsys.readouterr().out.splitlines()[2:]}
+    assert lines["compute (ms)"] == ["16.000", "32.000", "2.00"]  # 16 samples x 1 ms, halved
+    assert lines["iterations"] == ["4", "4", "1.00"]
+    assert lines["final weights"][0] == "bit for bit"  # speed changes time, not arithmetic
+    _sim(tmp_path / "other", "--seed", "7")
+    assert compare.same_weights(tmp_path / "fast", tmp_path / "other").startswith("differ by")
+
+
+def test_a_folder_that_is_not_a_finished_run_is_one_line_and_exit_2(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        compare.main([str(tmp_path)])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "not a run folder" in lines[0]
