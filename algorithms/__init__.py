@@ -5,6 +5,8 @@ part (which data shard, whether it computes, which slice of the weights it owns,
 both backends set up a run the same way.
 """
 
+import functools
+
 from algorithms.allreduce import allreduce_sgd, local_sgd
 from algorithms.collectives import chunk_bounds
 from algorithms.ghost import GhostOptimizer
@@ -39,7 +41,7 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
     """
     node = Node(rank, size, cfg, dataset, model, optimizer)
     if cfg.algorithm == "gossip":
-        node.schedule = make_schedule(cfg.topology, size, cfg.mixing, seed=cfg.seed)
+        node.schedule = _schedule(cfg.topology, size, cfg.mixing, cfg.seed)
     if cfg.algorithm == "ps":
         servers = cfg.servers
         bounds = chunk_bounds(model.n_params, servers)
@@ -52,6 +54,13 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
             node.shards, node.computes = size - servers, rank >= servers
             node.shard = max(rank - servers, 0)
     return node
+
+
+@functools.lru_cache(maxsize=4)
+def _schedule(topology, size, mixing, seed):
+    """One `Schedule` for all nodes of a process (the simulator's 210 would build 210 graphs);
+    a schedule is a pure function of round and rank, so sharing it changes nothing."""
+    return make_schedule(topology, size, mixing, seed=seed)
 
 
 def attach_optimizer(node):

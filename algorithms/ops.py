@@ -119,7 +119,9 @@ class Allreduce:
 @dataclass(frozen=True)
 class Exchange:
     """Send ``payloads[peer]`` to every peer and receive one message from each; gets back
-    ``{peer: payload}`` (the ``bufs[peer]`` arrays, filled, for ndarray messages).
+    ``{peer: payload}``, each an array equal to what the peer sent, to be read only: the
+    ``bufs[peer]`` arrays filled (MPI), or the messages' own read-only copies (the simulator,
+    which saves a copy per message that way; ``bufs`` may then stay untouched).
 
     The neighbour exchange of gossip: all transfers proceed together, so no ordering of the nodes
     deadlocks. Every peer must name this node in its own Exchange of the same round.

@@ -87,8 +87,13 @@ class _Crash:
 
 
 def _snapshot(payload):
-    """What travels: a copy of an array (the sender may change it), a message object as it is."""
-    return payload.copy() if isinstance(payload, np.ndarray) else payload
+    """What travels: a read-only copy of an array (the sender may change the original, and an
+    Exchange hands one copy to every peer), a message object as it is."""
+    if not isinstance(payload, np.ndarray):
+        return payload
+    snapshot = payload.copy()
+    snapshot.flags.writeable = False
+    return snapshot
 
 
 class Simulator:
@@ -212,10 +217,17 @@ class Simulator:
             yield self.env.timeout(seconds)
         return result
 
-    def _send(self, node, op):
-        t0 = self.env.now
-        yield self.env.process(self.network.transfer(node.rank, op.dest, op.payload.nbytes,
-                                                     op.tag, _snapshot(op.payload)))
+    def _send(self, node, op, copies=None):
+        """``copies``: snapshots already taken in this operation, by payload id (to share)."""
+        t0, payload = self.env.now, op.payload
+        if copies is None:
+            snapshot = _snapshot(payload)
+        elif id(payload) in copies:
+            snapshot = copies[id(payload)]
+        else:
+            snapshot = copies[id(payload)] = _snapshot(payload)
+        yield self.env.process(self.network.transfer(node.rank, op.dest, payload.nbytes,
+                                                     op.tag, snapshot))
         self.logs[node.rank].charge("comm", self.env.now - t0, bytes_sent=op.payload.nbytes)
 
     def _take(self, node, source, tag):
@@ -298,16 +310,13 @@ class Simulator:
         return self._collective_link
 
     def _exchange(self, node, op):
-        sending = [self.env.process(self._send(node, Send(peer, payload, op.tag)))
+        copies = {}  # one snapshot per distinct payload (gossip sends one vector to every peer)
+        sending = [self.env.process(self._send(node, Send(peer, payload, op.tag), copies))
                    for peer, payload in op.payloads.items()]
         got = {}
-        for peer in op.payloads:
+        for peer in op.payloads:  # the messages' own read-only snapshots, not copied again
             message = yield from self._take(node, peer, op.tag)
-            got[peer] = buf = op.bufs.get(peer)
-            if buf is None:
-                got[peer] = message.payload
-            else:
-                np.copyto(buf, message.payload)
+            got[peer] = message.payload
         yield self.env.all_of(sending)
         return got
 
