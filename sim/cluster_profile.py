@@ -11,6 +11,7 @@ The format::
     name = "..."
     calibrated = false
     source = "where the numbers come from"
+    cores = 2                      # of one host (with --ranks-per-host: oversubscription)
 
     [network]                      # defaults for --network, --latency, --bandwidth
     topology = "fat-tree:4"
@@ -42,6 +43,7 @@ class ClusterProfile:
     path: str
     name: str = ""
     calibrated: bool = False
+    cores: int | None = None  # of one host
     network: str | None = None
     latency_s: float | None = None
     bandwidth_Bps: float | None = None
@@ -78,6 +80,7 @@ def load_profile(name_or_path):
         return ClusterProfile(
             path=str(name_or_path), name=str(cluster.get("name", path.stem)),
             calibrated=bool(cluster.get("calibrated", False)),
+            cores=int(cluster["cores"]) if "cores" in cluster else None,
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
             bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network

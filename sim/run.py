@@ -64,6 +64,11 @@ def build_parser():
                               "gives the network's and the nodes' defaults")
     cluster.add_argument("--speeds", default="1x", metavar="F,F,...",
                          help="relative speed per node, cycled over the nodes (0.5x: half speed)")
+    cluster.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
+                         help="ranks sharing one host's cores (oversubscription slows compute "
+                              "by R/cores when R > cores)")
+    cluster.add_argument("--cores-per-host", type=int, default=None, metavar="C",
+                         help="cores of a host (default: the profile's [cluster] cores, else R)")
     cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
                          help="each compute step is SLOWDOWN times slower with probability P, "
                               "e.g. 0.05:4x (seeded)")
@@ -90,7 +95,23 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
             raise ValueError("--compute profile needs --profile NAME|FILE.toml")
         seconds_per_sample = (0.0 if profile is None else
                               profile.compute_seconds_per_sample(model_name, flops_per_sample))
-    return ComputeModel(seconds_per_sample, *_node_speeds(cluster), seed)
+    speeds, probability, slowdown = _node_speeds(cluster)
+    share = _core_share(cluster, profile)
+    return ComputeModel(seconds_per_sample, tuple(s * share for s in speeds), probability,
+                        slowdown, seed)
+
+
+def _core_share(cluster, profile):
+    """The share of a core each rank gets: ``min(1, cores / ranks)`` per host with
+    ``--ranks-per-host R`` on hosts of ``--cores-per-host C`` cores (else the profile's
+    ``[cluster] cores``). A time-sharing model: every rank on a host computes at once (as in a
+    synchronous step), so R ranks on C < R cores each run C/R as fast."""
+    ranks = cluster.ranks_per_host
+    cores = cluster.cores_per_host or (profile.cores if profile else None) or ranks
+    if ranks < 1 or cores < 1:
+        raise ValueError(f"--ranks-per-host and --cores-per-host must be >= 1, got {ranks} "
+                         f"and {cores}")
+    return min(1.0, cores / ranks)
 
 
 def network_model(cluster, profile):

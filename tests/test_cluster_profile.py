@@ -66,3 +66,18 @@ def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, capsys, text, message):
     assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_oversubscribed_ranks_share_the_cores_of_their_host(tmp_path):
+    (tmp_path / "p.toml").write_text("[cluster]\ncores = 2\n[compute]\nseconds_per_sample = 1e-3\n")
+    summaries = {}
+    for ranks in (1, 2, 4):
+        out = tmp_path / f"r{ranks}"
+        assert run.main(["--nodes", "4", "--algorithm", "allreduce", "--dataset", "synthetic",
+                         "--batch-size", "10", "--iterations", "2", "--compute", "profile",
+                         "--profile", str(tmp_path / "p.toml"), "--ranks-per-host", str(ranks),
+                         "--out", str(out)]) == 0
+        summaries[ranks] = json.loads((out / "summary.json").read_text())
+    compute = {r: s["compute_s"] for r, s in summaries.items()}
+    assert compute[1] == compute[2] == pytest.approx(2 * 10 * 1e-3)  # a core each
+    assert compute[4] == pytest.approx(2 * compute[1])  # 4 ranks on 2 cores: half a core each
