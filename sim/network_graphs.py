@@ -43,7 +43,12 @@ def _star(n):
     graph = nx.Graph()
     graph.add_nodes_from(range(n))  # hosts before the switch: a message takes its sender's link
     graph.add_edges_from((rank, "switch") for rank in range(n))  # first, as StarNetwork does
-    return graph, list(range(n)), None
+    return graph, list(range(n)), _star_route
+
+
+def _star_route(u, v):
+    """Through the switch (a search from it would look at every host: O(n) a route)."""
+    return [u] if u == v else [u, "switch", v]
 
 
 def _squarest_factors(n):
