@@ -49,11 +49,9 @@ class GhostArray(np.lib.mixins.NDArrayOperatorsMixin):
         self.shape = shape if type(shape) is tuple else (int(shape),) if np.ndim(shape) == 0 \
             else tuple(shape)
         self.dtype = dtype if type(dtype) is np.dtype else np.dtype(dtype)
-
-    size = property(lambda self: math.prod(self.shape))
-    itemsize = property(lambda self: self.dtype.itemsize)
-    nbytes = property(lambda self: self.size * self.dtype.itemsize)
-    ndim = property(lambda self: len(self.shape))
+        self.size, self.ndim = math.prod(self.shape), len(self.shape)
+        self.itemsize = self.dtype.itemsize
+        self.nbytes = self.size * self.itemsize
 
     def __len__(self):
         return self.shape[0]

@@ -82,13 +82,13 @@ class RunLog:
 
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
-        row = self._current
-        row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s, loss=float(loss),
-                   staleness=staleness)
+        row, totals = self._current, self.totals
         if self.write_steps:
+            row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s,
+                       loss=float(loss), staleness=staleness)
             self.steps.write_rows([row])
         for key in TOTALS:
-            self.totals[key] += row[key]
+            totals[key] += row[key]
         self.iterations, self.time_s = max(self.iterations, iteration), time_s
         self._current = _new_step()
 

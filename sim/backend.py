@@ -295,7 +295,7 @@ class Simulator:
         log.charge("wait", self.env.now - seconds - entered)
         sent, received = allreduce_bytes(op.algo, op.buf.size, op.buf.itemsize, node.rank, size)
         log.charge("comm", seconds, sent, received)
-        return finish_reduction(op.buf, op.op, size)
+        return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
 
     def _alpha_beta(self):
         """The (alpha s, beta B/s) the closed forms charge: on the star the flags' own; on a
