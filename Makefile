@@ -18,11 +18,16 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[analysis,dev]'
 	touch $@
 
-# The main job on the bundled data: the one-process baseline, then the same training on 4 MPI ranks.
+# The main job, the twin, on the bundled data: measure this machine (network and compute), train on
+# 2 MPI ranks, simulate the same run on the measured model of this machine, print them side by side.
+TWIN := --algorithm allreduce --iterations 300 --eval-every 100 --no-progress
 demo: $(BIN)/.installed
-	env -u TWINSGD_DATA $(BIN)/python -m real.train --out runs/demo-serial
-	env -u TWINSGD_DATA $(BIN)/mpiexec -n 4 $(BIN)/python -m real.train --algorithm allreduce \
-		--out runs/demo-allreduce
+	env -u TWINSGD_DATA $(BIN)/mpiexec -n 2 $(BIN)/python -m real.calibrate --quick \
+		--out runs/this-machine.toml
+	env -u TWINSGD_DATA $(BIN)/mpiexec -n 2 $(BIN)/python -m real.train $(TWIN) --out runs/twin-real
+	env -u TWINSGD_DATA $(BIN)/python -m sim.run --nodes 2 $(TWIN) \
+		--profile runs/this-machine.toml --compute profile --out runs/twin-sim
+	$(BIN)/python -m analysis.compare runs/twin-real runs/twin-sim
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -41,6 +46,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/compression.py
 	$(BIN)/python benchmarks/speedup.py
 	$(BIN)/python benchmarks/study.py
+	$(BIN)/python benchmarks/sim_speed.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

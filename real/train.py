@@ -18,7 +18,6 @@ traceback); 1 a bug (an exception on any rank aborts the whole job through MPI_A
 hangs, and the run folder says ``failed: ...``).
 """
 
-import argparse
 import importlib.metadata
 import os
 import sys
@@ -34,19 +33,11 @@ from algorithms.runlog import RunLog, run_header
 from data import DataError, load_dataset
 from models import build_model
 from real.backend import Driver
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose errors are one line, printed by rank 0 only; every rank exits 2."""
-
-    def error(self, message):
-        if MPI.COMM_WORLD.rank == 0:
-            print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
+from real.cli import RankZeroParser
 
 
 def build_parser():
-    parser = _Parser(
+    parser = RankZeroParser(
         prog="python -m real.train",
         description="Train a model for real, in one process or under mpirun, and write a run "
                     "folder: config.json, metrics.csv, steps.csv, summary.json, timeline.json, "
