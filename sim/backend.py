@@ -217,46 +217,59 @@ class Simulator:
             yield self.env.timeout(seconds)
         return result
 
-    def _send(self, node, op, copies=None):
-        """``copies``: snapshots already taken in this operation, by payload id (to share)."""
-        t0, payload = self.env.now, op.payload
+    def _transfer(self, node, dest, payload, tag, copies=None):
+        """The process that carries ``payload`` to ``dest`` (done when its bytes have left).
+
+        ``copies``: snapshots already taken in this operation, by payload id (to share)."""
         if copies is None:
             snapshot = _snapshot(payload)
         elif id(payload) in copies:
             snapshot = copies[id(payload)]
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
-        yield self.env.process(self.network.transfer(node.rank, op.dest, payload.nbytes,
-                                                     op.tag, snapshot))
-        self.logs[node.rank].charge("comm", self.env.now - t0, bytes_sent=op.payload.nbytes)
+        return self.env.process(self.network.transfer(node.rank, dest, payload.nbytes, tag,
+                                                      snapshot))
 
     def _take(self, node, source, tag):
-        """Wait for a message from source (or any) with tag; wait until it began, comm after."""
-        t0 = self.env.now
+        """Wait for the message from source (or any) with tag; returns it."""
         request = self.network.mailbox[node.rank].get(
             lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
         try:
-            message = yield request
+            return (yield request)
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
-        waited = max(0.0, message.started - t0)
+
+    def _charge(self, node, t0, messages, sent):
+        """Charge an operation that began at ``t0`` and ends now: wait until the last incoming
+        message began to move (a peer not ready), comm for the rest; each second once, however
+        many transfers overlapped in it."""
+        waited = max([0.0, *(m.started - t0 for m in messages)])
         log = self.logs[node.rank]
         log.charge("wait", waited)
-        log.charge("comm", self.env.now - t0 - waited, bytes_recv=message.payload.nbytes)
-        return message
+        log.charge("comm", self.env.now - t0 - waited, bytes_sent=sent,
+                   bytes_recv=sum(m.payload.nbytes for m in messages))
+
+    def _send(self, node, op):
+        t0 = self.env.now
+        yield self._transfer(node, op.dest, op.payload, op.tag)
+        self._charge(node, t0, (), op.payload.nbytes)
 
     def _recv(self, node, op):
+        t0 = self.env.now
         message = yield from self._take(node, op.source, op.tag)
+        self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
         np.copyto(op.buf, message.payload)
         return message.source, op.buf
 
     def _sendrecv(self, node, op):
-        sending = self.env.process(self._send(node, Send(op.dest, op.payload, op.tag)))
+        t0 = self.env.now
+        sending = self._transfer(node, op.dest, op.payload, op.tag)
         message = yield from self._take(node, op.source, op.tag)
         yield sending
+        self._charge(node, t0, (message,), op.payload.nbytes)
         np.copyto(op.buf, message.payload)
         return op.buf
 
@@ -310,15 +323,16 @@ class Simulator:
         return self._collective_link
 
     def _exchange(self, node, op):
-        copies = {}  # one snapshot per distinct payload (gossip sends one vector to every peer)
-        sending = [self.env.process(self._send(node, Send(peer, payload, op.tag), copies))
+        t0, copies = self.env.now, {}  # one snapshot per distinct payload (gossip: one vector)
+        sending = [self._transfer(node, peer, payload, op.tag, copies)
                    for peer, payload in op.payloads.items()]
-        got = {}
-        for peer in op.payloads:  # the messages' own read-only snapshots, not copied again
-            message = yield from self._take(node, peer, op.tag)
-            got[peer] = message.payload
+        messages = {}
+        for peer in op.payloads:
+            messages[peer] = yield from self._take(node, peer, op.tag)
         yield self.env.all_of(sending)
-        return got
+        self._charge(node, t0, messages.values(),
+                     sum(payload.nbytes for payload in op.payloads.values()))
+        return {peer: m.payload for peer, m in messages.items()}  # read-only, not copied again
 
     def _allgather(self, node, op):
         others = [r for r in range(node.size) if r != node.rank]

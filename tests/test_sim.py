@@ -308,3 +308,24 @@ def test_the_same_seed_gives_the_same_run_folder_byte_for_byte(tmp_path):
                 a.pop(key), b.pop(key)
             a["config"].pop("out"), b["config"].pop("out")
         assert a == b, name
+
+
+@pytest.mark.parametrize("argv", [
+    ["--algorithm", "allreduce"], ["--algorithm", "allreduce", "--allreduce",
+                                   "recursive-doubling"],
+    ["--algorithm", "ps"], ["--algorithm", "ps", "--mode", "async"],
+    ["--algorithm", "ps", "--servers", "2"],
+    ["--algorithm", "gossip", "--topology", "exponential"],
+    ["--algorithm", "allreduce", "--compress", "topk:0.1"],
+])
+def test_every_simulated_second_is_charged_once(tmp_path, argv):
+    """compute + comm + wait of each step add up to the time the step took, on every node
+    (overlapping transfers of one operation are not counted twice)."""
+    _, steps = _profiled(tmp_path, 5, [*argv, "--iterations", "6", "--latency", "5us",
+                                       "--bandwidth", "1GB/s", "--stragglers", "0.3:2x"])
+    last = {}
+    for row in steps:
+        spent = sum(float(row[k]) for k in ("compute_s", "comm_s", "wait_s"))
+        took = float(row["time_s"]) - last.get(row["rank"], 0.0)
+        assert spent == pytest.approx(took, rel=1e-9, abs=1e-15), row
+        last[row["rank"]] = float(row["time_s"])
