@@ -17,9 +17,11 @@ What is measured
   batches of the batch's mean round trip, / 2; the sizes are interleaved, one batch of each per
   pass (see `_ping_pong` for why). The line ``t(n) = alpha + n / beta`` is fitted to it by
   `fit_alpha_beta`.
-- Compute: rank 0 times ``model.loss_and_gradient(X, y)`` (one training step's math, without the
-  update) on one batch of ``--batch-size`` samples of ``--dataset`` for each of ``--models``, with
-  one BLAS thread; median over repetitions after warm-up.
+- Compute: rank 0 times one training step, ``model.loss_and_gradient(X, y)`` and an Adam update
+  (the default optimizer: the simulator charges a profile's compute to the gradient's Compute and
+  nothing to the program's own code, so the update belongs in it), on one batch of
+  ``--batch-size`` samples of ``--dataset`` for each of ``--models``, with one BLAS thread;
+  median over repetitions after warm-up.
 
 Ranks beyond 2 take no part; they wait. Every wait between phases is a *quiet* barrier
 (``Ibarrier`` polled with sleeps), because MPICH's blocking ``Barrier`` and ``Recv`` busy-poll: a
@@ -54,7 +56,7 @@ import numpy as np
 from mpi4py import MPI
 
 from data import NAMES, DataError, load_dataset
-from models import MODELS, build_model
+from models import MODELS, build_model, make_optimizer
 from real.cli import RankZeroParser
 
 SIZES = [2**k for k in range(3, 25)]  # 8 B .. 16 MiB, bytes
@@ -308,26 +310,33 @@ def _round_trip(pair, buf):
 
 
 def _measure_compute(models, X, y, dataset, quick):
-    """Median seconds per sample of ``loss_and_gradient`` for each model, with 1 BLAS thread."""
+    """Median seconds per sample of a training step for each model, with 1 BLAS thread."""
     with _one_blas_thread():
         return {name: _time_step(model, X, y, quick) / len(y) for name, model in models.items()}
 
 
 def _time_step(model, X, y, quick):
-    """Median seconds of one ``loss_and_gradient`` on the batch. Warm-up is by time, not count:
-    the first tenth of a second or so runs up to 3x slower (caches, clock ramp-up, the other
-    ranks settling into their wait). Then at least 10 (quick) or 30 timed repetitions and at
-    least 0.2 s (quick) or 2 s of them, at most 2000."""
+    """Median seconds of one training step (gradient and Adam update) on the batch.
+
+    Warm-up is by time, not count: the first tenth of a second or so runs up to 3x slower
+    (caches, clock ramp-up, the other ranks settling into their wait). Then at least 10 (quick)
+    or 30 timed repetitions and at least 0.2 s (quick) or 2 s of them, at most 2000."""
     grad = np.empty(model.n_params, dtype=model.dtype)
     X = np.ascontiguousarray(X, dtype=model.dtype)  # converted once, as the training loop does
+    adam = make_optimizer("adam", model.n_params, lr=1e-6)  # tiny steps: the weights stay sane
     reps, warmup_s, budget_s = (10, 0.2, 0.2) if quick else (30, 1.0, 2.0)
+
+    def step():
+        model.loss_and_gradient(X, y, out=grad)
+        adam.step(model.params, grad)
+
     start = time.perf_counter()
     while time.perf_counter() - start < warmup_s:
-        model.loss_and_gradient(X, y, out=grad)
+        step()
     times, start = [], time.perf_counter()
     while len(times) < reps or (time.perf_counter() - start < budget_s and len(times) < 2000):
         t0 = time.perf_counter()
-        model.loss_and_gradient(X, y, out=grad)
+        step()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
