@@ -39,7 +39,7 @@ def _cluster(tmp_path, argv):
 def test_the_profile_gives_the_network_and_flags_override_it(tmp_path):
     cluster = _cluster(tmp_path / "a", ["--profile", "lomonosov-2-like"])
     assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
-        ("fat-tree:8", 5e-7, 6.8e9)
+        ("fat-tree:36", 5e-7, 6.8e9)
     cluster = _cluster(tmp_path / "b", ["--profile", "lomonosov-2-like", "--latency", "3us",
                                         "--network", "ring"])
     assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
