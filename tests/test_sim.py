@@ -92,6 +92,29 @@ def test_pushes_into_one_nic_queue_behind_each_other(workers):
     del arrivals
 
 
+@pytest.mark.parametrize(("workers", "servers"), [(8, 1), (8, 2), (8, 4), (12, 3)])
+def test_sharding_over_k_servers_divides_the_push_time_by_k(workers, servers):
+    """N workers push their n-byte gradient as K slices, server 0 first (as ps_worker does):
+    server 0's NIC takes N slices of n/K back to back while the later slices follow in a
+    pipeline, so the last push is in at (N + K - 1) n / (K beta) + alpha: N n / beta + alpha for
+    K = 1, about 1/K of it for N >> K."""
+    nbytes = 4 * 60_000  # divisible by 4 * K for every K here
+
+    def program(rank):
+        if rank < servers:
+            buf = np.zeros(nbytes // 4 // servers, np.float32)
+            for _ in range(workers):
+                yield Recv(source=-1, buf=buf)
+        else:
+            for server in range(servers):
+                yield Send(dest=server, payload=np.zeros(nbytes // 4 // servers, np.float32))
+
+    sim, logs = simulate(servers + workers, program)
+    expected = (workers + servers - 1) * nbytes / (servers * BETA) + ALPHA
+    assert sim.env.now == pytest.approx(expected, rel=1e-12)
+    assert all(log.received == workers * nbytes // servers for log in logs[:servers])
+
+
 def _real(n, out, argv):
     cmd = [sys.executable, "-m", "real.train", *argv, "--out", str(out)]
     if n > 1:
