@@ -16,6 +16,7 @@ stopped because a node failed (``--fail``; its folder says ``"status": "failed: 
 
 import importlib.metadata
 import sys
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -62,8 +63,10 @@ def build_parser():
                          help="cluster profile: a preset of profiles/ (polus-like, "
                               "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
                               "gives the network's and the nodes' defaults")
-    cluster.add_argument("--speeds", default="1x", metavar="F,F,...",
-                         help="relative speed per node, cycled over the nodes (0.5x: half speed)")
+    cluster.add_argument("--speeds", default="1x", metavar="F,F,...|DIST|FILE",
+                         help="relative speed per node (0.5x: half speed): a list cycled over "
+                              "the nodes, a file of one factor a line, or drawn per node "
+                              "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI")
     cluster.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
                          help="ranks sharing one host's cores (oversubscription slows compute "
                               "by R/cores when R > cores)")
@@ -95,7 +98,7 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
             raise ValueError("--compute profile needs --profile NAME|FILE.toml")
         seconds_per_sample = (0.0 if profile is None else
                               profile.compute_seconds_per_sample(model_name, flops_per_sample))
-    speeds, probability, slowdown = _node_speeds(cluster)
+    speeds, probability, slowdown = _node_speeds(cluster, seed)
     share = _core_share(cluster, profile)
     return ComputeModel(seconds_per_sample, tuple(s * share for s in speeds), probability,
                         slowdown, seed)
@@ -128,11 +131,36 @@ def network_model(cluster, profile):
             pick(bandwidth_Bps, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS))
 
 
-def _node_speeds(cluster):
+def node_speeds(spec, nodes, seed):
+    """Relative speeds of ``--speeds spec``: a list (cycled over the nodes), a file of one
+    factor a line, or one draw per node of ``lognormal:SIGMA`` (median 1) or ``uniform:LO:HI``
+    from a generator seeded by ``seed``. ValueError naming the flag."""
+    kind, _, parameters = spec.partition(":")
+    rng = np.random.default_rng([seed, 2])
+    if kind in ("lognormal", "uniform"):
+        try:
+            values = [float(x) for x in parameters.split(":")]
+        except ValueError:
+            values = []
+        if kind == "lognormal" and len(values) == 1 and values[0] >= 0:
+            return tuple(float(x) for x in rng.lognormal(0.0, values[0], nodes))
+        if kind == "uniform" and len(values) == 2 and 0 < values[0] <= values[1]:
+            return tuple(float(x) for x in rng.uniform(*values, nodes))
+        raise ValueError(f"--speeds expects lognormal:SIGMA (SIGMA >= 0) or uniform:LO:HI "
+                         f"(0 < LO <= HI), got {spec}")
+    if Path(spec).is_file():
+        text = Path(spec).read_text().split()
+        speeds = tuple(parse_factor(x if x[-1] == "x" else x + "x") for x in text)
+    else:
+        speeds = tuple(parse_factor(x) for x in spec.split(","))
+    if not speeds or not all(x > 0 for x in speeds):
+        raise ValueError(f"--speeds must be > 0, got {spec}")
+    return speeds
+
+
+def _node_speeds(cluster, seed):
     """(speeds, straggle probability, slowdown) from --speeds and --stragglers."""
-    speeds = tuple(parse_factor(s) for s in cluster.speeds.split(","))
-    if not all(s > 0 for s in speeds):
-        raise ValueError(f"--speeds must be > 0, got {cluster.speeds}")
+    speeds = node_speeds(cluster.speeds, cluster.nodes, seed)
     probability, slowdown = 0.0, 1.0
     if cluster.stragglers:
         p, _, factor = cluster.stragglers.partition(":")

@@ -2,6 +2,7 @@
 
 import json
 
+import numpy as np
 import pytest
 
 from models import profile as network_profile
@@ -81,3 +82,20 @@ def test_oversubscribed_ranks_share_the_cores_of_their_host(tmp_path):
     compute = {r: s["compute_s"] for r, s in summaries.items()}
     assert compute[1] == compute[2] == pytest.approx(2 * 10 * 1e-3)  # a core each
     assert compute[4] == pytest.approx(2 * compute[1])  # 4 ranks on 2 cores: half a core each
+
+
+def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):
+    assert run.node_speeds("1x,0.5x", 4, seed=0) == (1.0, 0.5)
+    (tmp_path / "speeds.txt").write_text("1\n0.25x\n2\n")
+    assert run.node_speeds(str(tmp_path / "speeds.txt"), 3, seed=0) == (1.0, 0.25, 2.0)
+    drawn = run.node_speeds("lognormal:0.3", 20_000, seed=1)
+    assert drawn == run.node_speeds("lognormal:0.3", 20_000, seed=1) != \
+        run.node_speeds("lognormal:0.3", 20_000, seed=2)
+    assert np.median(drawn) == pytest.approx(1.0, rel=0.02)
+    assert np.std(np.log(drawn)) == pytest.approx(0.3, rel=0.03)
+    uniform = run.node_speeds("uniform:0.5:1.5", 20_000, seed=1)
+    assert min(uniform) >= 0.5 and max(uniform) <= 1.5
+    assert np.mean(uniform) == pytest.approx(1.0, rel=0.01)
+    for bad in ("lognormal:-1", "uniform:2:1", "uniform:1", "lognormal:x", "0x", "fast"):
+        with pytest.raises(ValueError):
+            run.node_speeds(bad, 4, seed=0)
