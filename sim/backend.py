@@ -251,9 +251,10 @@ class Simulator:
                    bytes_recv=sum(m.payload.nbytes for m in messages))
 
     def _send(self, node, op):
-        t0 = self.env.now
-        yield self._transfer(node, op.dest, op.payload, op.tag)
-        self._charge(node, t0, (), op.payload.nbytes)
+        t0, payload = self.env.now, op.payload  # the transfer inline: no process to start
+        yield from self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
+                                         _snapshot(payload))
+        self._charge(node, t0, (), payload.nbytes)
 
     def _recv(self, node, op):
         t0 = self.env.now
@@ -265,11 +266,18 @@ class Simulator:
         return message.source, op.buf
 
     def _sendrecv(self, node, op):
-        t0 = self.env.now
-        sending = self._transfer(node, op.dest, op.payload, op.tag)
-        message = yield from self._take(node, op.source, op.tag)
-        yield sending
-        self._charge(node, t0, (message,), op.payload.nbytes)
+        """Post the receive, carry the send out inline, then take what came (no process)."""
+        t0, payload, source, tag = self.env.now, op.payload, op.source, op.tag
+        request = self.network.mailbox[node.rank].get(
+            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+        try:
+            yield from self.network.transfer(node.rank, op.dest, payload.nbytes, tag,
+                                             _snapshot(payload))
+            message = yield request
+        except simpy.Interrupt:
+            request.cancel()  # or it would take a message meant for the program's next Recv
+            raise
+        self._charge(node, t0, (message,), payload.nbytes)
         np.copyto(op.buf, message.payload)
         return op.buf
 
