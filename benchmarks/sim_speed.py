@@ -1,0 +1,367 @@
+"""How fast the simulator is: messages per second against a bare SimPy loop in the same run.
+
+    python benchmarks/sim_speed.py            (about 3 minutes on 2 cores)
+    python benchmarks/sim_speed.py --quick    (smaller counts: a smoke run of 10-20 s)
+
+1. Message level. `sim.backend.Simulator` runs node programs on bare nodes, as tests/test_sim.py
+   does (``--compute profile`` at 0 s per sample: all the time is the machinery's): ping-pong
+   pairs; an incast of 31 senders into rank 0, which receives from any source (contention: they
+   queue at its NIC); ring allreduces, ``Allreduce(buf, op="sum", algo="ring")``, 2(p-1) messages
+   per rank. Every message is 32 bytes. Each case runs with a log that only counts messages, and
+   with a real `algorithms.runlog.RunLog` (bookkeeping on): every node closes a step, a steps.csv
+   row, per message it sends (ring: per allreduce). The peer is a bare SimPy loop of the same
+   shape: senders ``yield timeout(nbytes / beta)``, ``yield timeout(latency)``, ``store.put(m)``;
+   receivers ``yield store.get()``. All sides alternate in rounds, so machine noise falls on each
+   of them; the table shows the median round, and the SimPy events scheduled per message (read
+   from SimPy's event counter: the one figure here that noise cannot move).
+   Target: >= 50k messages/s with contention and bookkeeping on, and >= 0.4 x the bare loop.
+2. Where the time goes: cProfile over one pass of the RunLog cases; the top functions by own time
+   and the own time of all functions summed by group (SimPy core, network model, backend
+   handlers, node program and bookkeeping); a builtin's time goes to its callers' groups.
+3. Scale: ``python -m sim.run`` in a subprocess; its wall and CPU seconds and peak RSS (its own,
+   from ``wait4``). (a) ghost ResNet-50 allreduce SGD, closed-form collectives, 10,000 nodes, 100
+   iterations, target under 30 s; once more at 20 iterations to show that memory stays flat.
+   (b) gossip on a ring of 210 nodes at message level, 100 iterations, target under 60 s: with
+   ghost ResNet-18 payloads, and with the real MLP on the bundled MNIST subset at batch 16 (2
+   steps per epoch, so 50 evaluations) with compute from a profile of 1e-5 s per sample.
+   "/ bare event" is the wall time per node-step over that of a bare SimPy timeout, this run.
+
+Targets are shown as ratios (wall / target); nothing passes or fails: the machines are noisy.
+"""
+
+import argparse
+import cProfile
+import gc
+import json
+import os
+import pstats
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from time import perf_counter, process_time
+from types import SimpleNamespace
+
+import numpy as np
+import simpy
+
+from algorithms.node import Step
+from algorithms.ops import ANY_SOURCE, Allreduce, Recv, Send
+from algorithms.runfolder import RunFolder
+from algorithms.runlog import RunLog
+from sim.backend import ComputeModel, Simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s
+FLOATS = 8  # float32 per message: 32 bytes
+PAIRS, WORKERS, RING = 16, 31, 8  # ping-pong pairs; incast senders into rank 0; ring allreduce p
+TARGET_RATE, TARGET_RATIO = 50_000, 0.4
+
+
+def _events(env):
+    """SimPy events scheduled so far in ``env`` (its private id counter; None if that changes)."""
+    counter = getattr(env, "_eid", None)
+    return next(counter) if counter is not None else None
+
+
+# -- the bare SimPy peers --------------------------------------------------------------------------
+
+def bare_link_and_store(messages):
+    """PAIRS senders, each into its own Store: bytes on the link, latency, put; receivers get.
+    Returns (messages, SimPy events)."""
+    env, per_pair = simpy.Environment(), messages // PAIRS
+
+    def sender(store):
+        for i in range(per_pair):
+            yield env.timeout(4 * FLOATS / BETA_BPS)
+            yield env.timeout(ALPHA_S)
+            store.put(i)
+
+    def receiver(store):
+        for _ in range(per_pair):
+            yield store.get()
+
+    for store in (simpy.Store(env) for _ in range(PAIRS)):
+        env.process(sender(store))
+        env.process(receiver(store))
+    env.run()
+    return per_pair * PAIRS, _events(env)
+
+
+def bare_timeouts(events):
+    """PAIRS processes yielding unit timeouts: the cost of one SimPy event; (events, events)."""
+    env, each = simpy.Environment(), events // PAIRS
+
+    def ticker():
+        for _ in range(each):
+            yield env.timeout(1)
+
+    for _ in range(PAIRS):
+        env.process(ticker())
+    env.run()
+    return each * PAIRS, each * PAIRS
+
+
+# -- node programs on bare nodes -------------------------------------------------------------------
+
+class _CountingLog:
+    """A log that keeps nothing but the number of messages sent (tests/test_sim.py's, lighter)."""
+
+    def __init__(self):
+        self.messages = 0
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.messages += bytes_sent > 0
+
+    def end_step(self, *args):
+        """Steps are not recorded."""
+
+
+def _end_step(node, iteration):
+    node.on_step_end(Step(0, iteration, None, None, False), 0.0, 0)  # as Node.end_step does
+
+
+def ping_pong(node, rounds):
+    """Pairs (0, 1), (2, 3), ...: the even rank sends, the odd one sends back; a step per round."""
+    buf, peer = np.zeros(FLOATS, np.float32), node.rank ^ 1
+    for i in range(1, rounds + 1):
+        if node.rank % 2 == 0:
+            yield Send(dest=peer, payload=buf)
+            yield Recv(source=peer, buf=buf)
+        else:
+            yield Recv(source=peer, buf=buf)
+            yield Send(dest=peer, payload=buf)
+        _end_step(node, i)
+
+
+def incast(node, rounds):
+    """Every rank but 0 sends ``rounds`` messages to rank 0, which takes them from any source:
+    they queue at its NIC. A step per message sent, and per round of receives."""
+    buf = np.zeros(FLOATS, np.float32)
+    for i in range(1, rounds + 1):
+        if node.rank == 0:
+            for _ in range(node.size - 1):
+                yield Recv(source=ANY_SOURCE, buf=buf)
+        else:
+            yield Send(dest=0, payload=buf)
+        _end_step(node, i)
+
+
+def ring_allreduces(node, rounds):
+    """``rounds`` ring allreduces of 32 bytes per rank and message; a step each."""
+    buf = np.zeros(FLOATS * node.size, np.float32)  # zeros: repeated sums stay finite
+    for i in range(1, rounds + 1):
+        yield Allreduce(buf, op="sum", algo="ring")
+        _end_step(node, i)
+
+
+# case -> (program, ranks, messages per round)
+CASES = {"ping-pong": (ping_pong, 2 * PAIRS, 2 * PAIRS),
+         "incast": (incast, WORKERS + 1, WORKERS),
+         "ring allreduce": (ring_allreduces, RING, 2 * RING * (RING - 1))}
+
+
+def simulate(case, messages, runlog):
+    """Run ``case`` for about ``messages`` messages; (messages sent (checked), SimPy events)."""
+    program, size, per_round = CASES[case]
+    rounds = max(1, messages // per_round)
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    logs = _runlogs(size) if runlog else [_CountingLog() for _ in range(size)]
+    sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
+    sim.run([program(node, rounds) for node in nodes])
+    if runlog:
+        logs[0].steps.close()
+        sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
+    else:
+        sent = sum(log.messages for log in logs)
+    if sent != rounds * per_round:
+        raise RuntimeError(f"{case}: {sent} messages sent, expected {rounds * per_round}")
+    return sent, _events(sim.env)
+
+
+def _runlogs(size):
+    """One RunLog per rank on a fresh run folder, sharing one steps.csv writer (as sim.run does)."""
+    folder, header = RunFolder(tempfile.mkdtemp(prefix="twinsgd-simspeed-")), {"config": {}}
+    first = RunLog(folder, header)
+    return [first] + [RunLog(folder, header, reporter=False, steps=first.steps)
+                      for _ in range(size - 1)]
+
+
+# -- 1. message level ------------------------------------------------------------------------------
+
+def message_level(messages, rounds):
+    """Alternate all sides for ``rounds`` rounds; print the table of median rounds."""
+    sides = {"bare SimPy: link delay + Store put/get": lambda: bare_link_and_store(messages)}
+    for runlog in (False, True):
+        for case in CASES:
+            name = f"{case}, {'RunLog' if runlog else 'counting log'}"
+            sides[name] = lambda case=case, runlog=runlog: simulate(case, messages, runlog)
+    sides["bare SimPy: timeouts (events)"] = lambda: bare_timeouts(4 * messages)
+    seconds, counts, events = {name: [] for name in sides}, {}, {}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            gc.collect()
+            t0 = perf_counter()
+            counts[name], events[name] = run()
+            seconds[name].append(perf_counter() - t0)
+    wall = {name: float(np.median(s)) for name, s in seconds.items()}
+    rate = {name: counts[name] / wall[name] for name in sides}
+    bare = rate["bare SimPy: link delay + Store put/get"]
+    print(f"1. Message level: {PAIRS} ping-pong pairs, {WORKERS} senders into one, ring allreduce "
+          f"of {RING}; 32 B messages,")
+    print(f"   alpha {ALPHA_S * 1e6:g} us, beta {BETA_BPS / 1e9:g} GB/s; median of {rounds} "
+          f"alternating round(s)")
+    print(f"{'case':<40} {'messages':>9} {'wall s':>7} {'messages/s':>11} {'vs bare':>8} "
+          f"{'events/message':>15}")
+    for name in sides:
+        if name.endswith("(events)"):
+            continue
+        per_message = f"{events[name] / counts[name]:.2f}" if events[name] else "-"
+        print(f"{name:<40} {counts[name]:>9} {wall[name]:>7.3f} {rate[name]:>11,.0f} "
+              f"{rate[name] / bare:>8.2f} {per_message:>15}")
+    events = rate["bare SimPy: timeouts (events)"]
+    slowest = min((n for n in sides if n.endswith("RunLog")), key=rate.get)
+    print(f"bare SimPy: {events:,.0f} timeout events/s ({1e6 / events:.2f} us each)")
+    print(f"target >= {TARGET_RATE:,} messages/s and >= {TARGET_RATIO} x bare with bookkeeping on; "
+          f"slowest such case ({slowest}): {rate[slowest]:,.0f}/s = {rate[slowest] / bare:.2f} x "
+          f"bare = {rate[slowest] / TARGET_RATE:.2f} x the rate target")
+    return 1 / events
+
+
+# -- 2. where the time goes ------------------------------------------------------------------------
+
+GROUPS = ("SimPy core", "network model", "backend handlers", "node program/bookkeeping")
+
+
+def _group(func):
+    """The group of a profiled function (filename, line, name); None for a builtin."""
+    filename = func[0].replace(os.sep, "/")
+    if filename == "~":
+        return None
+    if "/simpy/" in filename:
+        return GROUPS[0]
+    if filename.endswith("sim/network.py"):
+        return GROUPS[1]
+    if filename.endswith("sim/backend.py"):
+        return GROUPS[2]
+    return GROUPS[3]
+
+
+def _main_caller_group(callers):
+    """Where most of a builtin's time was spent from: its main caller's group (else SimPy's)."""
+    caller = max(callers, key=lambda c: callers[c][2], default=None)
+    return (_group(caller) if caller else None) or GROUPS[0]
+
+
+def profile(messages, top=12):
+    """cProfile one pass of the RunLog cases; print the top functions and the groups' shares."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for case in CASES:
+        simulate(case, messages, runlog=True)
+    profiler.disable()
+    stats = pstats.Stats(profiler).stats  # func -> (calls, ncalls, own s, cumulative s, callers)
+    total = sum(own for _, _, own, _, _ in stats.values())
+    groups = dict.fromkeys(GROUPS, 0.0)
+    for func, (_, _, own, _, callers) in stats.items():
+        if _group(func) is not None:
+            groups[_group(func)] += own
+            continue
+        by_caller = {caller: c[2] for caller, c in callers.items()}  # builtin: own s per caller
+        caller_own = sum(by_caller.values()) or 1.0
+        for caller, caller_s in by_caller.items():
+            groups[_group(caller) or GROUPS[0]] += own * caller_s / caller_own
+    print(f"\n2. Where the time goes: cProfile over the RunLog cases ({total:.2f} s profiled)")
+    print(f"{'function':<44} {'group':<26} {'calls':>8} {'own %':>6} {'cum. %':>7}")
+    running = 0.0
+    for func, (_, calls, own, _, callers) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
+        running += own
+        where = f"{Path(func[0]).name}:{func[1]}({func[2]})" if func[0] != "~" else func[2]
+        group = _group(func) or f"[{_main_caller_group(callers)}]"
+        print(f"{where[:44]:<44} {group:<26} {calls:>8} {100 * own / total:>6.1f} "
+              f"{100 * running / total:>7.1f}")
+    print("own time by group: " + ", ".join(f"{g} {100 * s / total:.0f}%" for g, s in
+                                             groups.items()))
+
+
+# -- 3. scale --------------------------------------------------------------------------------------
+
+def scale_runs(quick, profile_toml):
+    """(name, nodes, iterations, sim.run argv, target wall s or None) of each scale run."""
+    a_nodes, b_iters, real_nodes = (1000, 10, 42) if quick else (10_000, 100, 210)
+    allreduce = ["--algorithm", "allreduce", "--ghost", "resnet50", "--collectives", "closed-form",
+                 "--steps-sample", "100", "--eval-every", "50"]
+    gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
+    runs = [("(a) allreduce, ghost resnet50, closed form", a_nodes, it, allreduce,
+             None if quick or it != 100 else 30.0) for it in (20, 100)]
+    runs.append(("(b) gossip ring, ghost resnet18", 210, b_iters, [*gossip, "--ghost", "resnet18"],
+                 None if quick else 60.0))
+    runs.append(("(b) gossip ring, MLP on mnist-subset", real_nodes, b_iters,
+                 [*gossip, "--dataset", "mnist-subset", "--batch-size", "16", "--compute",
+                  "profile", "--profile", str(profile_toml)], None if quick else 60.0))
+    return runs
+
+
+def run_sim(nodes, iterations, argv, out):
+    """``python -m sim.run`` in a subprocess: (wall s, CPU s, peak RSS MB, summary or error)."""
+    cmd = [sys.executable, "-m", "sim.run", "--nodes", str(nodes), "--iterations",
+           str(iterations), *argv, "--out", str(out)]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1",
+           "PYTHONPATH": str(ROOT)}
+    with tempfile.TemporaryFile() as stderr:
+        t0 = perf_counter()
+        child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not all children's
+        wall = perf_counter() - t0
+        child.returncode = os.waitstatus_to_exitcode(status)
+        stderr.seek(0)
+        error = stderr.read().decode(errors="replace").strip().splitlines()[-1:]
+    cpu, peak_mb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024  # Linux: KiB
+    if child.returncode:
+        return wall, cpu, peak_mb, f"exit {child.returncode}: {' '.join(error)}"
+    return wall, cpu, peak_mb, json.loads((Path(out) / "summary.json").read_text())
+
+
+def scale(quick, bare_event_s):
+    """Run every scale case once; print the table and the memory check of (a)."""
+    folder = Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-"))
+    toml = folder / "profile.toml"
+    toml.write_text("[compute]\nseconds_per_sample = 1e-5\n")
+    print(f"\n3. Scale: python -m sim.run, one subprocess each{' (--quick sizes)' * quick}")
+    print(f"{'run':<42} {'nodes':>6} {'it':>4} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} "
+          f"{'us/node-step':>12} {'/ bare event':>12} {'target s':>8} {'wall/target':>11}")
+    peaks = {}
+    for i, (name, nodes, iterations, argv, target) in enumerate(scale_runs(quick, toml)):
+        wall, cpu, peak_mb, summary = run_sim(nodes, iterations, argv, folder / f"run{i}")
+        if isinstance(summary, str):
+            print(f"{name:<42} {nodes:>6} {iterations:>4} failed: {summary}")
+            continue
+        per_step = wall / (nodes * summary["iterations"])
+        peaks[name, iterations] = peak_mb
+        print(f"{name:<42} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
+              f"{per_step * 1e6:>12.1f} {per_step / bare_event_s:>12.1f} "
+              f"{target or '-':>8} {f'{wall / target:.2f}' if target else '-':>11}")
+    a_runs = sorted((it, mb) for (name, it), mb in peaks.items() if name.startswith("(a)"))
+    if len(a_runs) == 2:
+        (low, low_mb), (high, high_mb) = a_runs
+        print(f"(a) peak RSS at {low} and {high} iterations: {low_mb:.0f} MB and {high_mb:.0f} MB "
+              f"(ratio {high_mb / low_mb:.2f}; flat is 1.00)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run")
+    args = parser.parse_args(argv)
+    messages, rounds = (5_000, 1) if args.quick else (20_000, 5)
+    print(f"python {sys.version.split()[0]}, simpy {simpy.__version__}, numpy {np.__version__}, "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    t0, cpu0 = perf_counter(), process_time()
+    bare_event_s = message_level(messages, rounds)
+    profile(messages // 2)
+    scale(args.quick, bare_event_s)
+    print(f"\nthis script: {perf_counter() - t0:.0f} s wall, {process_time() - cpu0:.0f} s CPU "
+          f"in this process")
+
+
+if __name__ == "__main__":
+    main()
