@@ -32,7 +32,6 @@ class RunFolder:
     Examples
     --------
     >>> import tempfile
-import zipfile
     >>> run = RunFolder(tempfile.mkdtemp())
     >>> run.write_json("summary.json", {"time_s": 1.5})
     >>> json.loads((run.path / "summary.json").read_text())

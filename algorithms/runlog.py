@@ -125,8 +125,9 @@ class RunLog:
         target = self.target_accuracy
         if target is not None and self.time_to_target_s is None and test_accuracy >= target:
             self.time_to_target_s = time_s
-        if time.monotonic() - self._summary_written >= STEPS_FLUSH_S:  # thousands of nodes
-            self._summary_written = time.monotonic()  # make it costly: refresh once a second
+        # At most once a second: with thousands of nodes the document is costly to write.
+        if time.monotonic() - self._summary_written >= STEPS_FLUSH_S:
+            self._summary_written = time.monotonic()
             self.folder.write_json("summary.json", self.summary())
 
     def summary(self):

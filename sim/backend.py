@@ -31,7 +31,6 @@ from algorithms.collectives import (
     alpha_beta_time,
     average_models,
     finish_reduction,
-    ring_allreduce,
     run_in_process,
 )
 from algorithms.ghost import GhostArray
@@ -81,6 +80,12 @@ class ComputeModel:
         slow = self.slowdown if self.straggle_probability and \
             rng.random() < self.straggle_probability else 1.0
         return slow / self.speeds[rank % len(self.speeds)]
+
+
+def _simulated(algorithm):
+    """The allreduce the simulator runs for ``--allreduce algorithm``: MPI's own is opaque, so
+    ``mpi`` is simulated as the ring."""
+    return algorithm if algorithm in ALLREDUCES else "ring"
 
 
 class _Crash:
@@ -239,10 +244,14 @@ class Simulator:
         return self.env.process(self.network.transfer(node.rank, dest, payload.nbytes, tag,
                                                       snapshot))
 
+    def _posted(self, node, source, tag):
+        """The mailbox request for the message from source (or any) with tag."""
+        return self.network.mailbox[node.rank].get(
+            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+
     def _take(self, node, source, tag):
         """Wait for the message from source (or any) with tag; returns it."""
-        request = self.network.mailbox[node.rank].get(
-            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+        request = self._posted(node, source, tag)
         try:
             return (yield request)
         except simpy.Interrupt:
@@ -277,8 +286,7 @@ class Simulator:
     def _sendrecv(self, node, op):
         """Post the receive, carry the send out inline, then take what came (no process)."""
         t0, payload, source, tag = self.env.now, op.payload, op.source, op.tag
-        request = self.network.mailbox[node.rank].get(
-            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+        request = self._posted(node, source, tag)
         try:
             yield from self.network.transfer(node.rank, op.dest, payload.nbytes, tag,
                                              _snapshot(payload))
@@ -291,8 +299,8 @@ class Simulator:
         return op.buf
 
     def _allreduce(self, node, op):
-        # MPI's own algorithm is opaque: --allreduce mpi is simulated as the ring.
-        program, reply = ALLREDUCES.get(op.algo, ring_allreduce)(op.buf, node.rank, node.size), None
+        program = ALLREDUCES[_simulated(op.algo)](op.buf, node.rank, node.size)
+        reply = None
         while True:
             try:
                 step = program.send(reply)
@@ -314,7 +322,7 @@ class Simulator:
         bufs.append((node.rank, op.buf))
         if len(bufs) == size:
             del self._collectives[key]
-            algorithm = op.algo if op.algo in ALLREDUCES else "ring"
+            algorithm = _simulated(op.algo)
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
                 run_in_process([ALLREDUCES[algorithm](buf, rank, size)
                                 for rank, buf in sorted(bufs, key=lambda b: b[0])])

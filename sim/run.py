@@ -209,15 +209,16 @@ def main(argv=None):
                      f"{nodes[0].shards} shards)")
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
-    header = _header(cfg, dataset, nodes[0].model, size, latency_s, bandwidth_Bps)
-    header["cluster"].update(network=network, profile=cluster.profile,
-                             compute="measured" if compute.seconds_per_sample is None
-                             else "profile",
-                             collectives=cluster.collectives,
-                             speeds=list(compute.speeds),
-                             stragglers=cluster.stragglers,
-                             seconds_per_sample=compute.seconds_per_sample,
-                             ghost=cluster.ghost, steps_sample=cluster.steps_sample)
+    header = run_header(
+        cfg, dataset, nodes[0].model, size, "simulated", "sim.run", mpi=None,
+        cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network,
+                 "profile": cluster.profile,
+                 "compute": "measured" if compute.seconds_per_sample is None else "profile",
+                 "collectives": cluster.collectives, "speeds": list(compute.speeds),
+                 "stragglers": cluster.stragglers,
+                 "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
+                 "steps_sample": cluster.steps_sample},
+        versions={"simpy": importlib.metadata.version("simpy")})
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
@@ -283,14 +284,6 @@ def _data_and_model(cfg, cluster):
                          f"the values")
     model, dataset = ghost_model(cluster.ghost)
     return dataset or ghost_dataset(cfg.dataset), model
-
-
-def _header(cfg, dataset, model, size, latency_s, bandwidth_Bps):
-    """The config.json document, with the simulated cluster."""
-    return run_header(cfg, dataset, model, size, "simulated", "sim.run", mpi=None,
-                      cluster={"latency_s": latency_s,
-                               "bandwidth_Bps": bandwidth_Bps},
-                      versions={"simpy": importlib.metadata.version("simpy")})
 
 
 if __name__ == "__main__":
