@@ -1,6 +1,5 @@
 """Gradient codecs: what each keeps, its bytes on the wire against the formula, error feedback."""
 
-import doctest
 import math
 import pickle
 
@@ -10,19 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-import algorithms.compression as compression
 from algorithms.compression import (
     CODECS,
     HEADER_NBYTES,
     ErrorFeedback,
     Message,
     base,
-    dense,
-    feedback,
     make_codec,
     qsgd,
-    sparse,
-    spec,
 )
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23
@@ -422,8 +416,3 @@ def test_bad_arguments():
         ErrorFeedback(make_codec("sign"), 0)
     with pytest.raises(ValueError, match=r"^g must have shape \(8,\), got \(9,\)$"):
         ErrorFeedback(make_codec("sign"), 8).encode(np.ones(9, np.float32))
-
-
-@pytest.mark.parametrize("module", [compression, base, dense, feedback, qsgd, sparse, spec])
-def test_docstring_examples(module):
-    assert doctest.testmod(module, raise_on_error=False).failed == 0

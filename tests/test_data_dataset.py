@@ -201,15 +201,3 @@ def test_select_balanced():
     np.testing.assert_array_equal(chosen, select_balanced(labels, per_class=2, seed=0))
     with pytest.raises(ValueError, match="class 0 has 5 examples, need 6"):
         select_balanced(labels, per_class=6, seed=0)
-
-
-# ---- the examples in the docstrings ----------------------------------------------------------
-
-
-@pytest.mark.parametrize("module", ["errors", "dataset", "synthetic", "sharding", "subset"])
-def test_docstring_examples_hold(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(f"data.{module}"))
-    assert result.attempted > 0 and result.failed == 0

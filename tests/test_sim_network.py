@@ -4,7 +4,6 @@ Each test starts tiny SimPy drivers that call ``network.transfer`` and take from
 then compares arrival times with ``hops * alpha + n / beta`` and its contended variants.
 """
 
-import doctest
 import itertools
 import math
 
@@ -15,7 +14,6 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import sim.network
 from sim.network import Message, RoutedNetwork, make_network
 
 ALPHA = 1e-6  # seconds per hop
@@ -257,8 +255,6 @@ def test_a_router_that_gives_no_path_is_refused():
         net.hops(0, 1)
 
 
-def test_doctests():
-    assert doctest.testmod(sim.network).failed == 0
 
 
 # -- interrupted transfers give their links back --------------------------------------------------

@@ -543,15 +543,3 @@ def test_unreadable_and_missing_files(tmp_path):
 
 def test_error_messages_fold_to_one_line():
     assert str(TopologyError("a\nb")) == "a b" and issubclass(TopologyError, ValueError)
-
-
-# ---- the examples in the docstrings ----------------------------------------------------------
-
-
-@pytest.mark.parametrize("module", ["errors", "files", "families", "mixing", "schedule"])
-def test_docstring_examples_hold(module):
-    import doctest
-    import importlib
-
-    result = doctest.testmod(importlib.import_module(f"topologies.{module}"))
-    assert result.attempted > 0 and result.failed == 0

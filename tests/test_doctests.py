@@ -1,0 +1,30 @@
+"""The examples in the docstrings run, for every module that has them (an example that has rotted
+is a wrong document)."""
+
+import doctest
+import importlib
+import pkgutil
+
+import pytest
+
+PACKAGES = ("algorithms", "data", "models", "topologies", "sim", "analysis")
+HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must keep some
+    "algorithms.compression", "algorithms.units", "algorithms.collectives", "algorithms.ghost",
+    "data.errors", "data.dataset", "data.synthetic", "data.sharding", "data.subset",
+    "topologies.errors", "topologies.files", "topologies.families", "topologies.mixing",
+    "topologies.schedule", "sim.network", "sim.sweep", "models.profiles"}
+
+
+def _modules():
+    for package in PACKAGES:
+        root = importlib.import_module(package)
+        yield package
+        for info in pkgutil.walk_packages(root.__path__, prefix=f"{package}."):
+            yield info.name
+
+
+@pytest.mark.parametrize("name", sorted(_modules()))
+def test_the_docstring_examples_hold(name):
+    result = doctest.testmod(importlib.import_module(name))
+    assert result.failed == 0, f"{result.failed} of {result.attempted} examples fail in {name}"
+    assert result.attempted > 0 or name not in HAVE_EXAMPLES, f"{name} lost its examples"
