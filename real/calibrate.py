@@ -1,77 +1,87 @@
-"""``python -m real.calibrate``: measure this machine and write a cluster profile for ``sim.run``.
+"""``python -m real.calibrate``: measure a machine or cluster and write a profile for ``sim.run``.
 
 Examples
 --------
-Two ranks (on one host: the shared-memory path; one rank per host measures the network)::
+Two ranks on two hosts measure the network between them (on one host: shared memory)::
 
-    mpiexec -n 2 python -m real.calibrate --out profiles/this-machine.toml
     mpiexec -n 2 -ppn 1 -hosts a,b python -m real.calibrate --out profiles/cluster.toml
-    python -m sim.run --profile profiles/this-machine.toml --compute profile ...
+    python -m real.cluster run -n 2 -- python -m real.calibrate --out runs/emulated.toml
+    python -m sim.run --profile runs/emulated.toml --compute empirical ...
+    python -m real.calibrate --from-run runs/some-run --out runs/emulated.toml   # no MPI needed
 
-What is measured
-----------------
-- Network: a blocking ping-pong (``Send``/``Recv`` of float32 buffers) between ranks 0 and 1 for
-  message sizes 8 B .. 16 MiB (powers of 2; ``--quick``: powers of 4 to 8 MiB), as the OSU
-  latency benchmark does it: a barrier before each batch of round trips, warm-up round trips
-  discarded, fewer repetitions for large sizes. One-way time = median over 20 (``--quick``: 12)
-  batches of the batch's mean round trip, / 2; the sizes are interleaved, one batch of each per
-  pass (see `_ping_pong` for why). The line ``t(n) = alpha + n / beta`` is fitted to it by
-  `fit_alpha_beta`.
-- Compute: rank 0 times one training step, ``model.loss_and_gradient(X, y)`` and an Adam update
-  (the default optimizer: the simulator charges a profile's compute to the gradient's Compute and
-  nothing to the program's own code, so the update belongs in it), on one batch of
-  ``--batch-size`` samples of ``--dataset`` for each of ``--models``, with one BLAS thread;
-  median over repetitions after warm-up.
-
-Ranks beyond 2 take no part; they wait. Every wait between phases is a *quiet* barrier
-(``Ibarrier`` polled with sleeps), because MPICH's blocking ``Barrier`` and ``Recv`` busy-poll: a
-waiting rank burns a whole core (measured here: 65% of a core in ``Barrier``, 2% quiet), which on a
-2-core machine is the core rank 0's BLAS or the ping-pong partner would otherwise have.
+What is measured, and why so
+----------------------------
+- Network, the patterns the programs use (`real.netbench`): one-way ping-pong (Send/Recv),
+  Sendrecv of n bytes each way (a ring step), an incast of every other rank into rank 0 (with 3
+  ranks or more), and LogP's per-send overhead o. Sizes 8 B .. 16 MiB (``--quick``: powers of 4
+  to 8 MiB). Each of the first two gets a piecewise alpha-beta model (`algorithms.costfit`) that
+  reproduces every measured point within 5 %: one line cannot where a token bucket lets the
+  first bytes through at line rate (a single line fitted 236 MB/s to a link shaped to 125
+  MB/s). The incast is compared with what the one-way model predicts on a star (k messages
+  queued at one NIC), and that error is written down.
+- Compute, two ways. (1) The training step of each model timed in a hot loop on rank 0 (gradient
+  and Adam update; seconds per sample for ``--compute profile``, and a FLOP rate for ghost
+  models). (2) The real program: every rank runs ``real.train --algorithm allreduce`` for
+  ``--train-steps`` steps of each model, and the distribution of its steps' compute seconds goes
+  into ``[compute.steps.MODEL]`` for ``--compute empirical``. Inside a run a step costs more than
+  in the loop (2.55 ms against 1.40 ms for the MLP on two emulated hosts: caches evicted by
+  MPI's copies, the program's own code, the other rank on the memory system), and a synchronous
+  step waits for the slowest rank, so the spread matters as much as the median.
+- ``--from-run RUN_DIR`` (one process, no MPI) takes the step times of any run folder instead and
+  writes them into the profile ``--out``, which is created or updated in place.
 
 The profile (read by ``sim.cluster_profile.load_profile``)::
 
-    [cluster]    name, calibrated = true, source (tool, MPI library, ranks, hosts), cores
-    [network]    topology = "star", latency = "1.23us" (alpha), bandwidth = "5.67GB/s" (beta)
-    [network.fit]  sizes (bytes), seconds (one-way), r2: the measured points of the fit
-    [compute]    flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, batch_size, dataset,
-                 flops_per_sample = {mlp = .., cnn = ..} (forward FLOPs, for checking flops_per_s)
-
-``flops_per_s`` is the sustained training rate of one rank, ``3 * flops_per_sample /
-seconds_per_sample`` (a training sample costs three forward passes), of the median model (the lower
-median when the count is even, so that it is one model's own rate).
+    [cluster]   name, calibrated = true, source, cores, one_machine, hosts
+    [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
+                largest segment's), overhead_s (LogP's o)
+    [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
+    [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
+    [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, batch_size, dataset,
+                flops_per_sample
+    [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
 exception on any rank aborts the whole job, so nobody hangs). The file is written atomically.
 """
 
+import contextlib
 import datetime
+import io
 import os
 import socket
 import sys
 import time
+import tomllib
 import traceback
 from pathlib import Path
 
 import numpy as np
-from mpi4py import MPI
 
+from algorithms.steptimes import step_times_from_run
 from data import NAMES, DataError, load_dataset
 from models import MODELS, build_model, make_optimizer
-from real.cli import RankZeroParser
 
 SIZES = [2**k for k in range(3, 25)]  # 8 B .. 16 MiB, bytes
 QUICK_SIZES = [8 * 4**k for k in range(11)]  # 8 B .. 8 MiB, bytes
-_TAG = 17
+MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
 
 
-def build_parser():
-    parser = RankZeroParser(
+def build_parser(parser_class=None):
+    """The argument parser; errors are one line from rank 0 (`RankZeroParser`) unless another
+    class is given (``--from-run`` runs as one process, without MPI)."""
+    if parser_class is None:
+        from real.cli import RankZeroParser as parser_class
+
+    parser = parser_class(
         prog="python -m real.calibrate",
-        description="Measure this machine under mpiexec -n 2 (ping-pong between ranks 0 and 1, "
-                    "the training step of each model on rank 0) and write a cluster profile "
-                    "(TOML) for python -m sim.run --profile.")
+        description="Measure this machine or cluster under mpiexec -n 2 or more (network "
+                    "patterns between ranks, the training step of each model, a short run of "
+                    "the real program) and write a cluster profile (TOML) for python -m sim.run "
+                    "--profile. With --from-run, take the step times of a run folder instead.")
     parser.add_argument("--out", default="profiles/this-machine.toml", metavar="FILE",
-                        help="the profile to write (default: %(default)s)")
+                        help="the profile to write (--from-run: to create or update) "
+                             "(default: %(default)s)")
     parser.add_argument("--dataset", default="mnist-subset",
                         help=f"data the models are timed on: {', '.join(NAMES)} "
                              f"(default: %(default)s, bundled)")
@@ -80,42 +90,69 @@ def build_parser():
                         help="comma-separated models to time (default: %(default)s)")
     parser.add_argument("--batch-size", type=int, default=100,
                         help="samples per timed step (default: %(default)s)")
+    parser.add_argument("--train-steps", type=int, default=None, metavar="K",
+                        help="steps of the real program per model for the step-time "
+                             "distribution (default 120, --quick 40; 0 skips it)")
     parser.add_argument("--quick", action="store_true",
-                        help="fewer sizes and repetitions (seconds, for tests; noisier)")
+                        help="fewer sizes, repetitions and steps (seconds, for tests; noisier)")
+    parser.add_argument("--from-run", metavar="RUN_DIR",
+                        help="no measuring: write the step times of this run folder into --out")
     return parser
 
 
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if "--from-run" in argv or any(a.startswith("--from-run=") for a in argv):
+        return _from_run_main(argv)
+    from mpi4py import MPI
+
     comm = MPI.COMM_WORLD
     parser = build_parser()
     args = parser.parse_args(argv)
     started = time.perf_counter()
     if comm.size < 2:
-        parser.error(f"needs at least 2 MPI ranks for the ping-pong, got {comm.size}: run it as "
-                     f"mpiexec -n 2 python -m real.calibrate")
+        parser.error(f"needs at least 2 MPI ranks for the network, got {comm.size}: run it as "
+                     f"mpiexec -n 2 python -m real.calibrate (or --from-run RUN_DIR alone)")
     try:
         if args.dataset not in NAMES:
             raise ValueError(f"--dataset must be one of {', '.join(NAMES)}, got {args.dataset!r}")
         args.models = _check_models(args.models)
         if args.batch_size < 1:
             raise ValueError(f"--batch-size must be >= 1, got {args.batch_size}")
+        if args.train_steps is None:
+            args.train_steps = 40 if args.quick else 120
+        if args.train_steps < 0:
+            raise ValueError(f"--train-steps must be >= 0, got {args.train_steps}")
         work = _prepare(args, comm)
     except (DataError, ValueError) as err:
         parser.error(str(err))
-    hosts = comm.gather(MPI.Get_processor_name(), root=0)
     try:
-        per_model = _measure_compute(*work, args.quick) if comm.rank == 0 else None
-        _quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
-        sizes = QUICK_SIZES if args.quick else SIZES
-        seconds = _measure_network(comm, sizes, args.quick)
+        measured = _measure(args, comm, work)
         if comm.rank == 0:
-            _finish(args, hosts, sizes, seconds, per_model, work, started)
+            _finish(args, measured, work, started)
     except Exception:
-        if comm.size > 1:
-            traceback.print_exc()
-            sys.stderr.flush()
-            comm.Abort(1)
-        raise
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)
+    return 0
+
+
+def _from_run_main(argv):
+    from algorithms.config import OneLineParser
+
+    parser = build_parser(OneLineParser)
+    args = parser.parse_args(argv)
+    try:
+        times = step_times_from_run(args.from_run)
+        document = _read_profile(Path(args.out))
+        _put_step_times(document, times)
+        _write_profile(Path(args.out), document)
+    except ValueError as err:
+        parser.error(str(err))
+    print(f"compute: {times.model} {times.median_s * 1e3:.4g} ms per step of {times.batch_size} "
+          f"(median of {times.steps} steps; 5-95 %: {times.seconds_at(0.05) * 1e3:.4g}-"
+          f"{times.seconds_at(0.95) * 1e3:.4g} ms) from {args.from_run}\nwrote {args.out}")
     return 0
 
 
@@ -167,146 +204,48 @@ def _load(args):
     return models, X, y, dataset
 
 
-# ---------------------------------------------------------------------------- fitting
-def fit_alpha_beta(nbytes, seconds):
-    """Fit the Hockney model ``t(n) = alpha + n / beta`` to one-way message times.
-
-    The fit minimises the *relative* residuals, ``sum(((alpha + n_i / beta - t_i) / t_i)**2)``
-    (least squares with weights ``1 / t_i``; linear in ``alpha`` and ``1 / beta``), with
-    ``alpha >= 0``. Why: the times span three or four decades. Ordinary least squares lets the
-    largest messages, whose absolute residuals are a thousand times larger, decide both numbers,
-    and ``alpha`` comes out as noise (often negative). Counting each point's error as a fraction
-    of its own time makes the small messages, where ``alpha`` is nearly all of ``t``, determine
-    ``alpha``, and the large ones, where ``n / beta`` is, determine ``beta``; it is the linear
-    counterpart of fitting ``log t``, and unlike fitting ``alpha`` to small sizes and ``beta`` to
-    large ones separately it needs no cut-off size and uses every point.
-
-    Parameters
-    ----------
-    nbytes : (k,) array of int
-        Message sizes, bytes; at least 2 distinct, all > 0.
-    seconds : (k,) array of float
-        The one-way time of each size, seconds, all > 0.
-
-    Returns
-    -------
-    alpha_s : float
-        Latency, seconds (>= 0).
-    beta_Bps : float
-        Bandwidth, bytes per second (> 0).
-    r2 : float
-        Coefficient of determination in log space, ``1 - SS(log t - log t_fit) / SS(log t -
-        mean log t)``, the scale on which the fit is made (1 is a perfect fit).
-
-    Raises
-    ------
-    ValueError
-        Shapes differ, fewer than 2 distinct sizes, a size or time <= 0 or not finite, or times
-        that do not grow with size (no positive ``beta`` fits).
-
-    Examples
-    --------
-    >>> n = np.array([8, 1024, 2**20])
-    >>> alpha_s, beta_Bps, r2 = fit_alpha_beta(n, 2e-6 + n / 5e9)
-    >>> round(alpha_s * 1e6, 9), round(beta_Bps / 1e9, 9), round(r2, 9)
-    (2.0, 5.0, 1.0)
-    """
-    n = np.asarray(nbytes, dtype=np.float64)
-    t = np.asarray(seconds, dtype=np.float64)
-    if n.ndim != 1 or n.shape != t.shape:
-        raise ValueError(f"nbytes and seconds must be 1-d of one length, got shapes {n.shape} "
-                         f"and {t.shape}")
-    if len(np.unique(n)) < 2:
-        raise ValueError(f"need at least 2 distinct message sizes, got {np.unique(n).tolist()}")
-    if not (np.all(np.isfinite(n)) and np.all(n > 0)):
-        raise ValueError("message sizes must be finite and > 0")
-    if not (np.all(np.isfinite(t)) and np.all(t > 0)):
-        raise ValueError("times must be finite and > 0")
-    return _fit(n, t)
-
-
-def _fit(n, t):
-    from scipy.optimize import lsq_linear
-
-    A = np.column_stack([1 / t, n / t])  # rows: (alpha + gamma n) / t = 1, gamma = 1 / beta
-    scale = np.linalg.norm(A, axis=0)  # the columns differ by ~1e9: solve for scaled unknowns
-    solution = lsq_linear(A / scale, np.ones_like(t), bounds=(0, np.inf), method="bvls")
-    alpha_s, gamma = solution.x / scale
-    if not gamma > 0:
-        raise ValueError("the times do not grow with message size: no bandwidth fits them")
-    residual = np.log(t) - np.log(alpha_s + gamma * n)
-    spread = np.sum((np.log(t) - np.mean(np.log(t))) ** 2)
-    r2 = 1.0 - np.sum(residual**2) / spread if spread > 0 else 1.0
-    return float(alpha_s), float(1 / gamma), float(r2)
-
-
 # ---------------------------------------------------------------------------- measuring
-def _quiet_barrier(comm, poll_s=1e-3):
-    """A barrier that sleeps while it waits (MPICH's Barrier spins a core). Collective."""
-    request = comm.Ibarrier()
-    while not request.Test():
-        time.sleep(poll_s)
+def _measure(args, comm, work):
+    """Every measurement, in an order that keeps them apart. Collective; the results on rank 0
+    (a dict), None elsewhere."""
+    from real import netbench
+
+    where = comm.gather((socket.gethostname(), _boot_id()), root=0)
+    per_model = _measure_compute(*work, args.quick) if comm.rank == 0 else None
+    netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
+    sizes = QUICK_SIZES if args.quick else SIZES
+    oneway = netbench.ping_pong(comm, sizes, args.quick)
+    both_ways = netbench.exchange(comm, sizes, args.quick)
+    incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
+    incast = netbench.incast(comm, incast_sizes, args.quick)
+    overhead_s = netbench.send_overhead(comm)
+    steps = {name: _train_steps(args, comm, name) for name in args.models} \
+        if args.train_steps else {}
+    if comm.rank != 0:
+        return None
+    return {"where": where, "per_model": per_model, "sizes": sizes, "oneway": oneway,
+            "sendrecv": both_ways, "incast_sizes": incast_sizes, "incast": incast,
+            "overhead_s": overhead_s, "steps": steps, "ranks": comm.size}
 
 
-def _repetitions(nbytes, quick):
-    """(passes, round trips per batch, warm-up round trips before each batch) for ``nbytes``:
-    fewer for large messages, as OSU does."""
-    passes = 12 if quick else 20
-    if nbytes <= 64 * 1024:
-        return passes, 20 if quick else 50, 10
-    return (passes, 5, 2) if nbytes <= 2**20 else (passes, 3 if quick else 5, 1)
-
-
-def _measure_network(comm, sizes, quick):
-    """One-way seconds per size between ranks 0 and 1, on rank 0; None elsewhere. Collective:
-    ranks >= 2 wait in a quiet barrier."""
-    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
-    seconds = None
-    if pair != MPI.COMM_NULL:
-        seconds = _ping_pong(pair, sizes, quick)
-        pair.Free()
-    _quiet_barrier(comm)
-    return seconds if comm.rank == 0 else None
-
-
-def _ping_pong(pair, sizes, quick):
-    """One-way seconds of each size in ``sizes`` (bytes): the median over passes of a batch's
-    mean round trip, halved. Rank 0 of ``pair`` times; each batch follows a barrier and a few
-    warm-up round trips, discarded. Collective on the two-rank ``pair``.
-
-    Two departures from timing one size after the other, one round trip at a time, both because
-    a shared machine is noisy: (1) a batch's *mean* is taken, as OSU's timed loop does, since
-    single round trips are bimodal here (one in three or four at a quarter of the speed, in a
-    rhythm) and a median of them jumps between the modes from run to run; the mean holds the
-    modes in their proportion, which is what a long run of messages costs. (2) The sizes are
-    *interleaved*: every pass times one batch of each size, so a burst of load from another
-    process spoils one batch of many sizes (which the median over passes drops) rather than
-    every batch of one size (which would bend the fitted line).
+def _train_steps(args, comm, model):
+    """Run the real program (allreduce SGD) for ``--train-steps`` steps of ``model`` on every
+    rank, its run folder beside the profile; on rank 0 the `StepTimes` of its steps. Collective.
     """
-    buffers = [np.zeros(nbytes // 4, dtype=np.float32) for nbytes in sizes]
-    plans = [_repetitions(nbytes, quick) for nbytes in sizes]
-    means = np.full((max(plan[0] for plan in plans), len(sizes)), np.nan)
-    for p in range(len(means)):
-        for j, (buf, (passes, per_batch, warmup)) in enumerate(zip(buffers, plans, strict=True)):
-            if p >= passes:
-                continue
-            pair.Barrier()  # both ranks are busy from here: a spinning barrier costs nothing
-            for _ in range(warmup):
-                _round_trip(pair, buf)
-            t0 = time.perf_counter()
-            for _ in range(per_batch):
-                _round_trip(pair, buf)
-            means[p, j] = (time.perf_counter() - t0) / per_batch
-    return [float(x) / 2 for x in np.nanmedian(means, axis=0)]
+    from real import train
 
-
-def _round_trip(pair, buf):
-    if pair.rank == 0:
-        pair.Send(buf, dest=1, tag=_TAG)
-        pair.Recv(buf, source=1, tag=_TAG)
-    else:
-        pair.Recv(buf, source=0, tag=_TAG)
-        pair.Send(buf, dest=0, tag=_TAG)
+    out = Path(args.out)
+    run_dir = out.with_name(f"{out.stem}.steps-{model}")
+    argv = ["--algorithm", "allreduce", "--model", model, "--dataset", args.dataset,
+            "--batch-size", str(args.batch_size), "--iterations", str(args.train_steps),
+            "--eval-every", str(args.train_steps), "--no-progress", "--out", str(run_dir)]
+    if args.data_dir:
+        argv += ["--data-dir", args.data_dir]
+    with contextlib.redirect_stdout(io.StringIO()):  # its one-line report is not ours
+        status = train.main(argv)
+    if status != 0:
+        raise RuntimeError(f"the calibration's training run of {model} ended with {status}")
+    return step_times_from_run(run_dir) if comm.rank == 0 else None
 
 
 def _measure_compute(models, X, y, dataset, quick):
@@ -362,94 +301,166 @@ class _one_blas_thread:
             self._limits.restore_original_limits()
 
 
+def _boot_id():
+    """What tells one machine from another: Linux's boot id (emulated hosts share it)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return socket.gethostname()
+
+
 # ---------------------------------------------------------------------------- the profile
-def _finish(args, hosts, sizes, seconds, per_model, work, started):
+def _finish(args, measured, work, started):
     """Fit, write the profile atomically, print the summary (rank 0)."""
+    from algorithms.costfit import fit_segments
+
     models, _, _, dataset = work
-    fit = fit_alpha_beta(sizes, seconds)
-    per_model = {name: _round(s) for name, s in per_model.items()}  # as written, so the file's
-    flops = {name: model.flops_per_sample for name, model in models.items()}  # rate checks out
+    sizes = measured["sizes"]
+    oneway = fit_segments(sizes, measured["oneway"], max_rel_error=MAX_REL_ERROR)
+    sendrecv = fit_segments(sizes, measured["sendrecv"], max_rel_error=MAX_REL_ERROR)
+    incast = _incast_check(measured, oneway)
+    per_model = {name: _round(s) for name, s in measured["per_model"].items()}
+    flops = {name: model.flops_per_sample for name, model in models.items()}
     rates = {name: 3 * flops[name] / per_model[name] for name in per_model}
     by_rate = sorted(per_model, key=rates.get)
     median_model = by_rate[(len(by_rate) - 1) // 2]  # the lower median: one model's own rate
-    text = profile_text(
-        host=socket.gethostname(), mpi=_mpi_library(), hosts=hosts, sizes=sizes,
-        seconds=seconds, fit=fit, per_model=per_model, flops=flops, median_model=median_model,
-        batch_size=args.batch_size, dataset=dataset.name, took_s=time.perf_counter() - started)
-    _write_atomic(Path(args.out), text)
-    print(_summary(fit, per_model, rates, median_model, args.out,
+    hosts = [host for host, _ in measured["where"]]
+    one_machine = len({boot for _, boot in measured["where"]}) == 1
+    document = {
+        "cluster": {
+            "name": f"measured from {hosts[0]}" + (f" and {hosts[1]}" if hosts[1] != hosts[0]
+                                                   else ""),
+            "calibrated": True,
+            "source": f"python -m real.calibrate, {_mpi_library()}, {measured['ranks']} ranks "
+                      f"({_where(hosts, one_machine)})",
+            "cores": os.cpu_count() or 1,
+            "one_machine": one_machine,
+            "hosts": hosts},
+        "network": {
+            "topology": "star",
+            "latency": _seconds_text(float(oneway.seconds(8))),
+            "bandwidth": _bandwidth_text(float(oneway.beta_Bps(sizes[-1]))),
+            "overhead_s": float(f"{measured['overhead_s']:.4g}"),
+            "oneway": oneway.to_dict(),
+            "sendrecv": sendrecv.to_dict()},
+        "compute": {
+            "flops_per_s": float(f"{rates[median_model]:.4g}"),
+            "seconds_per_sample": per_model,
+            "batch_size": args.batch_size,
+            "dataset": dataset.name,
+            "flops_per_sample": flops}}
+    if incast is not None:
+        document["network"]["incast"] = incast
+    for times in measured["steps"].values():
+        _put_step_times(document, times)
+    _write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
+    print(_summary(oneway, sendrecv, incast, measured, per_model, rates, median_model, args.out,
                    time.perf_counter() - started))
 
 
-def profile_text(*, host, mpi, hosts, sizes, seconds, fit, per_model, flops, median_model,
-                 batch_size, dataset, took_s):
-    """The profile as TOML text (see the module docstring for its keys).
+def _incast_check(measured, oneway):
+    """The incast's measured points beside the star's prediction from the one-way model: k
+    messages of n bytes queue at rank 0's NIC, ``alpha(n) + k n / beta(n)``; None without one."""
+    if measured["incast"] is None:
+        return None
+    k = measured["ranks"] - 1
+    n = np.asarray(measured["incast_sizes"], dtype=float)
+    t = np.asarray(measured["incast"])
+    predicted = oneway.alpha_s(n) + k * n / oneway.beta_Bps(n)
+    return {"ranks": int(k), "sizes": [int(x) for x in n], "seconds": [_sig(x) for x in t],
+            "predicted_s": [_sig(x) for x in predicted],
+            "max_rel_error": _sig(np.max(np.abs(predicted / t - 1)))}
 
-    ``hosts`` : one host name per rank; ``sizes`` bytes and ``seconds`` one-way times of the
-    ping-pong; ``fit`` ``(alpha_s, beta_Bps, r2)``; ``per_model`` seconds per sample and ``flops``
-    forward FLOPs per sample, by model name; ``took_s`` the calibration's wall time.
-    """
-    alpha_s, beta_Bps, r2 = fit
-    where = ("ranks 0 and 1 on one host: shared memory, not a network" if hosts[0] == hosts[1]
-             else f"rank 0 on {hosts[0]}, rank 1 on {hosts[1]}")
+
+def _put_step_times(document, times):
+    """Put ``times`` into ``[compute.steps.MODEL]`` of a profile document, and its median per
+    sample into ``seconds_per_sample`` when the profile has no hot-loop figure for the model."""
+    compute = document.setdefault("compute", {})
+    compute.setdefault("steps", {})[times.model] = times.to_dict()
+    per_sample = compute.setdefault("seconds_per_sample", {})
+    if isinstance(per_sample, dict):
+        per_sample.setdefault(times.model, _round(times.median_s / times.batch_size))
+
+
+def _read_profile(path):
+    """The TOML document at ``path``, or an empty one if there is no file yet."""
+    if not path.exists():
+        return {"cluster": {"name": f"step times of {path.stem}", "calibrated": True}}
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise ValueError(f"--out {path}: cannot read it as a profile ({err})") from None
+
+
+_HEADER = """\
+# Written by python -m real.calibrate on {host} at {stamp}{took}; measured, not edited: run it
+# again to refresh. [network.oneway] and [network.sendrecv]: piecewise alpha-beta models fitted to
+# OSU-style timings of a ping-pong (one way) and a Sendrecv (each way at once), every measured
+# point within max_rel_residual; [network.incast]: every other rank into rank 0, beside the star's
+# prediction from the one-way model. [compute] seconds_per_sample: a training step in a hot loop,
+# 1 BLAS thread; [compute.steps.MODEL]: compute seconds per step of the real program (quantiles
+# at 0, 1, ..., 100 %), for sim.run --compute empirical.
+"""
+
+
+def _write_profile(path, document, took_s=None):
+    """Write the profile ``document`` to ``path`` atomically (a temporary file and a rename)."""
+    import tomli_w
+
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    rate = 3 * flops[median_model] / per_model[median_model]
-    return "\n".join([
-        f"# Written by python -m real.calibrate on {host} at {stamp} in {took_s:.1f} s;",
-        "# measured, not edited: run it again to refresh. Network: OSU-style blocking ping-pong",
-        "# between ranks 0 and 1, one-way = median over batches of the mean round trip / 2;",
-        "# t(n) = alpha + n / beta fitted by least squares on relative residuals (r2 in log",
-        "# space). Compute: one rank, 1 BLAS thread, median seconds of model.loss_and_gradient",
-        "# on one batch after warm-up, divided by the batch size.",
-        "",
-        "[cluster]",
-        f"name = {_string(f'this machine ({host})')}",
-        "calibrated = true",
-        f"source = {_string(f'python -m real.calibrate, {mpi}, {len(hosts)} ranks ({where})')}",
-        f"cores = {os.cpu_count()}",
-        "",
-        "[network]",
-        'topology = "star"',
-        f"latency = {_string(_seconds_text(alpha_s))}",
-        f"bandwidth = {_string(_bandwidth_text(beta_Bps))}",
-        "",
-        "[network.fit]  # the measured points: message bytes, one-way seconds",
-        f"sizes = [{', '.join(str(n) for n in sizes)}]",
-        f"seconds = [{', '.join(_float(t) for t in seconds)}]",
-        f"r2 = {r2:.6f}",
-        "",
-        "[compute]",
-        f"flops_per_s = {_float(rate)}  # 3 * flops_per_sample / seconds_per_sample, "
-        f"{median_model} (median model)",
-        f"seconds_per_sample = {_inline({m: _float(s) for m, s in per_model.items()})}",
-        f"batch_size = {batch_size}",
-        f"dataset = {_string(dataset)}",
-        f"flops_per_sample = {_inline({m: str(f) for m, f in flops.items()})}  # forward",
-        "",
-    ])
-
-
-def _write_atomic(path, text):
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename."""
+    took = f" in {took_s:.1f} s" if took_s is not None else ""
+    text = _HEADER.format(host=socket.gethostname(), stamp=stamp, took=took) + "\n" + \
+        tomli_w.dumps(document)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         tmp.write_text(text)
         os.replace(tmp, path)
+    except OSError as err:
+        raise ValueError(f"--out {path}: cannot write it ({err.strerror})") from None
     finally:
         tmp.unlink(missing_ok=True)
 
 
-def _summary(fit, per_model, rates, median_model, out, took_s):
-    alpha_s, beta_Bps, r2 = fit
+def _summary(oneway, sendrecv, incast, measured, per_model, rates, median_model, out, took_s):
+    def segments(cost):
+        return "; ".join(f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta "
+                         f"{_bandwidth_text(b)}" for lo, a, b in
+                         zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True))
+
+    lines = [f"network one way ({len(oneway.latency_s)} segments, worst point "
+             f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
+             f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
+             f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
+             f"send overhead o: {_seconds_text(measured['overhead_s'])}"]
+    if incast is not None:
+        lines.append(f"incast {incast['ranks']} into 1: the star's prediction from the one-way "
+                     f"model is off by {100 * incast['max_rel_error']:.1f} % at worst")
     models = ", ".join(f"{m} {s:.3g} s/sample ({rates[m] / 1e9:.2f} GFLOP/s)"
                        for m, s in per_model.items())
-    return (f"network: alpha {_seconds_text(alpha_s)}, beta {_bandwidth_text(beta_Bps)} "
-            f"(r2 {r2:.4f})\ncompute: {models}; flops_per_s {rates[median_model]:.3g} "
-            f"({median_model})\nwrote {out} in {took_s:.1f} s")
+    lines.append(f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} "
+                 f"({median_model})")
+    for name, times in measured["steps"].items():
+        lines.append(f"compute (the real program): {name} {times.median_s * 1e3:.4g} ms per "
+                     f"step of {times.batch_size} (median of {times.steps}; 5-95 %: "
+                     f"{times.seconds_at(0.05) * 1e3:.4g}-{times.seconds_at(0.95) * 1e3:.4g} ms)")
+    lines.append(f"wrote {out} in {took_s:.1f} s")
+    return "\n".join(lines)
+
+
+def _where(hosts, one_machine):
+    machine = "one machine" if one_machine else "several machines"
+    if len(set(hosts)) == 1:
+        return f"all on {hosts[0]}: shared memory, not a network"
+    return f"hosts {', '.join(dict.fromkeys(hosts))} on {machine}"
 
 
 def _mpi_library():
     """``MPICH 5.0.2``, ``Open MPI v4.1.5``: the library's name and version, one line."""
+    from mpi4py import MPI
+
     first = MPI.Get_library_version().splitlines()[0]
     return " ".join(first.replace("Version:", "").split()).split(",")[0]
 
@@ -459,18 +470,8 @@ def _round(x, digits=4):
     return float(f"{x:.{digits - 1}e}")
 
 
-def _float(x):
-    """``x`` as a TOML float, 4 significant digits: ``1.468e-05``, ``2.769e+10``, ``100.0``."""
-    text = f"{x:.4g}"
-    return text if any(c in text for c in ".en") else f"{text}.0"
-
-
-def _string(text):
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _inline(table):
-    return "{ " + ", ".join(f"{key} = {value}" for key, value in table.items()) + " }"
+def _sig(x):
+    return float(f"{float(x):.5g}")
 
 
 def _seconds_text(seconds):
@@ -485,6 +486,13 @@ def _bandwidth_text(Bps):
         if Bps >= scale:
             return f"{Bps / scale:.4g}{prefix}B/s"
     return f"{Bps:.4g}B/s"
+
+
+def _bytes_text(nbytes):
+    for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.4g}{unit}"
+    return f"{nbytes:.0f}B"
 
 
 if __name__ == "__main__":

@@ -70,7 +70,7 @@ def main(argv=None):
                      f"({dataset.n_train // node.shards} samples of {dataset.name} over "
                      f"{node.shards} shards)")
 
-    header = _header(cfg, dataset, model, size)
+    header = _header(cfg, dataset, model, size, comm)
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
@@ -169,11 +169,26 @@ def _abort(log, comm, rank, err):
         comm.Abort(1)
 
 
-def _header(cfg, dataset, model, size):
-    """The config.json document, with the MPI library that carried the run."""
+def _header(cfg, dataset, model, size, comm):
+    """The config.json document, with the MPI library that carried the run, each rank's host
+    name, and ``machine_cores``: the cores of the one machine every rank ran on (emulated hosts
+    included: they share its boot id), 0 when the ranks ran on several machines. Collective."""
+    where = comm.allgather((MPI.Get_processor_name(), _boot_id()))
+    one_machine = len({boot for _, boot in where}) == 1
     return run_header(cfg, dataset, model, size, "wall", "real.train",
                       mpi=MPI.Get_library_version().splitlines()[0].strip(),
+                      hosts=[host for host, _ in where],
+                      machine_cores=(os.cpu_count() or 1) if one_machine else 0,
                       versions={"mpi4py": importlib.metadata.version("mpi4py")})
+
+
+def _boot_id():
+    """What tells one machine from another: Linux's boot id, else the host name."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as fh:
+            return fh.read().strip()
+    except OSError:
+        return MPI.Get_processor_name()
 
 
 def _trace(per_rank, cfg):

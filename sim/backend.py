@@ -60,6 +60,11 @@ class ComputeModel:
         and a program's own code between operations what it took. A number (``--compute
         profile``): a Compute over b samples lasts ``b * seconds_per_sample``; the program's own
         code is taken as included.
+    step_times : algorithms.steptimes.StepTimes or None
+        ``--compute empirical``: a Compute over b samples lasts one draw from the distribution
+        of step times measured in a real run, times ``b / step_times.batch_size``; the program's
+        own code is taken as included (it was in the measured steps). Wins over
+        ``seconds_per_sample``.
     speeds : sequence of float
         Relative speed of node r, ``speeds[r % len(speeds)]``: 2.0 computes twice as fast.
     straggle_probability, slowdown : float
@@ -74,6 +79,18 @@ class ComputeModel:
     straggle_probability: float = 0.0
     slowdown: float = 1.0
     seed: int = 0
+    step_times: object = None
+
+    @property
+    def measured(self):
+        """True when compute is timed in this process (no profile, no measured distribution)."""
+        return self.seconds_per_sample is None and self.step_times is None
+
+    @property
+    def kind(self):
+        """``measured``, ``profile`` or ``empirical``: what config.json calls the model."""
+        return "empirical" if self.step_times is not None else \
+            "measured" if self.seconds_per_sample is None else "profile"
 
     def scale(self, rank, rng):
         """Factor on node ``rank``'s next compute time (speed and a straggler draw)."""
@@ -119,10 +136,16 @@ class Simulator:
         Allreduce decomposed into the ring's messages, or one event per collective lasting the
         ring's alpha-beta cost ``2(p-1)(alpha + n/(p beta))`` after the last node arrives (for
         scale; the arithmetic is the ring's either way). They agree on a contention-free network.
+    network : str
+        ``--network``: star, fat-tree:K, torus, ring or a file (`sim.network.make_network`).
+    costs : dict, optional
+        Measured cost models by message pattern, from a calibrated profile: ``oneway`` for Send
+        and Recv, ``sendrecv`` for SendRecv and Exchange (a ring step, a gossip exchange: both
+        directions at once). Closed-form collectives keep ``latency_s`` and ``bandwidth_Bps``.
     """
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
-                 collectives="message", network="star"):
+                 collectives="message", network="star", costs=None):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -131,8 +154,12 @@ class Simulator:
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
                               if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
+        self._step_rng = [np.random.default_rng([self.compute.seed, r, 3])
+                          if self.compute.step_times is not None else None
+                          for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
-        self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps)
+        self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
+                                    costs)
         self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
@@ -195,7 +222,7 @@ class Simulator:
     def _process(self, node, program):
         """The driver loop of one node: its own code's time is compute, then the operation."""
         reply, log, handlers = None, self.logs[node.rank], self._handlers
-        measured, notice = self.compute.seconds_per_sample is None, None
+        measured, notice = self.compute.measured, None
         while True:
             t0 = perf_counter()
             try:
@@ -219,7 +246,11 @@ class Simulator:
 
     def _compute(self, node, op):
         model = self.compute
-        if model.seconds_per_sample is None:
+        if model.step_times is not None:  # a draw from the steps a real run measured
+            times = model.step_times
+            result = op.fn(*op.args)
+            seconds = times.draw(self._step_rng[node.rank]) * op.samples / times.batch_size
+        elif model.seconds_per_sample is None:
             t0 = perf_counter()
             result = op.fn(*op.args)
             seconds = perf_counter() - t0
@@ -232,7 +263,8 @@ class Simulator:
         return result
 
     def _transfer(self, node, dest, payload, tag, copies=None):
-        """The process that carries ``payload`` to ``dest`` (done when its bytes have left).
+        """The process that carries ``payload`` to ``dest`` (done when its bytes have left), in
+        an exchange (both directions at once).
 
         ``copies``: snapshots already taken in this operation, by payload id (to share)."""
         if copies is None:
@@ -242,7 +274,7 @@ class Simulator:
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
         return self.env.process(self.network.transfer(node.rank, dest, payload.nbytes, tag,
-                                                      snapshot))
+                                                      snapshot, "sendrecv"))
 
     def _posted(self, node, source, tag):
         """The mailbox request for the message from source (or any) with tag."""
@@ -289,7 +321,7 @@ class Simulator:
         request = self._posted(node, source, tag)
         try:
             yield from self.network.transfer(node.rank, op.dest, payload.nbytes, tag,
-                                             _snapshot(payload))
+                                             _snapshot(payload), "sendrecv")
             message = yield request
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv

@@ -18,9 +18,26 @@ The format::
     latency = "1.2us"
     bandwidth = "12GB/s"
 
+    [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
+    [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
+
+When a calibrated profile has the measured models and neither --latency nor --bandwidth is
+given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``.
+
     [compute]                      # for --compute profile (and --ghost)
     flops_per_s = 2.0e10           # sustained training FLOP/s of one rank
     seconds_per_sample = { mlp = 1.1e-5, cnn = 2.3e-4 }   # or one number for any model
+
+    [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
+    batch_size = 100
+    steps = 396                    # how many the quantiles summarise
+    ranks = 2                      # of the measured run, and the cores they shared (0: none)
+    cores = 2
+    quantiles_s = [0.0021, ...]    # seconds at probabilities 0, 0.01, ..., 1 (101 values)
+
+``[cluster] one_machine = true`` says every host of the profile is emulated on one machine of
+``cores`` cores (`real.cluster`): the ranks of a run share those cores whatever their network
+host, so the simulator slows compute when a run has more ranks than cores.
 
 A training sample costs three forward passes (the forward, and the backward at twice it), so from
 a FLOP rate a model of ``f`` forward FLOPs per sample takes ``3 f / flops_per_s`` seconds a sample;
@@ -31,9 +48,12 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from algorithms.costfit import PiecewiseCost
+from algorithms.steptimes import StepTimes
 from algorithms.units import parse_bandwidth_Bps, parse_seconds
 
 PRESETS = Path(__file__).resolve().parents[1] / "profiles"
+PATTERNS = ("oneway", "sendrecv")  # message patterns a calibration measures a cost model of
 
 
 @dataclass(frozen=True)
@@ -44,11 +64,23 @@ class ClusterProfile:
     name: str = ""
     calibrated: bool = False
     cores: int | None = None  # of one host
+    one_machine: bool = False  # every host emulated on one machine of `cores` cores
     network: str | None = None
     latency_s: float | None = None
     bandwidth_Bps: float | None = None
     flops_per_s: float | None = None
     seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
+    step_times: dict = field(default_factory=dict)  # model name -> StepTimes
+    costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
+
+    def compute_step_times(self, model):
+        """The `StepTimes` measured for ``model``; ValueError if the profile has none."""
+        if model not in self.step_times:
+            have = ", ".join(sorted(self.step_times)) or "none"
+            raise ValueError(f"--profile {self.path}: no [compute.steps.{model}] (measured step "
+                             f"times; have: {have}) for --compute empirical: run python -m "
+                             f"real.calibrate, or real.calibrate --from-run RUN_DIR")
+        return self.step_times[model]
 
     def compute_seconds_per_sample(self, model, flops_per_sample):
         """Seconds one training sample of ``model`` takes on one node; ValueError if the profile
@@ -81,6 +113,11 @@ def load_profile(name_or_path):
             path=str(name_or_path), name=str(cluster.get("name", path.stem)),
             calibrated=bool(cluster.get("calibrated", False)),
             cores=int(cluster["cores"]) if "cores" in cluster else None,
+            one_machine=bool(cluster.get("one_machine", False)),
+            step_times={str(m): StepTimes.from_dict(d, str(m))
+                        for m, d in compute.get("steps", {}).items()},
+            costs={pattern: PiecewiseCost.from_dict(network[pattern])
+                   for pattern in PATTERNS if pattern in network},
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
             bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network

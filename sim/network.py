@@ -166,6 +166,13 @@ class RoutedNetwork:
         star, the node-to-node alpha).
     bandwidth_Bps : float
         Each link's bandwidth in each direction, bytes per second, > 0.
+    costs : dict, optional
+        Measured node-to-node cost models by pattern (``oneway``: Send/Recv; ``sendrecv``: both
+        ways at once), each with ``alpha_s(nbytes)`` and ``beta_Bps(nbytes)``
+        (`algorithms.costfit.PiecewiseCost`, from a calibrated profile). A message of a pattern
+        that has one holds its route's links ``n / beta(n)`` and arrives ``alpha(n)`` later,
+        instead of the route's latency and bandwidth: a calibration measures whole routes
+        between nodes, so this is for a star, where a route is one node-to-node hop.
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -200,10 +207,11 @@ class RoutedNetwork:
     """
 
     def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
-                 router=None):
+                 router=None, costs=None):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
+        self.costs = costs or {}
         self.graph, self.hosts = graph, hosts
         self.mailbox = [Mailbox(env) for _ in hosts]
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
@@ -212,14 +220,20 @@ class RoutedNetwork:
         self._links = {}  # (u, v) -> the Link of the direction u -> v, made on first use
         self._routes = {}  # (source, dest) ranks -> Route, made on first use
 
-    def transfer(self, source, dest, nbytes, tag, payload):
+    def transfer(self, source, dest, nbytes, tag, payload, pattern="oneway"):
         """Process: move ``nbytes`` from rank source to rank dest; done when they have left.
 
         The `Message` lands in ``mailbox[dest]`` the route's latency after its last byte left.
-        Yields SimPy events; returns None.
+        ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
+        where the network has them. Yields SimPy events; returns None.
         """
         env = self.env
         route = self._routes.get((source, dest)) or self.route(source, dest)
+        cost = self.costs.get(pattern) if source != dest else None
+        if cost is None:
+            hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
+        else:  # measured node to node: alpha(n) + n / beta(n), whatever the route
+            hold_s, latency_s = nbytes / cost.beta_Bps(nbytes), cost.alpha_s(nbytes)
         held, turn = 0, None  # the links taken are route.links[:held]
         try:
             for link in route.links:  # in the global order: no deadlock on cycles
@@ -231,7 +245,7 @@ class RoutedNetwork:
                     link.busy = True
                 held += 1
             started = env.now
-            yield env.timeout(nbytes / route.bandwidth_Bps)
+            yield env.timeout(hold_s)
         except GeneratorExit:  # the simulation was dropped unfinished: nothing to give back
             raise
         except BaseException:  # interrupted: leave the queue, give back what was held
@@ -240,7 +254,7 @@ class RoutedNetwork:
         for link in reversed(route.links):
             link.release()
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
-        arrival = env.timeout(route.latency_s, (dest, Message(source, tag, payload, started)))
+        arrival = env.timeout(latency_s, (dest, Message(source, tag, payload, started)))
         arrival.callbacks.append(self._deliver)
 
     def _deliver(self, arrival):
@@ -258,9 +272,12 @@ class RoutedNetwork:
         """Number of links between rank source and rank dest (0 to oneself)."""
         return self.route(source, dest).hops
 
-    def idle_transfer_s(self, source, dest, nbytes):
+    def idle_transfer_s(self, source, dest, nbytes, pattern="oneway"):
         """Seconds from the first byte leaving to the message's arrival when no link is busy."""
         route = self.route(source, dest)
+        cost = self.costs.get(pattern) if source != dest else None
+        if cost is not None:
+            return cost.alpha_s(nbytes) + nbytes / cost.beta_Bps(nbytes)
         return route.latency_s + nbytes / route.bandwidth_Bps
 
     def _make_route(self, source, dest):
@@ -313,7 +330,7 @@ def _check_network(graph, hosts, latency_s, bandwidth_Bps):
                          f"{nx.number_connected_components(graph)} components")
 
 
-def make_network(env, spec, n, latency_s, bandwidth_Bps):
+def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None):
     """The network ``--network spec`` with ranks on its first n hosts.
 
     Parameters
@@ -346,6 +363,8 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps):
         Seconds per hop (a switch passed through, or a direct host-to-host link), >= 0.
     bandwidth_Bps : float
         Each link's bandwidth per direction, bytes per second, > 0.
+    costs : dict, optional
+        Measured cost models by message pattern (see `RoutedNetwork`).
 
     Returns
     -------
@@ -378,4 +397,4 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps):
     graph, all_hosts, router = physical_network(os.fspath(spec), n)
     switches = set(graph).difference(all_hosts)
     return RoutedNetwork(env, graph, all_hosts[:n], latency_s, bandwidth_Bps, switches=switches,
-                         router=router)
+                         router=router, costs=costs)

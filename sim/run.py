@@ -56,9 +56,11 @@ def build_parser():
                               "profile's, else star")
     cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
                          help="allreduce as the ring's messages, or one alpha-beta event (scale)")
-    cluster.add_argument("--compute", choices=("measured", "profile"), default="measured",
-                         help="compute time: the real kernel timed in process, or seconds per "
-                              "sample from --profile")
+    cluster.add_argument("--compute", choices=("measured", "profile", "empirical"),
+                         default="measured",
+                         help="compute time: the real kernel timed in process, seconds per "
+                              "sample from --profile, or each step drawn from the step times "
+                              "a real run measured (--profile's [compute.steps.MODEL])")
     cluster.add_argument("--profile", metavar="NAME|FILE.toml",
                          help="cluster profile: a preset of profiles/ (polus-like, "
                               "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
@@ -92,29 +94,49 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
     ``--compute profile`` (implied by ``--ghost``) takes seconds per sample from the profile
     (`sim.cluster_profile`). A ghost run without a profile computes for free.
     """
-    seconds_per_sample = None
-    if cluster.compute == "profile" or cluster.ghost:
-        if profile is None and not cluster.ghost:
-            raise ValueError("--compute profile needs --profile NAME|FILE.toml")
+    seconds_per_sample, step_times = None, None
+    if cluster.compute in ("profile", "empirical") and profile is None:
+        raise ValueError(f"--compute {cluster.compute} needs --profile NAME|FILE.toml")
+    if cluster.compute == "empirical" and not cluster.ghost:
+        step_times = profile.compute_step_times(model_name)
+    elif cluster.compute == "profile" or cluster.ghost:
         seconds_per_sample = (0.0 if profile is None else
                               profile.compute_seconds_per_sample(model_name, flops_per_sample))
     speeds, probability, slowdown = _node_speeds(cluster, seed)
-    share = _core_share(cluster, profile)
+    share = _core_share(cluster, profile, step_times)
     return ComputeModel(seconds_per_sample, tuple(s * share for s in speeds), probability,
-                        slowdown, seed)
+                        slowdown, seed, step_times)
 
 
-def _core_share(cluster, profile):
+def _core_share(cluster, profile, step_times=None):
     """The share of a core each rank gets: ``min(1, cores / ranks)`` per host with
     ``--ranks-per-host R`` on hosts of ``--cores-per-host C`` cores (else the profile's
     ``[cluster] cores``). A time-sharing model: every rank on a host computes at once (as in a
-    synchronous step), so R ranks on C < R cores each run C/R as fast."""
-    ranks = cluster.ranks_per_host
+    synchronous step), so R ranks on C < R cores each run C/R as fast.
+
+    A profile of hosts emulated on one machine (``one_machine``) puts every node of the run on
+    that machine's cores (R = --nodes) unless --ranks-per-host says otherwise. Step times
+    measured in a real run already carry the sharing of that run: the share is relative to it
+    (`StepTimes.core_slowdown`)."""
+    one_machine = profile is not None and profile.one_machine and cluster.ranks_per_host == 1
+    ranks = cluster.nodes if one_machine else cluster.ranks_per_host
     cores = cluster.cores_per_host or (profile.cores if profile else None) or ranks
     if ranks < 1 or cores < 1:
         raise ValueError(f"--ranks-per-host and --cores-per-host must be >= 1, got {ranks} "
                          f"and {cores}")
+    if step_times is not None:
+        return 1.0 / step_times.core_slowdown(ranks, cores if one_machine or
+                                              cluster.ranks_per_host > 1 else 0)
     return min(1.0, cores / ranks)
+
+
+def network_costs(cluster, profile):
+    """The profile's measured cost models by message pattern, unless --latency or --bandwidth
+    overrides the profile's network, or --network asks for another than the profile's."""
+    if profile is None or cluster.latency or cluster.bandwidth or \
+            (cluster.network and cluster.network != profile.network):
+        return {}
+    return profile.costs
 
 
 def network_model(cluster, profile):
@@ -179,6 +201,7 @@ def main(argv=None):
     try:
         profile = load_profile(cluster.profile) if cluster.profile else None
         network, latency_s, bandwidth_Bps = network_model(cluster, profile)
+        costs = network_costs(cluster, profile)
         if size < 1:
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
@@ -213,7 +236,7 @@ def main(argv=None):
         cfg, dataset, nodes[0].model, size, "simulated", "sim.run", mpi=None,
         cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network,
                  "profile": cluster.profile,
-                 "compute": "measured" if compute.seconds_per_sample is None else "profile",
+                 "compute": compute.kind, "measured_costs": sorted(costs),
                  "collectives": cluster.collectives, "speeds": list(compute.speeds),
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
@@ -227,7 +250,7 @@ def main(argv=None):
                                      write_steps=rank % cluster.steps_sample == 0))
     log = logs[reporter]
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute, cluster.collectives, network)
+                          compute, cluster.collectives, network, costs)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:

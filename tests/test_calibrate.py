@@ -11,7 +11,7 @@ import pytest
 
 from algorithms.units import parse_bandwidth_Bps, parse_seconds
 from models import build_model
-from real.calibrate import SIZES, _float, fit_alpha_beta
+from real.calibrate import _round
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -24,47 +24,10 @@ def calibrate(n, *argv):
     return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=120, capture_output=True, text=True)
 
 
-# ---------------------------------------------------------------------------- the fit, no MPI
-@pytest.mark.parametrize(("alpha_s", "beta_Bps"), [(2e-6, 5e9), (0.3e-6, 25e9), (50e-6, 1.25e8)])
-def test_fit_recovers_the_alpha_and_beta_that_made_the_times(alpha_s, beta_Bps):
-    n = np.array(SIZES)
-    alpha, beta, r2 = fit_alpha_beta(n, alpha_s + n / beta_Bps)
-    assert alpha == pytest.approx(alpha_s, rel=1e-2)
-    assert beta == pytest.approx(beta_Bps, rel=1e-2)
-    assert r2 == pytest.approx(1.0, abs=1e-9)
-
-
-def test_fit_lets_small_messages_set_alpha_despite_noise_on_large_ones():
-    """A 10% error on each large message moves an unweighted fit's alpha by far more than alpha
-    itself; the relative fit keeps it within a few percent."""
-    n = np.array(SIZES, dtype=float)
-    noise = np.where(np.arange(len(n)) % 2, 1.1, 0.9)  # +-10%, alternating
-    t = (1e-6 + n / 4e9) * np.where(n >= 2**16, noise, 1.0)
-    alpha, beta, r2 = fit_alpha_beta(n, t)
-    assert alpha == pytest.approx(1e-6, rel=0.05)
-    assert beta == pytest.approx(4e9, rel=0.1)
-    assert 0.99 < r2 < 1
-    _, ols_alpha = np.polyfit(n, t, 1)
-    assert abs(ols_alpha - 1e-6) > 10e-6  # what unweighted least squares would have said
-
-
-@pytest.mark.parametrize(("nbytes", "seconds", "rule"), [
-    ([8, 8, 8], [1e-6, 1e-6, 1e-6], "2 distinct"),
-    ([8, 1024], [1e-6], "one length"),
-    ([8, 1024], [1e-6, -1.0], "times must be"),
-    ([0, 1024], [1e-6, 2e-6], "sizes must be"),
-    ([8, 1024, 2**20], [3e-3, 2e-3, 1e-3], "do not grow"),
-])
-def test_fit_refuses_what_no_line_fits(nbytes, seconds, rule):
-    with pytest.raises(ValueError, match=rule):
-        fit_alpha_beta(nbytes, seconds)
-
-
 @pytest.mark.parametrize("x", [100.0, 1e10, 1.2345e-5, 0.5, 27690000000.0])
-def test_numbers_are_written_as_toml_floats(x):
-    value = tomllib.loads(f"x = {_float(x)}")["x"]
-    assert isinstance(value, float)
-    assert value == pytest.approx(x, rel=1e-3)
+def test_numbers_are_rounded_to_four_digits(x):
+    assert isinstance(_round(x), float)
+    assert _round(x) == pytest.approx(x, rel=1e-3)
 
 
 # ---------------------------------------------------------------------------- under mpiexec
@@ -72,9 +35,10 @@ def test_numbers_are_written_as_toml_floats(x):
 def profile(tmp_path_factory):
     """One --quick calibration on 2 ranks, shared by the tests that read its file."""
     out = tmp_path_factory.mktemp("calibrate") / "p.toml"
-    done = calibrate(2, "--quick", "--out", str(out))
+    done = calibrate(2, "--quick", "--train-steps", "12", "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert "network: alpha" in done.stdout and "compute: mlp" in done.stdout
+    assert "network one way" in done.stdout and "compute (hot loop): mlp" in done.stdout
+    assert "compute (the real program): mlp" in done.stdout
     with open(out, "rb") as fh:
         return out, tomllib.load(fh)
 
@@ -83,13 +47,19 @@ def profile(tmp_path_factory):
 def test_the_profile_has_every_key_of_the_contract(profile):
     _, p = profile
     assert p["cluster"]["calibrated"] is True
-    assert p["cluster"]["name"].startswith("this machine (")
+    assert p["cluster"]["name"].startswith("measured from ")
     assert "MPICH" in p["cluster"]["source"] or "MPI" in p["cluster"]["source"]
     assert p["cluster"]["cores"] == os.cpu_count()
+    assert p["cluster"]["one_machine"] is True and len(p["cluster"]["hosts"]) == 2
     assert p["network"]["topology"] == "star"
-    assert set(p["network"]["fit"]) == {"sizes", "seconds", "r2"}
+    for pattern in ("oneway", "sendrecv"):
+        assert {"min_bytes", "latency_s", "bandwidth_Bps", "sizes"} <= set(p["network"][pattern])
+    assert "incast" not in p["network"]  # 2 ranks: no incast
+    assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100
     assert set(p["compute"]["seconds_per_sample"]) == {"mlp", "cnn"}
+    assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
+    assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
 
 
 @pytest.mark.mpi
@@ -97,7 +67,6 @@ def test_the_measured_network_and_compute_are_plausible(profile):
     _, p = profile
     assert 0 < parse_seconds(p["network"]["latency"]) < 1e-3
     assert parse_bandwidth_Bps(p["network"]["bandwidth"]) > 1e7
-    assert p["network"]["fit"]["r2"] >= 0.9
     assert p["compute"]["seconds_per_sample"]["mlp"] > 0
     assert p["compute"]["flops_per_s"] > 0
 
@@ -114,16 +83,28 @@ def test_flops_per_s_is_three_forward_passes_of_the_median_model(profile):
 
 
 @pytest.mark.mpi
-def test_the_fitted_line_predicts_large_messages_within_a_factor_of_2(profile):
+def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
+    """Each model's recorded residuals are its own predictions against the measured points."""
+    from algorithms.costfit import PiecewiseCost
+
     _, p = profile
-    alpha_s = parse_seconds(p["network"]["latency"])
-    beta_Bps = parse_bandwidth_Bps(p["network"]["bandwidth"])
-    n, t = np.array(p["network"]["fit"]["sizes"]), np.array(p["network"]["fit"]["seconds"])
-    assert n.min() == 8 and n.max() >= 2**22 and len(n) == len(t)
-    ratio = (alpha_s + n / beta_Bps) / t
-    large = n >= 64 * 1024
-    assert large.sum() >= 3
-    assert np.all((ratio[large] > 0.5) & (ratio[large] < 2)), dict(zip(n, ratio, strict=True))
+    for pattern in ("oneway", "sendrecv"):
+        table = p["network"][pattern]
+        cost = PiecewiseCost.from_dict(table)
+        n, t = np.array(table["sizes"]), np.array(table["seconds"])
+        assert n.min() == 8 and n.max() >= 2**22 and len(n) == len(t)
+        np.testing.assert_allclose(cost.seconds(n) / t - 1, table["rel_residuals"], atol=1e-6)
+
+
+@pytest.mark.mpi
+def test_step_times_come_from_the_real_program_beside_the_profile(profile):
+    path, p = profile
+    run = path.with_name(f"{path.stem}.steps-mlp")
+    assert (run / "steps.csv").exists()
+    from algorithms.steptimes import step_times_from_run
+
+    times = step_times_from_run(run)
+    assert p["compute"]["steps"]["mlp"]["median_s"] == pytest.approx(times.median_s, rel=1e-5)
 
 
 @pytest.mark.mpi
@@ -135,6 +116,7 @@ def test_the_simulator_reads_the_profile(profile):
     assert loaded.calibrated and loaded.network == "star"
     assert loaded.latency_s == parse_seconds(p["network"]["latency"])
     assert loaded.compute_seconds_per_sample("mlp", 1) == p["compute"]["seconds_per_sample"]["mlp"]
+    assert set(loaded.costs) == {"oneway", "sendrecv"} and set(loaded.step_times) == {"mlp", "cnn"}
 
 
 @pytest.mark.mpi
@@ -155,3 +137,31 @@ def test_bad_flags_stop_every_rank_with_one_line(tmp_path, argv, flag):
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and flag in done.stderr
     assert not (tmp_path / "p.toml").exists()
+
+
+def test_from_run_writes_step_times_into_a_new_or_existing_profile(tmp_path):
+    """One process, no MPI: the step times of a run folder go into --out, which keeps the rest."""
+    run = tmp_path / "run"
+    done = subprocess.run([sys.executable, "-m", "real.train", "--dataset", "synthetic",
+                           "--iterations", "8", "--no-progress", "--out", str(run)], cwd=ROOT,
+                          env=ENV, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "p.toml"
+    out.write_text('[cluster]\nname = "kept"\n[network]\nlatency = "3us"\n')
+    done = subprocess.run([sys.executable, "-m", "real.calibrate", "--from-run", str(run),
+                           "--out", str(out)], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    with open(out, "rb") as fh:
+        p = tomllib.load(fh)
+    assert p["cluster"]["name"] == "kept" and p["network"]["latency"] == "3us"
+    steps = p["compute"]["steps"]["mlp"]
+    assert steps["steps"] == 8 - 2 and steps["batch_size"] == 100 and steps["ranks"] == 1
+
+
+def test_from_run_of_a_folder_that_is_no_run_is_one_line(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "real.calibrate", "--from-run", str(tmp_path),
+                           "--out", str(tmp_path / "p.toml")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "--from-run" in done.stderr

@@ -1,0 +1,160 @@
+"""The message patterns the node programs use, timed the way OSU's benchmarks time them.
+
+Every function here is collective over the communicator it is given and returns seconds on its
+rank 0 (None elsewhere). Sizes are bytes of float32 buffers (multiples of 4; ``8 B`` is two
+floats). Three patterns, because a network does not cost the same in each (measured on veths
+shaped to 1 Gbit/s: 335 KB took 2.68 ms one way in a ping-pong, 2.81 ms in a Sendrecv, since
+each direction also carries the other's TCP acknowledgements):
+
+- `ping_pong`: one-way time of a blocking Send/Recv round trip, halved (Send, Recv: the parameter
+  server's push and reply);
+- `exchange`: one ``Sendrecv`` of n bytes each way at once (a ring allreduce's step, gossip's
+  exchange with one partner);
+- `incast`: ranks 1..k each send n bytes to rank 0 at once, time until rank 0 has them all (k
+  workers pushing to one server);
+- `send_overhead`: LogP's o, the seconds a rank spends inside one small ``Send`` that does not
+  wait for its receiver.
+
+Shared machine, so: a batch of repetitions after a barrier and warm-up, its *mean* kept (single
+round trips are bimodal here, and the mean holds the modes in proportion); sizes *interleaved*,
+one batch of each size per pass, so a burst of load spoils one batch of many sizes, which the
+median over passes drops, rather than every batch of one size.
+"""
+
+import time
+
+import numpy as np
+from mpi4py import MPI
+
+_TAG = 17
+
+
+def quiet_barrier(comm, poll_s=1e-3):
+    """A barrier that sleeps while it waits (MPICH's Barrier spins a whole core, which on a
+    2-core machine is the core the measuring ranks need). Collective."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(poll_s)
+
+
+def repetitions(nbytes, quick):
+    """(passes, repetitions per batch, warm-up repetitions per batch) for ``nbytes``: fewer for
+    large messages, as OSU does."""
+    passes = 12 if quick else 20
+    if nbytes <= 64 * 1024:
+        return passes, 20 if quick else 50, 10
+    return (passes, 5, 2) if nbytes <= 2**20 else (passes, 3 if quick else 5, 1)
+
+
+def ping_pong(comm, sizes, quick=False):
+    """One-way seconds per size between ranks 0 and 1 (others wait quietly). Collective."""
+    return _on_pair(comm, sizes, quick, _round_trip, halve=True)
+
+
+def exchange(comm, sizes, quick=False):
+    """Seconds of one ``Sendrecv`` of n bytes each way between ranks 0 and 1. Collective."""
+    return _on_pair(comm, sizes, quick, _sendrecv, halve=False)
+
+
+def incast(comm, sizes, quick=False):
+    """Seconds until rank 0 holds n bytes from each of ranks 1..size-1, all sent at once after
+    a barrier (rank 0 receives them in arrival order). Needs 3 ranks or more to be an incast;
+    returns None on every rank with fewer. Collective."""
+    if comm.size < 3:
+        return None
+    buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+    inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+
+    def batch(j, count):
+        """Mean over ``count`` rounds of rank 0's time from leaving a barrier to holding every
+        message (the barrier after each round, which starts the next together, is not timed)."""
+        total = 0.0
+        for _ in range(count):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            if comm.rank == 0:
+                for _ in range(comm.size - 1):
+                    comm.Recv(inbox[j], source=MPI.ANY_SOURCE, tag=_TAG)
+            else:
+                comm.Send(buffers[j], dest=0, tag=_TAG)
+            total += time.perf_counter() - t0
+        return total / count
+
+    return _interleaved(comm, sizes, quick, batch)
+
+
+def send_overhead(comm, count=200):
+    """LogP's o: mean seconds rank 0 spends in one 8-byte blocking ``Send`` to rank 1, which
+    completes without waiting for the receiver (eager protocol), over ``count`` back-to-back
+    sends that rank 1 takes after they are all sent. Collective; ranks >= 2 wait quietly."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    seconds = None
+    if pair != MPI.COMM_NULL:
+        buf = np.zeros(2, dtype=np.float32)
+        for _ in range(2):  # the first round warms up
+            pair.Barrier()
+            if pair.rank == 0:
+                t0 = time.perf_counter()
+                for _ in range(count):
+                    pair.Send(buf, dest=1, tag=_TAG)
+                seconds = (time.perf_counter() - t0) / count
+            pair.Barrier()
+            if pair.rank == 1:
+                for _ in range(count):
+                    pair.Recv(buf, source=0, tag=_TAG)
+        pair.Free()
+    quiet_barrier(comm)
+    return seconds if comm.rank == 0 else None
+
+
+def _on_pair(comm, sizes, quick, pattern, halve):
+    """Time ``pattern(pair, buf, inbox)`` between ranks 0 and 1 per size; others wait."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    seconds = None
+    if pair != MPI.COMM_NULL:
+        buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+        inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+
+        def batch(j, count):
+            pair.Barrier()  # both ranks are busy from here: a spinning barrier costs nothing
+            t0 = time.perf_counter()
+            for _ in range(count):
+                pattern(pair, buffers[j], inbox[j])
+            return (time.perf_counter() - t0) / count
+
+        seconds = _interleaved(pair, sizes, quick, batch)
+        pair.Free()
+    quiet_barrier(comm)
+    if comm.rank != 0:
+        return None
+    return [s / 2 for s in seconds] if halve else seconds
+
+
+def _interleaved(comm, sizes, quick, batch):
+    """Median over passes of ``batch(j, count)`` (a batch's mean seconds), each pass one batch
+    of every size after its warm-up batch; on rank 0 of ``comm``, None elsewhere."""
+    plans = [repetitions(n, quick) for n in sizes]
+    means = np.full((max(plan[0] for plan in plans), len(sizes)), np.nan)
+    for p in range(len(means)):
+        for j, (passes, per_batch, warmup) in enumerate(plans):
+            if p >= passes:
+                continue
+            batch(j, warmup)
+            means[p, j] = batch(j, per_batch)
+    if comm.rank != 0:
+        return None
+    return [float(x) for x in np.nanmedian(means, axis=0)]
+
+
+def _round_trip(pair, buf, inbox):
+    if pair.rank == 0:
+        pair.Send(buf, dest=1, tag=_TAG)
+        pair.Recv(buf, source=1, tag=_TAG)
+    else:
+        pair.Recv(buf, source=0, tag=_TAG)
+        pair.Send(buf, dest=0, tag=_TAG)
+
+
+def _sendrecv(pair, buf, inbox):
+    peer = 1 - pair.rank
+    pair.Sendrecv(buf, dest=peer, sendtag=_TAG, recvbuf=inbox, source=peer, recvtag=_TAG)

@@ -1,0 +1,244 @@
+"""Step times measured in a real run: the distribution, read from run folders, drawn by the
+simulator (``--compute empirical``), and the measured network cost models per message pattern."""
+
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms.costfit import PiecewiseCost
+from algorithms.ops import Recv, Send, SendRecv
+from algorithms.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
+from sim.backend import ComputeModel, Simulator
+from sim.cluster_profile import load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
+
+
+# ---------------------------------------------------------------------------- the distribution
+def test_quantiles_of_known_samples_and_interpolation():
+    times = StepTimes.from_samples(np.arange(1, 102) * 1e-3, batch_size=32)  # 1 .. 101 ms
+    assert times.quantiles_s[0] == 1e-3 and times.quantiles_s[-1] == pytest.approx(0.101)
+    assert times.median_s == pytest.approx(0.051)
+    assert times.seconds_at(0.505) == pytest.approx(0.0515)
+    assert times.mean_s == pytest.approx(0.051)
+    assert times.steps == 101 and times.batch_size == 32
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(1e-5, 1.0), min_size=1, max_size=300), st.integers(0, 2**31))
+def test_draws_stay_within_the_measured_range(samples, seed):
+    times = StepTimes.from_samples(samples, batch_size=1)
+    rng = np.random.default_rng(seed)
+    draws = [times.draw(rng) for _ in range(50)]
+    assert min(samples) * (1 - 1e-12) <= min(draws) and max(draws) <= max(samples) * (1 + 1e-12)
+
+
+def test_many_draws_have_the_samples_mean_and_quantiles():
+    rng = np.random.default_rng(0)
+    samples = rng.lognormal(np.log(2.5e-3), 0.2, 5000)
+    times = StepTimes.from_samples(samples, batch_size=100)
+    draws = np.array([times.draw(rng) for _ in range(20000)])
+    assert draws.mean() == pytest.approx(samples.mean(), rel=0.01)
+    for p in (0.05, 0.5, 0.95):
+        assert np.quantile(draws, p) == pytest.approx(np.quantile(samples, p), rel=0.02)
+
+
+def test_round_trip_through_a_profile_table():
+    times = StepTimes.from_samples([2e-3, 3e-3, 2.5e-3], batch_size=100, ranks=2, cores=2,
+                                   model="mlp", source="here")
+    again = StepTimes.from_dict(times.to_dict(), "mlp")
+    assert again.batch_size == 100 and (again.ranks, again.cores) == (2, 2)
+    np.testing.assert_allclose(again.quantiles_s, times.quantiles_s, rtol=1e-5)
+
+
+@pytest.mark.parametrize(("document", "match"), [
+    ({"batch_size": 1, "steps": 1}, "needs 'quantiles_s'"),
+    ({"quantiles_s": [1.0] * 3, "batch_size": 1, "steps": 1}, "101 values"),
+    ({"quantiles_s": [1.0] * 100 + [0.5], "batch_size": 1, "steps": 1}, "non-decreasing"),
+    ({"quantiles_s": [math.nan] * 101, "batch_size": 1, "steps": 1}, "finite"),
+    ({"quantiles_s": [1.0] * 101, "batch_size": 0, "steps": 1}, "batch_size"),
+])
+def test_a_bad_table_is_one_line_naming_the_table(document, match):
+    with pytest.raises(ValueError, match=match):
+        StepTimes.from_dict(document, "mlp")
+
+
+@pytest.mark.parametrize(("measured", "now", "slowdown"), [
+    ((2, 2), (2, 2), 1.0), ((2, 2), (4, 2), 2.0), ((2, 2), (3, 2), 1.5),
+    ((4, 2), (2, 2), 0.5), ((2, 0), (16, 2), 8.0), ((2, 2), (16, 0), 1.0)])
+def test_core_slowdown_is_relative_to_the_sharing_measured(measured, now, slowdown):
+    times = StepTimes.from_samples([1e-3], batch_size=1, ranks=measured[0], cores=measured[1])
+    assert times.core_slowdown(*now) == pytest.approx(slowdown)
+
+
+# ---------------------------------------------------------------------------- from run folders
+def _run_folder(path, per_rank, batch_size=50, model="mlp", machine_cores=2):
+    """A run folder with steps.csv rows of the given compute seconds per rank."""
+    path.mkdir(parents=True)
+    config = {"config": {"batch_size": batch_size, "model": model, "algorithm": "allreduce"},
+              "nodes": len(per_rank), "machine_cores": machine_cores}
+    (path / "config.json").write_text(json.dumps(config))
+    with open(path / "steps.csv", "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["rank", "epoch", "iteration", "compute_s"])
+        for rank, seconds in enumerate(per_rank):
+            for i, s in enumerate(seconds, 1):
+                writer.writerow([rank, 0, i, s])
+    return path
+
+
+def test_run_steps_drop_each_ranks_warm_up_and_idle_ranks(tmp_path):
+    run = _run_folder(tmp_path / "run", [[9.0, 8.0, 1.0, 2.0], [7.0, 6.0, 3.0], [0, 0, 0, 0]])
+    seconds, _ = read_run_steps(run)
+    assert sorted(seconds) == [1.0, 2.0, 3.0]
+
+
+def test_step_times_of_a_run_carry_its_batch_model_ranks_and_cores(tmp_path):
+    run = _run_folder(tmp_path / "run", [[1, 1, 2e-3, 4e-3], [1, 1, 3e-3]], batch_size=64)
+    times = step_times_from_run(run)
+    assert (times.batch_size, times.model, times.ranks, times.cores) == (64, "mlp", 2, 2)
+    assert times.median_s == pytest.approx(3e-3) and times.steps == 3
+
+
+def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
+    with pytest.raises(ValueError, match="not a readable run folder"):
+        read_run_steps(tmp_path)
+
+
+# ---------------------------------------------------------------------------- in the simulator
+def _profile(path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None):
+    """A profile holding constant step times ``step_s`` for the MLP (and cost models)."""
+    times = StepTimes.from_samples([step_s], batch_size=batch_size, ranks=ranks, cores=cores,
+                                   model="mlp")
+    document = {"cluster": {"name": "test", "calibrated": True, "cores": cores,
+                            "one_machine": one_machine},
+                "network": {"topology": "star", "latency": "5us", "bandwidth": "1GB/s",
+                            **{k: v.to_dict() for k, v in (costs or {}).items()}},
+                "compute": {"steps": {"mlp": times.to_dict()}}}
+    path.write_text(tomli_w.dumps(document))
+    return path
+
+
+def _sim_run(tmp_path, *argv):
+    out = tmp_path / "sim"
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "synthetic",
+                           "--no-progress", "--out", str(out), *argv], cwd=ROOT, env=ENV,
+                          timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return json.loads((out / "summary.json").read_text()), out
+
+
+@pytest.mark.parametrize(("nodes", "share"), [(2, 1.0), (4, 0.5)])
+def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
+        tmp_path, nodes, share):
+    """Constant measured steps of 3 ms per 100 samples: a batch of 50 costs 1.5 ms on 2 nodes
+    of 2 cores, and twice that when 4 nodes share the 2 cores."""
+    profile = _profile(tmp_path / "p.toml", 3e-3)
+    summary, _ = _sim_run(tmp_path, "--nodes", str(nodes), "--algorithm", "allreduce",
+                          "--batch-size", "50", "--iterations", "10", "--profile", str(profile),
+                          "--compute", "empirical")
+    assert summary["compute_s"] / summary["iterations"] == pytest.approx(1.5e-3 / share,
+                                                                         rel=1e-9)
+
+
+def test_empirical_compute_without_step_times_names_the_table(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text('[cluster]\nname = "x"\n[compute]\nflops_per_s = 1e9\n')
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "synthetic",
+                           "--nodes", "2", "--algorithm", "allreduce", "--profile", str(profile),
+                           "--compute", "empirical",
+                           "--out", str(tmp_path / "o")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1 and "[compute.steps.mlp]" in done.stderr
+
+
+# ---------------------------------------------------------------------------- measured costs
+ONEWAY = PiecewiseCost(min_bytes=(0.0, 65536.0), max_bytes=(65536.0, math.inf),
+                       latency_s=(10e-6, 300e-6), bandwidth_Bps=(1e9, 125e6),
+                       latency_ci_s=((math.nan, math.nan),) * 2,
+                       bandwidth_ci_Bps=((math.nan, math.nan),) * 2,
+                       max_rel_residual=(math.nan, math.nan))
+SENDRECV = PiecewiseCost.constant(20e-6, 119e6)
+
+
+class _Log:
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        pass
+
+
+def _simulate(size, program, costs):
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    sim = Simulator(nodes, [_Log() for _ in nodes], 5e-6, 1e9,
+                    ComputeModel(seconds_per_sample=0.0), costs=costs)
+    sim.run([program(r) for r in range(size)])
+    return sim.env.now
+
+
+@pytest.mark.parametrize("nbytes", [8, 4096, 65536, 335_360, 4 * 2**20])
+def test_a_ping_pong_takes_the_one_way_model_twice(nbytes):
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+            yield Recv(source=1, buf=buf)
+        else:
+            yield Recv(source=0, buf=buf)
+            yield Send(dest=0, payload=buf)
+
+    costs = {"oneway": ONEWAY, "sendrecv": SENDRECV}
+    assert _simulate(2, program, costs) == pytest.approx(2 * ONEWAY.seconds(nbytes), rel=1e-12)
+
+
+@pytest.mark.parametrize("nbytes", [8, 335_360])
+def test_a_sendrecv_takes_the_sendrecv_model_once(nbytes):
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        yield SendRecv(payload=buf, dest=1 - rank, source=1 - rank, buf=np.empty_like(buf))
+
+    costs = {"oneway": ONEWAY, "sendrecv": SENDRECV}
+    assert _simulate(2, program, costs) == pytest.approx(SENDRECV.seconds(nbytes), rel=1e-12)
+
+
+@pytest.mark.parametrize("senders", [1, 3])
+def test_an_incast_queues_the_measured_one_way_messages(senders):
+    """k senders into one: the last arrives at alpha(n) + k n / beta(n)."""
+    nbytes = 1 << 20
+
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        if rank == 0:
+            for _ in range(senders):
+                yield Recv(source=-1, buf=buf)
+        else:
+            yield Send(dest=0, payload=buf)
+
+    expected = ONEWAY.alpha_s(nbytes) + senders * nbytes / ONEWAY.beta_Bps(nbytes)
+    assert _simulate(senders + 1, program, {"oneway": ONEWAY}) == pytest.approx(expected,
+                                                                                 rel=1e-12)
+
+
+def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
+    from sim.run import build_parser, network_costs
+
+    profile = load_profile(str(_profile(tmp_path / "p.toml", 1e-3,
+                                        costs={"oneway": ONEWAY, "sendrecv": SENDRECV})))
+    assert set(profile.costs) == {"oneway", "sendrecv"}
+    assert profile.costs["oneway"].seconds(1 << 20) == ONEWAY.seconds(1 << 20)
+    parse = build_parser().parse_known_args
+    assert network_costs(parse(["--nodes", "2"])[0], profile) == profile.costs
+    assert network_costs(parse(["--latency", "1us"])[0], profile) == {}
+    assert network_costs(parse(["--network", "ring"])[0], profile) == {}
+    assert len(GRID) == 101
