@@ -202,11 +202,16 @@ def _numbers(d, key, count, default=None, pairs=False):
 def _check_model(min_bytes, max_bytes, latency_s, bandwidth_Bps):
     if not latency_s:
         raise ValueError("cost model: 'latency_s' must have at least one segment")
-    if not all(math.isfinite(a) and a >= 0 for a in latency_s):
-        raise ValueError(f"cost model: 'latency_s' must be finite and >= 0, got {list(latency_s)}")
+    if not (all(math.isfinite(a) for a in latency_s) and latency_s[0] >= 0):
+        raise ValueError(f"cost model: 'latency_s' must be finite and the first >= 0, got "
+                         f"{list(latency_s)}")
     if not all(math.isfinite(b) and b > 0 for b in bandwidth_Bps):
         raise ValueError(f"cost model: 'bandwidth_Bps' must be finite and > 0, "
                          f"got {list(bandwidth_Bps)}")
+    if not all(a + lo / b > 0 for a, lo, b in list(zip(latency_s, min_bytes, bandwidth_Bps,
+                                                       strict=True))[1:]):
+        raise ValueError("cost model: a segment's time must be > 0 where it starts "
+                         "('latency_s' + 'min_bytes' / 'bandwidth_Bps')")
     if not all(math.isfinite(lo) and lo >= 0 for lo in min_bytes):
         raise ValueError(f"cost model: 'min_bytes' must be finite and >= 0, got {list(min_bytes)}")
     if not all(hi > lo for lo, hi in zip(min_bytes, max_bytes, strict=True)):
@@ -250,10 +255,16 @@ def fit_segments(nbytes, seconds, max_rel_error=0.05, max_segments=4):
     Notes
     -----
     Within a segment, points (n_i, t_i): minimise ``sum(((alpha + gamma n_i) / t_i - 1)**2)``
-    over ``alpha >= 0``, ``gamma = 1 / beta >= 0`` (relative residuals, as
-    ``real.calibrate.fit_alpha_beta`` does and for its reasons), solved in closed form: two unknowns
-    make ``lsq_linear``'s bounded problem a 2x2 system or, when a bound binds, one of its two faces.
-    A segment whose best ``gamma`` is 0 has times that do not grow: it is never chosen.
+    over ``gamma = 1 / beta >= 0`` and, in the first segment, ``alpha >= 0`` (relative
+    residuals: the times span decades, and an unweighted fit lets the largest messages decide
+    both numbers), solved in closed form: two unknowns make ``lsq_linear``'s bounded problem a
+    2x2 system or, when a bound binds, one of its two faces. A segment whose best ``gamma`` is 0
+    has times that do not grow: it is never chosen.
+
+    The first segment's alpha is a latency; a later segment's is the intercept of its line and
+    may be negative: beyond a token bucket's burst of B bytes at rate r, ``t(n) = c + (n - B) /
+    r``, whose intercept ``c - B / r`` is below zero (about -0.5 ms for 64 KB at 1 Gbit/s). A
+    model is checked to be > 0 where each segment starts.
 
     Breakpoints: dynamic programming over the m sorted distinct sizes. A segment is a run of at
     least 2 consecutive distinct sizes; every run is fitted once (O(m**2) fits), and the DP picks
@@ -270,14 +281,11 @@ def fit_segments(nbytes, seconds, max_rel_error=0.05, max_segments=4):
     Intervals: per segment, ``CONFIDENCE`` (95 %) Wald intervals of alpha and gamma from the
     weighted least squares covariance ``s**2 (A^T A)^-1``, ``s**2`` the residual variance with
     ``points - 2`` degrees of freedom and a Student t quantile; beta's interval is gamma's,
-    inverted (hi inf when gamma's reaches 0), alpha's is clipped at 0. The intervals ignore the
+    inverted (hi inf when gamma's reaches 0). The intervals ignore the
     bounds and the choice of breakpoints. With 2 points (no degrees of freedom) they are NaN.
 
     The bound holds for every point, so noise larger than it makes segments chase the noise:
-    give per-size medians (as ``real.calibrate`` measures them) or a bound above the noise. And
-    ``alpha >= 0`` holds in every segment: beyond a token bucket's burst the true line has a
-    negative intercept, which a segment can only approach with ``alpha = 0`` (the measured
-    ping-pong of the tests: errors of +-4 % in that segment), or more segments.
+    give per-size medians (as ``real.calibrate`` measures them) or a bound above the noise.
 
     Examples
     --------
@@ -340,6 +348,9 @@ def _runs(n, t, starts):
     for i in range(m):  # run sums from each start on: positive terms, no cancellation
         sums[:, i, i:] = np.cumsum(per_size[:, i:], axis=1)
     alpha, gamma = _bounded_line(*sums)
+    free_alpha, free_gamma = _line(*sums)
+    later = (np.arange(m) > 0)[:, None]  # runs that do not start at the smallest size
+    alpha, gamma = np.where(later, free_alpha, alpha), np.where(later, free_gamma, gamma)
     with np.errstate(divide="ignore"):
         beta = 1 / gamma  # inf where the times do not grow
     worst, sse = np.full((m, m), np.inf), np.full((m, m), np.inf)
@@ -366,6 +377,19 @@ def _bounded_line(saa, sab, sbb, sa, sb):
         alpha_face = ra * ra > rb * rb  # gamma = 0 is the better face
         alpha = np.where(free, x / np.sqrt(saa), np.where(alpha_face, sa / saa, 0.0))
         gamma = np.where(free, y / np.sqrt(sbb), np.where(alpha_face, 0.0, sb / sbb))
+    return alpha, gamma
+
+
+def _line(saa, sab, sbb, sa, sb):
+    """The least squares (alpha, gamma) of ``alpha a_i + gamma b_i = 1`` with alpha free in
+    sign and gamma >= 0 (gamma = 0, times that do not grow, where the free gamma is not > 0)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ra, rb, c = sa / np.sqrt(saa), sb / np.sqrt(sbb), sab / np.sqrt(saa * sbb)
+        det = 1 - c * c
+        x, y = (ra - c * rb) / det, (rb - c * ra) / det
+        grows = (det > 0) & (y > 0)
+        alpha = np.where(grows, x / np.sqrt(saa), sa / saa)
+        gamma = np.where(grows, y / np.sqrt(sbb), 0.0)
     return alpha, gamma
 
 
@@ -454,4 +478,4 @@ def _intervals(alpha, beta, r, sums):
     q = float(student.ppf(0.5 + CONFIDENCE / 2, dof))
     ha, hg = q * math.sqrt(s2 / (saa * det)), q * math.sqrt(s2 / (sbb * det))
     beta_hi = 1 / (gamma - hg) if gamma > hg else math.inf
-    return (max(alpha - ha, 0.0), alpha + ha), (1 / (gamma + hg), beta_hi)
+    return (alpha - ha, alpha + ha), (1 / (gamma + hg), beta_hi)

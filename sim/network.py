@@ -233,7 +233,9 @@ class RoutedNetwork:
         if cost is None:
             hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
         else:  # measured node to node: alpha(n) + n / beta(n), whatever the route
-            hold_s, latency_s = nbytes / cost.beta_Bps(nbytes), cost.alpha_s(nbytes)
+            alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
+            hold_s = max(nbytes / cost.beta_Bps(nbytes) + min(alpha_s, 0.0), 0.0)  # less held
+            latency_s = max(alpha_s, 0.0)
         held, turn = 0, None  # the links taken are route.links[:held]
         try:
             for link in route.links:  # in the global order: no deadlock on cycles
