@@ -19,6 +19,7 @@ Failures (``--fail``) stop a node's process; nodes left waiting on it get `PeerF
 """
 
 import gc
+import math
 from dataclasses import dataclass
 from time import perf_counter
 
@@ -47,6 +48,8 @@ from algorithms.ops import (
     SendRecv,
 )
 from sim.network import make_network
+
+_BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
 
 
 @dataclass
@@ -142,11 +145,18 @@ class Simulator:
         Measured cost models by message pattern, from a calibrated profile: ``oneway`` for Send
         and Recv, ``sendrecv`` for SendRecv and Exchange (a ring step, a gossip exchange: both
         directions at once). Closed-form collectives keep ``latency_s`` and ``bandwidth_Bps``.
+    entry_barrier : bool
+        Do what the real backend does to tell wait from comm (``--measure-wait``): a barrier
+        before each collective (MPICH's dissemination barrier: ceil(log2 p) rounds of empty
+        messages) and an empty token with every peer before an Exchange, their whole time
+        charged as wait. It costs real time in a measured run, so the prediction of that run
+        pays it too. Message-level collectives only.
     """
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
-                 collectives="message", network="star", costs=None):
+                 collectives="message", network="star", costs=None, entry_barrier=False):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
+        self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
@@ -330,7 +340,35 @@ class Simulator:
         np.copyto(op.buf, message.payload)
         return op.buf
 
+    def _barrier(self, node, peers_of_round):
+        """Rounds of empty messages (send to one peer, take from another per round), as the real
+        backend's timed entry; the whole time is wait. ``peers_of_round``: (dest, source) per
+        round, or lists of peers for one round of exchange with each."""
+        t0, empty = self.env.now, np.empty(0, np.uint8)
+        for dests, sources in peers_of_round:
+            requests = [self._posted(node, source, _BARRIER_TAG) for source in sources]
+            try:
+                sending = [self.env.process(self.network.transfer(
+                    node.rank, dest, 0, _BARRIER_TAG, empty, "sendrecv")) for dest in dests]
+                for request in requests:
+                    yield request
+                yield self.env.all_of(sending)
+            except simpy.Interrupt:
+                for request in requests:
+                    request.cancel()
+                raise
+        self.logs[node.rank].charge("wait", self.env.now - t0)
+
+    def _enter_collective(self, node):
+        """The dissemination barrier before a collective, with ``entry_barrier``."""
+        if self.entry_barrier and node.size > 1:
+            rank, size = node.rank, node.size
+            rounds = [([(rank + 2**k) % size], [(rank - 2**k) % size])
+                      for k in range(math.ceil(math.log2(size)))]
+            yield from self._barrier(node, rounds)
+
     def _allreduce(self, node, op):
+        yield from self._enter_collective(node)
         program = ALLREDUCES[_simulated(op.algo)](op.buf, node.rank, node.size)
         reply = None
         while True:
@@ -379,7 +417,9 @@ class Simulator:
                 min((r.bandwidth_Bps for r in routes), default=network.bandwidth_Bps))
         return self._collective_link
 
-    def _exchange(self, node, op):
+    def _exchange(self, node, op, token=True):
+        if token and self.entry_barrier and op.payloads:  # an empty token with every peer first
+            yield from self._barrier(node, [(list(op.payloads), list(op.payloads))])
         t0, copies = self.env.now, {}  # one snapshot per distinct payload (gossip: one vector)
         sending = [self._transfer(node, peer, payload, op.tag, copies)
                    for peer, payload in op.payloads.items()]
@@ -392,9 +432,11 @@ class Simulator:
         return {peer: m.payload for peer, m in messages.items()}  # read-only, not copied again
 
     def _allgather(self, node, op):
+        yield from self._enter_collective(node)
         others = [r for r in range(node.size) if r != node.rank]
         got = yield from self._exchange(node, Exchange(dict.fromkeys(others, op.payload),
-                                                       dict.fromkeys(others), tag=-1))
+                                                       dict.fromkeys(others), tag=-1),
+                                        token=False)
         return [op.payload if r == node.rank else got[r] for r in range(node.size)]
 
     def _evaluate(self, node, op):

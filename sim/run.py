@@ -250,7 +250,8 @@ def main(argv=None):
                                      write_steps=rank % cluster.steps_sample == 0))
     log = logs[reporter]
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute, cluster.collectives, network, costs)
+                          compute, cluster.collectives, network, costs,
+                          entry_barrier=cfg.measure_wait and cluster.collectives == "message")
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:

@@ -35,6 +35,23 @@ def test_a_ghost_has_the_size_of_the_array_it_stands_for():
     assert isinstance(g, GhostArray) and np.isnan(np.linalg.norm(g))
 
 
+@pytest.mark.parametrize("nodes", [2, 6])
+def test_a_timed_entry_costs_what_the_real_backends_barrier_does(tmp_path, nodes):
+    """With --measure-wait (the default) the real backend enters each collective through a
+    barrier; the simulator pays MPICH's dissemination barrier, ceil(log2 p) rounds of empty
+    messages, alpha each, and charges it to wait."""
+    import math
+
+    n_params, iterations = 600_000, 2
+    summary, _, _ = _run(tmp_path, [
+        "--nodes", str(nodes), "--algorithm", "allreduce", "--ghost", str(n_params),
+        "--iterations", str(iterations), *NETWORK])
+    rounds = math.ceil(math.log2(nodes))
+    step = 2 * (nodes - 1) * (ALPHA + 4 * n_params / nodes / BETA) + rounds * ALPHA
+    assert summary["time_s"] == pytest.approx(iterations * step, rel=1e-9)
+    assert summary["wait_s"] == pytest.approx(iterations * rounds * ALPHA, rel=1e-9)
+
+
 def test_ghost_models_have_their_published_size():
     model, data = ghost_model("resnet50")
     assert model.n_params == 25_557_032 == profile("resnet50").params
@@ -51,7 +68,8 @@ def test_ghost_allreduce_takes_the_ring_time_and_moves_the_ring_bytes(tmp_path, 
     n_params, nodes, iterations = 1_000_002, 6, 3  # equal chunks: the formula is exact
     summary, steps, config = _run(tmp_path, [
         "--nodes", str(nodes), "--algorithm", "allreduce", "--ghost", str(n_params),
-        "--iterations", str(iterations), "--collectives", collectives, *NETWORK])
+        "--iterations", str(iterations), "--collectives", collectives, "--no-measure-wait",
+        *NETWORK])
     chunk = -(-n_params // nodes)
     step = 2 * (nodes - 1) * (ALPHA + 4 * chunk / BETA)  # compute is free without a profile
     assert summary["time_s"] == pytest.approx(iterations * step, rel=1e-9)
