@@ -456,11 +456,14 @@ def _model(n, t, starts, plan, sums, alpha, beta):
 
 def _boundary(last, first, low, high):
     """Where the lines ``low`` and ``high`` (alpha, beta) cross if strictly between sizes
-    ``last`` < ``first``, else their geometric midpoint."""
+    ``last`` < ``first``, else their geometric midpoint; ``first`` itself if ``high`` (whose
+    intercept may be negative) is not > 0 there, so that every segment's time is > 0."""
     (a0, b0), (a1, b1) = low, high
-    if b0 != b1 and last < (cross := (a1 - a0) / (1 / b0 - 1 / b1)) < first:
+    if b0 != b1 and last < (cross := (a1 - a0) / (1 / b0 - 1 / b1)) < first and \
+            a1 + cross / b1 > 0:
         return cross
-    return math.sqrt(last * first)
+    middle = math.sqrt(last * first)
+    return middle if a1 + middle / b1 > 0 else first
 
 
 def _intervals(alpha, beta, r, sums):

@@ -261,3 +261,17 @@ def test_a_table_with_only_the_model_keys_is_enough():
 def test_fit_refuses_bad_input(nbytes, seconds, kwargs, rule):
     with pytest.raises(ValueError, match=rule):
         fit_segments(nbytes, seconds, **kwargs)
+
+
+def test_a_negative_intercept_never_makes_a_segment_start_below_zero():
+    """A steep second line whose intercept is far below zero: the boundary moves up to the
+    first size it was fitted to, where its time is positive, and the model round-trips."""
+    n = np.array([8.0, 64, 512, 4096, 2**18, 2**21, 2**23])
+    t = np.where(n <= 4096, 10e-6 + n / 1e7, -1e-3 + n / 1e8)  # below the first line, no cross
+    cost = fit_segments(n, t)
+    assert len(cost.latency_s) == 2 and cost.latency_s[1] < 0
+    assert cost.min_bytes[1] == 2**18  # the midpoint, 32 KiB, would be below zero
+    for k, (lo, a, b) in enumerate(zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps,
+                                       strict=True)):
+        assert a + lo / b > 0, k
+    assert PiecewiseCost.from_dict(cost.to_dict()).seconds(2**21) == cost.seconds(2**21)
