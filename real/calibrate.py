@@ -37,6 +37,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 largest segment's), overhead_s (LogP's o)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
+    [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
+                       rates_Bps and bursts_bytes as configured
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, batch_size, dataset,
                 flops_per_sample
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
@@ -352,6 +354,9 @@ def _finish(args, measured, work, started):
             "flops_per_sample": flops}}
     if incast is not None:
         document["network"]["incast"] = incast
+    shaper = _emulated_shaper()
+    if shaper is not None:
+        document["network"]["shaper"] = shaper
     for times in measured["steps"].values():
         _put_step_times(document, times)
     _write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
@@ -371,6 +376,25 @@ def _incast_check(measured, oneway):
     return {"ranks": int(k), "sizes": [int(x) for x in n], "seconds": [_sig(x) for x in t],
             "predicted_s": [_sig(x) for x in predicted],
             "max_rel_error": _sig(np.max(np.abs(predicted / t - 1)))}
+
+
+def _emulated_shaper():
+    """The token buckets of the emulated cluster these ranks run on (`real.cluster` says where
+    its state is in ``TWINSGD_CLUSTER``), as ``[network.shaper]``: per host, in rank order (rank
+    r on host r mod hosts), the configured rate (bytes/s of frames) and burst (bytes); None on
+    any other network."""
+    import json
+
+    path = os.environ.get("TWINSGD_CLUSTER")
+    if not path:
+        return None
+    try:
+        hosts = json.loads(Path(path).read_text())["hosts"]
+        return {"kind": "tbf", "source": f"real.cluster state {path}",
+                "rates_Bps": [float(h["rate_Bps"]) for h in hosts],
+                "bursts_bytes": [float(h["burst_B"]) for h in hosts]}
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def _put_step_times(document, times):

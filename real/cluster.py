@@ -251,7 +251,9 @@ def launch(state, n, command, guard):
     """Run ``command`` on n ranks across the cluster; return its exit status (128+N when this
     process got signal N: the ranks are then stopped, SIGTERM then SIGKILL, and anything left
     in the namespaces killed)."""
-    env = {**THREAD_ENV, **os.environ, **MPI_ENV}
+    # TWINSGD_CLUSTER: the ranks know they run on this emulated cluster (real.calibrate
+    # records its shaping in the profile, so the simulator can model the token buckets)
+    env = {**THREAD_ENV, **os.environ, **MPI_ENV, "TWINSGD_CLUSTER": str(STATE)}
     proc = subprocess.Popen(mpiexec_command(state, n, command), env=env, start_new_session=True)
     guard.watch(proc.pid)
     stopped = []

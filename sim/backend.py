@@ -145,6 +145,8 @@ class Simulator:
         Measured cost models by message pattern, from a calibrated profile: ``oneway`` for Send
         and Recv, ``sendrecv`` for SendRecv and Exchange (a ring step, a gossip exchange: both
         directions at once). Closed-form collectives keep ``latency_s`` and ``bandwidth_Bps``.
+    shaping : sim.shaping.Shaping, optional
+        Token-bucket shaped NICs (an emulated cluster), from a calibrated profile.
     entry_barrier : bool
         Do what the real backend does to tell wait from comm (``--measure-wait``): a barrier
         before each collective (MPICH's dissemination barrier: ceil(log2 p) rounds of empty
@@ -154,7 +156,8 @@ class Simulator:
     """
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
-                 collectives="message", network="star", costs=None, entry_barrier=False):
+                 collectives="message", network="star", costs=None, entry_barrier=False,
+                 shaping=None):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
         self.entry_barrier = entry_barrier
         self.collectives = collectives
@@ -169,7 +172,7 @@ class Simulator:
                           for r in range(len(nodes))]
         self.nodes, self.logs = nodes, logs
         self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
-                                    costs)
+                                    costs, shaping)
         self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
@@ -232,7 +235,12 @@ class Simulator:
     def _process(self, node, program):
         """The driver loop of one node: its own code's time is compute, then the operation."""
         reply, log, handlers = None, self.logs[node.rank], self._handlers
-        measured, notice = self.compute.measured, None
+        # Own code is timed here with --compute measured, and with measured step times on a
+        # node that computes no steps (a parameter server: its update is its own code, in no
+        # step a real run measured); elsewhere the profile's step times include it.
+        measured = self.compute.measured or (self.compute.step_times is not None and
+                                             not getattr(node, "computes", True))
+        notice = None
         while True:
             t0 = perf_counter()
             try:

@@ -20,9 +20,13 @@ The format::
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
+    [network.shaper]               # an emulated cluster's token buckets (real.cluster):
+    rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
+    bursts_bytes = [125000.0, 125000.0]
 
 When a calibrated profile has the measured models and neither --latency nor --bandwidth is
-given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``.
+given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``;
+with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
 
     [compute]                      # for --compute profile (and --ghost)
     flops_per_s = 2.0e10           # sustained training FLOP/s of one rank
@@ -51,6 +55,7 @@ from pathlib import Path
 from algorithms.costfit import PiecewiseCost
 from algorithms.steptimes import StepTimes
 from algorithms.units import parse_bandwidth_Bps, parse_seconds
+from sim.shaping import ShapedPattern, Shaping
 
 PRESETS = Path(__file__).resolve().parents[1] / "profiles"
 PATTERNS = ("oneway", "sendrecv")  # message patterns a calibration measures a cost model of
@@ -72,6 +77,25 @@ class ClusterProfile:
     seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
+    shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
+
+    def shaping(self):
+        """The `sim.shaping.Shaping` of an emulated cluster's profile, or None: its buckets,
+        and per measured pattern the latency of a small message and the payload per shaped
+        byte (the largest messages' measured rate over the median configured rate); the rate
+        of bytes within a burst is the one-way model's at half a burst (a ping-pong finds its
+        bucket full; a Sendrecv back to back never does)."""
+        if not self.shaper or not self.costs:
+            return None
+        rates = sorted(rate for rate, _ in self.shaper)
+        rate, half_burst = rates[len(rates) // 2], min(b for _, b in self.shaper) / 2
+        line = self.costs.get("oneway", next(iter(self.costs.values()))).beta_Bps(half_burst)
+        patterns = {}
+        for name, cost in self.costs.items():
+            largest = float(cost.max_bytes[-1])
+            efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
+            patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)), float(line), efficiency)
+        return Shaping(self.shaper, patterns)
 
     def compute_step_times(self, model):
         """The `StepTimes` measured for ``model``; ValueError if the profile has none."""
@@ -118,6 +142,7 @@ def load_profile(name_or_path):
                         for m, d in compute.get("steps", {}).items()},
             costs={pattern: PiecewiseCost.from_dict(network[pattern])
                    for pattern in PATTERNS if pattern in network},
+            shaper=_shaper(network.get("shaper")),
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
             bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network
@@ -129,3 +154,14 @@ def load_profile(name_or_path):
         raise ValueError(f"--profile {name_or_path}: no such file or preset ({presets})") from None
     except (OSError, ValueError, TypeError, AttributeError, tomllib.TOMLDecodeError) as err:
         raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from err
+
+
+def _shaper(table):
+    """``[network.shaper]`` as ((rate_Bps, burst_bytes), ...) per host; () without one."""
+    if table is None:
+        return ()
+    rates, bursts = table["rates_Bps"], table["bursts_bytes"]
+    if not rates or len(rates) != len(bursts) or \
+            not all(float(x) > 0 for x in (*rates, *bursts)):
+        raise ValueError("[network.shaper] needs rates_Bps and bursts_bytes, one per host, > 0")
+    return tuple((float(r), float(b)) for r, b in zip(rates, bursts, strict=True))

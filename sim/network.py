@@ -32,6 +32,7 @@ import networkx as nx
 from simpy.events import Event
 
 from sim.network_graphs import physical_network
+from sim.shaping import shaped_seconds
 
 
 @dataclass(slots=True)
@@ -56,12 +57,15 @@ class Route:
     transfer takes them (not the order along the route).
     ``latency_s``: seconds from the last byte leaving the sender to its arrival.
     ``bandwidth_Bps``: the slowest link's bytes per second (inf on the empty route to oneself).
+    ``buckets``: the `sim.shaping.TokenBucket` of the source's NIC out and the dest's NIC in,
+    when the network is shaped.
     """
 
     nodes: tuple
     links: tuple
     latency_s: float
     bandwidth_Bps: float
+    buckets: tuple = ()  # token buckets on the way (shaped NICs), in the order passed
 
     @property
     def hops(self):
@@ -173,6 +177,11 @@ class RoutedNetwork:
         that has one holds its route's links ``n / beta(n)`` and arrives ``alpha(n)`` later,
         instead of the route's latency and bandwidth: a calibration measures whole routes
         between nodes, so this is for a star, where a route is one node-to-node hop.
+    shaping : sim.shaping.Shaping, optional
+        Token-bucket shaped NICs (an emulated cluster's ``tc tbf``): a message holds its links
+        for what the sender's bucket out and the receiver's bucket in let through
+        (`sim.shaping.shaped_seconds`) and arrives its pattern's alpha later. Wins over
+        ``costs`` and the links' bandwidth.
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -207,11 +216,12 @@ class RoutedNetwork:
     """
 
     def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
-                 router=None, costs=None):
+                 router=None, costs=None, shaping=None):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
-        self.costs = costs or {}
+        self.costs, self.shaping = costs or {}, shaping
+        self._buckets = {}  # rank -> (bucket out, bucket in) of its NIC, when shaped
         self.graph, self.hosts = graph, hosts
         self.mailbox = [Mailbox(env) for _ in hosts]
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
@@ -230,7 +240,10 @@ class RoutedNetwork:
         env = self.env
         route = self._routes.get((source, dest)) or self.route(source, dest)
         cost = self.costs.get(pattern) if source != dest else None
-        if cost is None:
+        if route.buckets:  # shaped NICs: the tokens decide, when the links are ours (below)
+            shaped = self.shaping.patterns[pattern]
+            hold_s, latency_s = None, shaped.alpha_s
+        elif cost is None:
             hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
         else:  # measured node to node: alpha(n) + n / beta(n), whatever the route
             alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
@@ -247,6 +260,8 @@ class RoutedNetwork:
                     link.busy = True
                 held += 1
             started = env.now
+            if hold_s is None:
+                hold_s = shaped_seconds(route.buckets, started, nbytes, shaped)
             yield env.timeout(hold_s)
         except GeneratorExit:  # the simulation was dropped unfinished: nothing to give back
             raise
@@ -300,7 +315,17 @@ class RoutedNetwork:
         links = tuple(self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]],
                                                                                  order[p[1]])))
         bandwidth_Bps = min((self._bandwidth_Bps(u, v) for u, v in pairs), default=math.inf)
-        return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps)
+        buckets = ()
+        if self.shaping is not None and source != dest:
+            buckets = (self._nic(source)[0], self._nic(dest)[1])
+        return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps, buckets)
+
+    def _nic(self, rank):
+        """(bucket out, bucket in) of rank's shaped NIC, made on first use."""
+        nic = self._buckets.get(rank)
+        if nic is None:
+            nic = self._buckets[rank] = (self.shaping.bucket(rank), self.shaping.bucket(rank))
+        return nic
 
     def _link(self, u, v):
         link = self._links.get((u, v))
@@ -332,7 +357,7 @@ def _check_network(graph, hosts, latency_s, bandwidth_Bps):
                          f"{nx.number_connected_components(graph)} components")
 
 
-def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None):
+def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=None):
     """The network ``--network spec`` with ranks on its first n hosts.
 
     Parameters
@@ -367,6 +392,8 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None):
         Each link's bandwidth per direction, bytes per second, > 0.
     costs : dict, optional
         Measured cost models by message pattern (see `RoutedNetwork`).
+    shaping : sim.shaping.Shaping, optional
+        Token-bucket shaped NICs (see `RoutedNetwork`).
 
     Returns
     -------
@@ -399,4 +426,4 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None):
     graph, all_hosts, router = physical_network(os.fspath(spec), n)
     switches = set(graph).difference(all_hosts)
     return RoutedNetwork(env, graph, all_hosts[:n], latency_s, bandwidth_Bps, switches=switches,
-                         router=router, costs=costs)
+                         router=router, costs=costs, shaping=shaping)

@@ -202,6 +202,7 @@ def main(argv=None):
         profile = load_profile(cluster.profile) if cluster.profile else None
         network, latency_s, bandwidth_Bps = network_model(cluster, profile)
         costs = network_costs(cluster, profile)
+        shaping = profile.shaping() if costs else None
         if size < 1:
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
@@ -237,6 +238,7 @@ def main(argv=None):
         cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network,
                  "profile": cluster.profile,
                  "compute": compute.kind, "measured_costs": sorted(costs),
+                 "token_buckets": shaping is not None,
                  "collectives": cluster.collectives, "speeds": list(compute.speeds),
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
@@ -251,7 +253,8 @@ def main(argv=None):
     log = logs[reporter]
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
                           compute, cluster.collectives, network, costs,
-                          entry_barrier=cfg.measure_wait and cluster.collectives == "message")
+                          entry_barrier=cfg.measure_wait and cluster.collectives == "message",
+                          shaping=shaping)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:

@@ -1,0 +1,146 @@
+"""Token-bucket shaped NICs in the simulator (the emulated cluster's tc tbf), against the
+bucket's arithmetic done by hand."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from algorithms.ops import Recv, Send, SendRecv
+from sim.backend import ComputeModel, Simulator
+from sim.shaping import ShapedPattern, Shaping, TokenBucket, shaped_seconds
+
+RATE, BURST = 125e6, 125_000.0  # 1 Gbit/s, 125 KB: what real.cluster sets up
+EFF, LINE, ALPHA = 0.956, 240e6, 15e-6
+PATTERN = ShapedPattern(alpha_s=ALPHA, line_Bps=LINE, efficiency=EFF)
+
+
+def _by_hand(tokens, nbytes):
+    """Seconds of nbytes through one bucket holding ``tokens`` (bucket bytes) at the start."""
+    line, rate = LINE, RATE * EFF
+    covered = tokens * EFF * line / (line - rate)
+    if nbytes <= covered:
+        return nbytes / line
+    return covered / line + (nbytes - covered) / rate
+
+
+def test_a_full_bucket_lets_its_burst_through_at_line_rate_then_the_rate():
+    bucket = TokenBucket(RATE, BURST)
+    n = 335_240  # a ring step of the MLP's gradient on 2 nodes
+    first = bucket.seconds(0.0, n, PATTERN)
+    assert first == pytest.approx(_by_hand(BURST, n), rel=1e-12)
+    bucket.spend(0.0, n, first, PATTERN)
+    assert bucket.tokens == 0.0
+    assert bucket.seconds(first, n, PATTERN) == pytest.approx(n / (RATE * EFF), rel=1e-12)
+    idle = 1.0  # a long compute phase fills it again, never above the burst
+    assert bucket.seconds(first + idle, n, PATTERN) == pytest.approx(first, rel=1e-12)
+
+
+def test_a_message_within_the_tokens_leaves_the_rest():
+    bucket = TokenBucket(RATE, BURST)
+    n = 10_000
+    seconds = bucket.seconds(0.0, n, PATTERN)
+    bucket.spend(0.0, n, seconds, PATTERN)
+    # tokens spent n / EFF, refilled at RATE for n / LINE seconds
+    assert bucket.tokens == pytest.approx(BURST - n / EFF + RATE * n / LINE, rel=1e-12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(0, 5e-3), st.integers(1, 2_000_000)), min_size=1,
+                max_size=20))
+def test_tokens_stay_within_the_bucket_and_time_never_beats_the_line(messages):
+    bucket, now = TokenBucket(RATE, BURST), 0.0
+    for gap, n in messages:
+        now += gap
+        seconds = shaped_seconds([bucket], now, n, PATTERN)
+        assert seconds >= n / LINE * (1 - 1e-12)
+        assert 0.0 <= bucket.tokens <= BURST
+        now += seconds
+
+
+def test_in_series_the_slower_bucket_decides_and_both_spend():
+    full, empty = TokenBucket(RATE, BURST), TokenBucket(RATE, BURST)
+    empty.tokens = 0.0
+    n = 200_000
+    seconds = shaped_seconds([full, empty], 0.0, n, PATTERN)
+    assert seconds == pytest.approx(n / (RATE * EFF), rel=1e-12)
+    assert empty.tokens == 0.0 and 0.0 < full.tokens < BURST  # it refilled while waiting
+
+
+# ---------------------------------------------------------------------------- in the simulator
+class _Log:
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        pass
+
+
+def _simulate(size, program):
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    shaping = Shaping(((RATE, BURST),), {"oneway": PATTERN, "sendrecv": PATTERN})
+    sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
+                    ComputeModel(seconds_per_sample=0.0), shaping=shaping)
+    sim.run([program(r) for r in range(size)])
+    return sim.env.now
+
+
+def test_two_sendrecvs_back_to_back_pay_the_burst_once():
+    """The two steps of a 2-node ring allreduce: the first finds full buckets, the second
+    finds what refilled while the first one's last bytes travelled (alpha)."""
+    n = 335_240
+
+    def program(rank):
+        buf = np.zeros(n // 4, np.float32)
+        for _ in range(2):
+            yield SendRecv(payload=buf, dest=1 - rank, source=1 - rank, buf=np.empty_like(buf))
+
+    expected = _by_hand(BURST, n) + ALPHA + _by_hand(ALPHA * RATE, n) + ALPHA
+    assert _simulate(2, program) == pytest.approx(expected, rel=1e-12)
+
+
+def test_three_pushes_into_one_share_its_bucket():
+    """Each sender's bucket is full, the receiver's is spent by the first push: the others go
+    at the rate, one after the other (FIFO at its NIC)."""
+    n = 670_240
+
+    def program(rank):
+        buf = np.zeros(n // 4, np.float32)
+        if rank == 0:
+            for _ in range(3):
+                yield Recv(source=-1, buf=buf)
+        else:
+            yield Send(dest=0, payload=buf)
+
+    expected = _by_hand(BURST, n) + 2 * n / (RATE * EFF) + ALPHA
+    assert _simulate(4, program) == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_path):
+    """The line rate is the one-way model's within half a burst; each pattern's efficiency its
+    largest messages' rate over the configured rate; its alpha a small message's time."""
+    import tomli_w
+
+    from algorithms.costfit import PiecewiseCost
+    from sim.cluster_profile import load_profile
+
+    def cost(alpha_s, line_Bps, rate_Bps):
+        nan = (float("nan"), float("nan"))
+        return PiecewiseCost(min_bytes=(0.0, 1e5), max_bytes=(1e5, 2.0**24),
+                             latency_s=(alpha_s, -2e-4), bandwidth_Bps=(line_Bps, rate_Bps),
+                             latency_ci_s=(nan, nan), bandwidth_ci_Bps=(nan, nan),
+                             max_rel_residual=(0.0, 0.0)).to_dict()
+
+    path = tmp_path / "p.toml"
+    path.write_text(tomli_w.dumps({
+        "cluster": {"name": "emulated", "one_machine": True, "cores": 2},
+        "network": {"topology": "star", "latency": "12us", "bandwidth": "119MB/s",
+                    "oneway": cost(12e-6, 240e6, 119.5e6), "sendrecv": cost(18e-6, 120e6, 116e6),
+                    "shaper": {"rates_Bps": [RATE, RATE / 10], "bursts_bytes": [BURST, 12500]}}}))
+    shaping = load_profile(str(path)).shaping()
+    assert shaping.hosts == ((RATE, BURST), (RATE / 10, 12500.0))
+    oneway, sendrecv = shaping.patterns["oneway"], shaping.patterns["sendrecv"]
+    assert (oneway.alpha_s, oneway.line_Bps) == (12e-6, 240e6) and sendrecv.line_Bps == 240e6
+    assert sendrecv.alpha_s == 18e-6
+    # the median of the two configured rates (upper median of an even count): RATE
+    assert oneway.efficiency == pytest.approx(119.5e6 / RATE)
+    assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
