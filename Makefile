@@ -18,16 +18,11 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[analysis,dev]'
 	touch $@
 
-# The main job, the twin, on the bundled data: measure this machine (network and compute), train on
-# 2 MPI ranks, simulate the same run on the measured model of this machine, print them side by side.
-TWIN := --algorithm allreduce --iterations 300 --eval-every 100 --no-progress
+# The main job, the twin, on the bundled data: measure a machine (network and the real program's
+# step times), train on 2 MPI ranks, simulate the same run on the measured model, print them side
+# by side. As root on an emulated cluster (2 hosts, 1 Gbit/s links), else on shared memory.
 demo: $(BIN)/.installed
-	env -u TWINSGD_DATA $(BIN)/mpiexec -n 2 $(BIN)/python -m real.calibrate --quick \
-		--out runs/this-machine.toml
-	env -u TWINSGD_DATA $(BIN)/mpiexec -n 2 $(BIN)/python -m real.train $(TWIN) --out runs/twin-real
-	env -u TWINSGD_DATA $(BIN)/python -m sim.run --nodes 2 $(TWIN) \
-		--profile runs/this-machine.toml --compute profile --out runs/twin-sim
-	$(BIN)/python -m analysis.compare runs/twin-real runs/twin-sim
+	BIN=$(BIN) bash scripts/demo.sh
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .

@@ -242,3 +242,17 @@ def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
     assert network_costs(parse(["--latency", "1us"])[0], profile) == {}
     assert network_costs(parse(["--network", "ring"])[0], profile) == {}
     assert len(GRID) == 101
+
+
+def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_path):
+    """The server's update is in no measured step: it is timed in process (> 0), while each
+    worker's step is the measured one, exactly."""
+    profile = _profile(tmp_path / "p.toml", 3e-3)
+    _, out = _sim_run(tmp_path, "--nodes", "3", "--algorithm", "ps", "--iterations", "5",
+                      "--profile", str(profile), "--compute", "empirical")
+    with open(out / "steps.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    server = [float(r["compute_s"]) for r in rows if r["rank"] == "0"]
+    workers = [float(r["compute_s"]) for r in rows if r["rank"] != "0"]
+    assert len(server) == 5 and all(s > 0 for s in server)
+    assert workers == pytest.approx([3e-3 * 1.5] * 10, rel=1e-9)  # 3 ranks on 2 cores
