@@ -46,6 +46,15 @@ class StepTimes:
         same machine can rescale for the cores (`core_slowdown`).
     model, source : str
         The model measured, and where the numbers come from (a run folder, a calibration).
+    own_code : bool
+        True: the quantiles are whole steps, the program's own code included (what steps.csv
+        counts). False: they are the gradient's Compute alone (what a real run's timeline.json
+        records), and the simulator times each program's own code in process (scaled by
+        `own_factor`), so a program whose own code differs from the measured one (a codec, a
+        server's update, gossip's mixing) is charged for what it does.
+    own_s, own_solo_s : float
+        Mean seconds per step of the program's own code in the measured run, and of the same
+        program alone in one process (0: not measured).
 
     Examples
     --------
@@ -63,6 +72,17 @@ class StepTimes:
     cores: int = 0
     model: str = ""
     source: str = ""
+    own_code: bool = True
+    own_s: float = 0.0
+    own_solo_s: float = 0.0
+
+    @property
+    def own_factor(self):
+        """How much slower the program's own code ran inside the measured run than alone in one
+        process (``own_s / own_solo_s``; 1 when not measured): inside a run, MPI's copies and
+        the kernel's TCP work evict the weights and optimizer state the update touches. The
+        simulator times own code alone, in its process, and scales it by this."""
+        return self.own_s / self.own_solo_s if self.own_s > 0 and self.own_solo_s > 0 else 1.0
 
     def __post_init__(self):
         q = self.quantiles_s
@@ -119,7 +139,8 @@ class StepTimes:
     def to_dict(self):
         """Plain values for a TOML profile (``[compute.steps.MODEL]``)."""
         return {"batch_size": self.batch_size, "steps": self.steps, "ranks": self.ranks,
-                "cores": self.cores, "source": self.source,
+                "cores": self.cores, "source": self.source, "own_code": self.own_code,
+                "own_s": float(f"{self.own_s:.6g}"), "own_solo_s": float(f"{self.own_solo_s:.6g}"),
                 "median_s": float(f"{self.median_s:.6g}"),
                 "quantiles_s": [float(f"{x:.6g}") for x in self.quantiles_s]}
 
@@ -130,7 +151,8 @@ class StepTimes:
             return cls(tuple(float(x) for x in document["quantiles_s"]),
                        int(document["batch_size"]), int(document["steps"]),
                        int(document.get("ranks", 1)), int(document.get("cores", 0)), model,
-                       str(document.get("source", "")))
+                       str(document.get("source", "")), bool(document.get("own_code", True)),
+                       float(document.get("own_s", 0.0)), float(document.get("own_solo_s", 0.0)))
         except KeyError as err:
             raise ValueError(f"[compute.steps.{model}] needs {err.args[0]!r}") from None
         except (TypeError, ValueError) as err:
@@ -169,10 +191,32 @@ def read_run_steps(run_dir, warmup_steps=WARMUP_STEPS):
     return np.array(seconds), config
 
 
-def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS):
-    """The `StepTimes` of a run folder (see `read_run_steps`), with the cores its ranks shared
-    on one machine from config.json's ``machine_cores`` (0: each had its own, or not known)."""
+def read_run_gradients(run_dir, warmup_steps=WARMUP_STEPS):
+    """The seconds of every Compute operation (the gradient) of a real run, from its
+    timeline.json (Chrome trace events named ``compute``), each rank's first ``warmup_steps``
+    dropped; None when the folder has no timeline (a simulated run, a run still going)."""
+    import json
+
+    try:
+        events = json.loads((Path(run_dir) / "timeline.json").read_text())["traceEvents"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    by_rank = {}
+    for event in events:
+        if event.get("ph") == "X" and event.get("name") == "compute":
+            by_rank.setdefault(event.get("tid"), []).append(float(event["dur"]) * 1e-6)
+    seconds = [s for durations in by_rank.values() for s in durations[warmup_steps:] if s > 0]
+    return np.array(seconds) if seconds else None
+
+
+def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
+    """The `StepTimes` of a run folder, with the cores its ranks shared on one machine from
+    config.json's ``machine_cores`` (0: each had its own, or not known): of its gradients alone
+    (`read_run_gradients`) when it has a timeline, with the mean own code per step beside them,
+    else of its whole steps (`read_run_steps`). ``own_solo_s``: the own code per step of the
+    same program alone in one process, if measured (`StepTimes.own_factor`)."""
     seconds, config = read_run_steps(run_dir, warmup_steps)
+    gradients = read_run_gradients(run_dir, warmup_steps)
     cores = int(config.get("machine_cores") or 0)
     cfg = config.get("config", config)
     try:
@@ -181,6 +225,12 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS):
         raise ValueError(f"--from-run {run_dir}: config.json does not name the batch size and "
                          f"model") from None
     ranks = int(config.get("nodes") or config.get("ranks") or 1)
+    what = f"({cfg.get('algorithm', '?')}, {ranks} ranks)"
+    if gradients is not None:
+        own_s = max(0.0, float(np.mean(seconds) - np.mean(gradients)))  # per step
+        return StepTimes.from_samples(gradients, batch_size, ranks=ranks, cores=cores,
+                                      model=model, own_code=False, own_s=own_s,
+                                      own_solo_s=own_solo_s,
+                                      source=f"timeline.json of {run_dir} {what}")
     return StepTimes.from_samples(seconds, batch_size, ranks=ranks, cores=cores, model=model,
-                                  source=f"steps.csv of {run_dir} ({cfg.get('algorithm', '?')}, "
-                                         f"{ranks} ranks)")
+                                  source=f"steps.csv of {run_dir} {what}")

@@ -43,7 +43,7 @@ def repetitions(nbytes, quick):
     passes = 12 if quick else 20
     if nbytes <= 64 * 1024:
         return passes, 20 if quick else 50, 10
-    return (passes, 5, 2) if nbytes <= 2**20 else (passes, 3 if quick else 5, 1)
+    return (passes, 5, 2) if nbytes <= 2**20 else (8, 3, 1)
 
 
 def ping_pong(comm, sizes, quick=False):

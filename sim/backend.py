@@ -235,11 +235,13 @@ class Simulator:
     def _process(self, node, program):
         """The driver loop of one node: its own code's time is compute, then the operation."""
         reply, log, handlers = None, self.logs[node.rank], self._handlers
-        # Own code is timed here with --compute measured, and with measured step times on a
-        # node that computes no steps (a parameter server: its update is its own code, in no
-        # step a real run measured); elsewhere the profile's step times include it.
-        measured = self.compute.measured or (self.compute.step_times is not None and
-                                             not getattr(node, "computes", True))
+        # Own code is timed here with --compute measured; with measured gradients alone
+        # (step times without own code); and with measured whole steps on a node that computes
+        # no steps (a parameter server: its update is in no step a real run measured).
+        times = self.compute.step_times
+        measured = self.compute.measured or (times is not None and (
+            not times.own_code or not getattr(node, "computes", True)))
+        factor = times.own_factor if times is not None and not times.own_code else 1.0
         notice = None
         while True:
             t0 = perf_counter()
@@ -250,7 +252,7 @@ class Simulator:
             notice = None
             try:
                 if measured:  # its own math (optimizer, mixing)
-                    own = perf_counter() - t0
+                    own = (perf_counter() - t0) * factor
                     log.charge("compute", own)
                     yield self.env.timeout(own)
                 reply = yield from handlers[type(op)](node, op)

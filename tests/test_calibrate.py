@@ -92,7 +92,7 @@ def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
         table = p["network"][pattern]
         cost = PiecewiseCost.from_dict(table)
         n, t = np.array(table["sizes"]), np.array(table["seconds"])
-        assert n.min() == 8 and n.max() >= 2**22 and len(n) == len(t)
+        assert n.min() == 8 and n.max() >= 2**21 and len(n) == len(t)
         np.testing.assert_allclose(cost.seconds(n) / t - 1, table["rel_residuals"], atol=1e-6)
 
 
@@ -104,7 +104,10 @@ def test_step_times_come_from_the_real_program_beside_the_profile(profile):
     from algorithms.steptimes import step_times_from_run
 
     times = step_times_from_run(run)
-    assert p["compute"]["steps"]["mlp"]["median_s"] == pytest.approx(times.median_s, rel=1e-5)
+    steps = p["compute"]["steps"]["mlp"]
+    assert steps["median_s"] == pytest.approx(times.median_s, rel=1e-5)
+    assert steps["own_code"] is False  # the gradients alone, from the run's timeline
+    assert steps["own_s"] > 0 and steps["own_solo_s"] > 0  # the update, in the run and alone
 
 
 @pytest.mark.mpi

@@ -256,3 +256,35 @@ def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_p
     workers = [float(r["compute_s"]) for r in rows if r["rank"] != "0"]
     assert len(server) == 5 and all(s > 0 for s in server)
     assert workers == pytest.approx([3e-3 * 1.5] * 10, rel=1e-9)  # 3 ranks on 2 cores
+
+
+def _timeline(path, per_rank):
+    """A timeline.json with Compute events of the given seconds per rank (and own code)."""
+    events = [{"name": name, "cat": "compute", "ph": "X", "pid": 0, "tid": rank,
+               "ts": 0.0, "dur": seconds * 1e6}
+              for rank, durations in enumerate(per_rank) for s in durations
+              for name, seconds in (("compute", s), ("local", s / 2))]
+    (path / "timeline.json").write_text(json.dumps({"traceEvents": events}))
+
+
+def test_a_real_runs_timeline_gives_the_gradients_alone(tmp_path):
+    run = _run_folder(tmp_path / "run", [[9, 9, 3e-3, 3e-3], [9, 9, 3e-3]])
+    _timeline(run, [[5.0, 5.0, 1e-3, 2e-3], [5.0, 5.0, 3e-3]])
+    times = step_times_from_run(run)
+    assert not times.own_code and times.steps == 3
+    assert times.median_s == pytest.approx(2e-3)
+    assert StepTimes.from_dict(times.to_dict(), "mlp").own_code is False
+
+
+def test_gradients_alone_leave_each_programs_own_code_to_be_timed(tmp_path):
+    """Measured gradients of 3 ms: a step costs them plus the program's own code (the update),
+    timed in process: more than 3 ms, less than 3 ms plus a generous 20 ms."""
+    times = StepTimes.from_samples([3e-3], batch_size=100, ranks=2, cores=2, model="mlp",
+                                   own_code=False)
+    path = tmp_path / "p.toml"
+    path.write_text(tomli_w.dumps({"cluster": {"name": "t", "cores": 2, "one_machine": True},
+                                   "compute": {"steps": {"mlp": times.to_dict()}}}))
+    summary, _ = _sim_run(tmp_path, "--nodes", "2", "--algorithm", "allreduce",
+                          "--iterations", "10", "--profile", str(path), "--compute", "empirical")
+    per_step = summary["compute_s"] / summary["iterations"]
+    assert 3e-3 < per_step < 23e-3
