@@ -81,7 +81,9 @@ class StepTimes:
         """How much slower the program's own code ran inside the measured run than alone in one
         process (``own_s / own_solo_s``; 1 when not measured): inside a run, MPI's copies and
         the kernel's TCP work evict the weights and optimizer state the update touches. The
-        simulator times own code alone, in its process, and scales it by this."""
+        simulator times own code alone, in its process, and scales by this the own code that
+        follows an operation that moved a large message (the measured program's every update
+        follows its allreduce; Local-SGD's steps between averages run warm)."""
         return self.own_s / self.own_solo_s if self.own_s > 0 and self.own_solo_s > 0 else 1.0
 
     def __post_init__(self):

@@ -102,6 +102,23 @@ class ComputeModel:
         return slow / self.speeds[rank % len(self.speeds)]
 
 
+COLD_BYTES = 64 * 1024  # an operation that moves this much leaves the next own code cold
+
+
+def _bytes_moved(op):
+    """Bytes an operation moves through this node (sent or received, the larger), roughly:
+    what decides whether the program's next own code finds its data in cache."""
+    if isinstance(op, Allreduce | SendRecv):
+        return op.buf.nbytes
+    if isinstance(op, Send | Allgather):
+        return op.payload.nbytes
+    if isinstance(op, Recv):
+        return op.buf.nbytes if op.buf is not None else 0
+    if isinstance(op, Exchange):
+        return sum(payload.nbytes for payload in op.payloads.values())
+    return 0
+
+
 def _simulated(algorithm):
     """The allreduce the simulator runs for ``--allreduce algorithm``: MPI's own is opaque, so
     ``mpi`` is simulated as the ring."""
@@ -242,7 +259,7 @@ class Simulator:
         measured = self.compute.measured or (times is not None and (
             not times.own_code or not getattr(node, "computes", True)))
         factor = times.own_factor if times is not None and not times.own_code else 1.0
-        notice = None
+        notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         while True:
             t0 = perf_counter()
             try:
@@ -251,11 +268,12 @@ class Simulator:
                 return stop.value
             notice = None
             try:
-                if measured:  # its own math (optimizer, mixing)
-                    own = (perf_counter() - t0) * factor
+                if measured:  # its own math (optimizer, mixing), slower after a large message
+                    own = (perf_counter() - t0) * (factor if cold else 1.0)
                     log.charge("compute", own)
                     yield self.env.timeout(own)
                 reply = yield from handlers[type(op)](node, op)
+                cold = _bytes_moved(op) >= COLD_BYTES
             except simpy.Interrupt as interrupt:
                 if isinstance(interrupt.cause, _Crash):
                     program.close()

@@ -79,12 +79,19 @@ class ClusterProfile:
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
 
-    def shaping(self):
+    def slowed_costs(self, slowdown):
+        """The measured cost models on a machine ``slowdown`` times oversubscribed (`Slowed`)."""
+        if slowdown == 1.0:
+            return self.costs
+        return {name: Slowed(cost, slowdown) for name, cost in self.costs.items()}
+
+    def shaping(self, slowdown=1.0):
         """The `sim.shaping.Shaping` of an emulated cluster's profile, or None: its buckets,
         and per measured pattern the latency of a small message and the payload per shaped
         byte (the largest messages' measured rate over the median configured rate); the rate
         of bytes within a burst is the one-way model's at half a burst (a ping-pong finds its
-        bucket full; a Sendrecv back to back never does)."""
+        bucket full; a Sendrecv back to back never does). ``slowdown``: as `Slowed`, on the
+        latency and the rate within a burst (the machine's own work), not on the buckets."""
         if not self.shaper or not self.costs:
             return None
         rates = sorted(rate for rate, _ in self.shaper)
@@ -94,7 +101,8 @@ class ClusterProfile:
         for name, cost in self.costs.items():
             largest = float(cost.max_bytes[-1])
             efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
-            patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)), float(line), efficiency)
+            patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown,
+                                           float(line) / slowdown, efficiency)
         return Shaping(self.shaper, patterns)
 
     def compute_step_times(self, model):
@@ -118,6 +126,25 @@ class ClusterProfile:
             return 0.0  # a bare parameter count: communication alone
         raise ValueError(f"--profile {self.path}: [compute] has no seconds_per_sample for "
                          f"{model!r} and no flops_per_s")
+
+
+@dataclass(frozen=True)
+class Slowed:
+    """A measured cost model on a machine whose cores more ranks share than when it was
+    measured: MPICH's blocking calls spin, so every rank is always runnable and each gets
+    ``1 / slowdown`` of the cores it had, for moving bytes (shared-memory copies, the TCP
+    stack) as for computing. Latency ``slowdown`` times longer, bandwidth that much lower."""
+
+    cost: object
+    slowdown: float
+
+    def alpha_s(self, nbytes):
+        """The slowed latency (intercept) of ``nbytes``'s segment, seconds."""
+        return self.cost.alpha_s(nbytes) * self.slowdown
+
+    def beta_Bps(self, nbytes):
+        """The slowed bandwidth of ``nbytes``'s segment, bytes/s."""
+        return self.cost.beta_Bps(nbytes) / self.slowdown
 
 
 def load_profile(name_or_path):

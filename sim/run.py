@@ -139,6 +139,17 @@ def network_costs(cluster, profile):
     return profile.costs
 
 
+def _network_slowdown(cluster, profile):
+    """How many times more ranks share each core of a one-machine profile in this run than
+    when it was measured (its step times' ranks, else 2, the calibration's pair), if more: the
+    measured network costs slow by it (`sim.cluster_profile.Slowed`). 1 elsewhere."""
+    if not profile.one_machine or not profile.cores:
+        return 1.0
+    measured = next(iter(profile.step_times.values())).ranks if profile.step_times else 2
+    now = max(1.0, cluster.nodes / profile.cores)
+    return max(1.0, now / max(1.0, measured / profile.cores))
+
+
 def network_model(cluster, profile):
     """(network spec, latency s, bandwidth B/s): the flags, else the profile's, else a star of
     5 us and 10 Gb/s."""
@@ -202,7 +213,9 @@ def main(argv=None):
         profile = load_profile(cluster.profile) if cluster.profile else None
         network, latency_s, bandwidth_Bps = network_model(cluster, profile)
         costs = network_costs(cluster, profile)
-        shaping = profile.shaping() if costs else None
+        slowdown = _network_slowdown(cluster, profile) if costs else 1.0
+        shaping = profile.shaping(slowdown) if costs else None
+        costs = profile.slowed_costs(slowdown) if costs else costs
         if size < 1:
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
@@ -238,7 +251,7 @@ def main(argv=None):
         cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network,
                  "profile": cluster.profile,
                  "compute": compute.kind, "measured_costs": sorted(costs),
-                 "token_buckets": shaping is not None,
+                 "token_buckets": shaping is not None, "network_slowdown": slowdown,
                  "collectives": cluster.collectives, "speeds": list(compute.speeds),
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,

@@ -288,3 +288,49 @@ def test_gradients_alone_leave_each_programs_own_code_to_be_timed(tmp_path):
                           "--iterations", "10", "--profile", str(path), "--compute", "empirical")
     per_step = summary["compute_s"] / summary["iterations"]
     assert 3e-3 < per_step < 23e-3
+
+
+@pytest.mark.parametrize(("nodes", "one_machine", "slowdown"), [
+    (2, True, 1.0), (4, True, 2.0), (8, True, 4.0), (8, False, 1.0)])
+def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
+        tmp_path, nodes, one_machine, slowdown):
+    """Calibrated with 2 ranks on 2 cores: 4 ranks on them get half a core each, for moving
+    bytes as for computing (MPICH's blocking calls spin)."""
+    from sim.run import _network_slowdown, build_parser
+
+    profile = load_profile(str(_profile(tmp_path / "p.toml", 1e-3, one_machine=one_machine,
+                                        costs={"oneway": ONEWAY, "sendrecv": SENDRECV})))
+    cluster = build_parser().parse_known_args(["--nodes", str(nodes)])[0]
+    assert _network_slowdown(cluster, profile) == slowdown
+    slowed = profile.slowed_costs(slowdown)["sendrecv"]
+    assert slowed.alpha_s(8) == pytest.approx(SENDRECV.alpha_s(8) * slowdown)
+    assert slowed.beta_Bps(8) == pytest.approx(SENDRECV.beta_Bps(8) / slowdown)
+
+
+def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(tmp_path):
+    """An own-code factor of 20: every allreduce step's update follows a 670 KB allreduce and
+    pays it; Local-SGD's updates follow a gradient (no message) and run warm, so its steps cost
+    far less own code."""
+    times = StepTimes.from_samples([1e-3], batch_size=100, ranks=2, cores=2, model="mlp",
+                                   own_code=False, own_s=20e-3, own_solo_s=1e-3)
+    path = tmp_path / "p.toml"
+    path.write_text(tomli_w.dumps({"cluster": {"name": "t", "cores": 2, "one_machine": True},
+                                   "compute": {"steps": {"mlp": times.to_dict()}}}))
+    per_step = {}
+    for name, flags in (("every", []), ("local", ["--local-steps", "10"])):
+        summary, _ = _sim_run(tmp_path / name, "--nodes", "2", "--algorithm", "allreduce",
+                              "--iterations", "10", "--profile", str(path), "--compute",
+                              "empirical", *flags)
+        per_step[name] = summary["compute_s"] / summary["iterations"] - 1e-3  # own code
+    assert per_step["every"] > 3 * per_step["local"]
+
+
+def test_bytes_moved_by_an_operation():
+    from algorithms.ops import Allreduce, Exchange
+    from sim.backend import COLD_BYTES, _bytes_moved
+
+    big, small = np.zeros(2**15, np.float32), np.zeros(8, np.float32)
+    assert _bytes_moved(Allreduce(buf=big, op="mean")) == big.nbytes >= COLD_BYTES
+    assert _bytes_moved(Send(dest=1, payload=small)) == 32 < COLD_BYTES
+    assert _bytes_moved(Recv(source=1, buf=big)) == big.nbytes
+    assert _bytes_moved(Exchange({1: big, 2: big}, {1: None, 2: None})) == 2 * big.nbytes
