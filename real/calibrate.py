@@ -71,6 +71,7 @@ from models import MODELS, build_model, make_optimizer
 SIZES = [2**k for k in range(3, 23)]
 QUICK_SIZES = [8 * 4**k for k in range(10)]
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
+MAX_SEGMENTS = 6  # shared memory needed 5 to stay within it (protocol switches, caches)
 
 
 def build_parser(parser_class=None):
@@ -355,8 +356,8 @@ def _finish(args, measured, work, started):
 
     models, _, _, dataset = work
     sizes = measured["sizes"]
-    oneway = fit_segments(sizes, measured["oneway"], max_rel_error=MAX_REL_ERROR)
-    sendrecv = fit_segments(sizes, measured["sendrecv"], max_rel_error=MAX_REL_ERROR)
+    oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
+    sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     incast = _incast_check(measured, oneway)
     per_model = {name: _round(s) for name, s in measured["per_model"].items()}
     flops = {name: model.flops_per_sample for name, model in models.items()}
