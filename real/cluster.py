@@ -382,7 +382,7 @@ def main(argv=None):
             print("\n".join(status_lines()))
             return 0
         if args.action == "status":
-            print("\n".join(status_lines()))
+            _print_to_a_pipe("\n".join(status_lines()))
             return 0
         if args.action == "down":
             print(f"removed {down()} things with the {netns.PREFIX} prefix")
@@ -392,6 +392,14 @@ def main(argv=None):
         parser.error(str(err))
     except KeyboardInterrupt:  # during up or down (run handles its own): cleaned up already
         return 128 + signal.SIGINT
+
+
+def _print_to_a_pipe(text):
+    """Print ``text``; a reader that stops early (``status | head``) is no error."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
 
 
 if __name__ == "__main__":
