@@ -222,8 +222,9 @@ def _measure(args, comm, work):
     """Every measurement, in an order that keeps them apart. Collective; the results on rank 0
     (a dict), None elsewhere."""
     from real import netbench
+    from real.train import boot_id
 
-    where = comm.gather((socket.gethostname(), _boot_id()), root=0)
+    where = comm.gather((socket.gethostname(), boot_id()), root=0)
     per_model = _measure_compute(*work, args.quick) if comm.rank == 0 else None
     netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
     sizes = QUICK_SIZES if args.quick else SIZES
@@ -338,15 +339,6 @@ class _one_blas_thread:
     def __exit__(self, *exc):
         if self._limits is not None:
             self._limits.restore_original_limits()
-
-
-def _boot_id():
-    """What tells one machine from another: Linux's boot id (emulated hosts share it)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as fh:
-            return fh.read().strip()
-    except OSError:
-        return socket.gethostname()
 
 
 # ---------------------------------------------------------------------------- the profile

@@ -173,7 +173,7 @@ def _header(cfg, dataset, model, size, comm):
     """The config.json document, with the MPI library that carried the run, each rank's host
     name, and ``machine_cores``: the cores of the one machine every rank ran on (emulated hosts
     included: they share its boot id), 0 when the ranks ran on several machines. Collective."""
-    where = comm.allgather((MPI.Get_processor_name(), _boot_id()))
+    where = comm.allgather((MPI.Get_processor_name(), boot_id()))
     one_machine = len({boot for _, boot in where}) == 1
     return run_header(cfg, dataset, model, size, "wall", "real.train",
                       mpi=MPI.Get_library_version().splitlines()[0].strip(),
@@ -182,8 +182,9 @@ def _header(cfg, dataset, model, size, comm):
                       versions={"mpi4py": importlib.metadata.version("mpi4py")})
 
 
-def _boot_id():
-    """What tells one machine from another: Linux's boot id, else the host name."""
+def boot_id():
+    """What tells one machine from another: Linux's boot id (emulated hosts, namespaces on one
+    machine, share it), else the host name."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as fh:
             return fh.read().strip()
