@@ -35,7 +35,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
 
     [cluster]   name, calibrated = true, source, cores, one_machine, hosts
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
-                largest segment's), overhead_s (LogP's o)
+                largest segment's), overhead_s (LogP's o), eager_bytes (the largest Send that
+                returns before its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
@@ -233,13 +234,15 @@ def _measure(args, comm, work):
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
     incast = netbench.incast(comm, incast_sizes, args.quick)
     overhead_s = netbench.send_overhead(comm)
+    eager_bytes = netbench.eager_limit(comm)
     steps = {name: _train_steps(args, comm, name) for name in args.models} \
         if args.train_steps else {}
     if comm.rank != 0:
         return None
     return {"where": where, "per_model": per_model, "sizes": sizes, "oneway": oneway,
             "sendrecv": both_ways, "incast_sizes": incast_sizes, "incast": incast,
-            "overhead_s": overhead_s, "steps": steps, "ranks": comm.size}
+            "overhead_s": overhead_s, "eager_bytes": eager_bytes, "steps": steps,
+            "ranks": comm.size}
 
 
 def _train_steps(args, comm, model):
@@ -373,6 +376,7 @@ def _finish(args, measured, work, started):
             "latency": _seconds_text(float(oneway.seconds(8))),
             "bandwidth": _bandwidth_text(float(oneway.beta_Bps(sizes[-1]))),
             "overhead_s": float(f"{measured['overhead_s']:.4g}"),
+            "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
             "sendrecv": sendrecv.to_dict()},
         "compute": {
@@ -487,7 +491,9 @@ def _summary(oneway, sendrecv, incast, measured, per_model, rates, median_model,
              f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
              f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
              f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
-             f"send overhead o: {_seconds_text(measured['overhead_s'])}"]
+             f"send overhead o: {_seconds_text(measured['overhead_s'])}; a Send of up to "
+             f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
+             f"(eager)"]
     if incast is not None:
         lines.append(f"incast {incast['ranks']} into 1: the star's prediction from the one-way "
                      f"model is off by {100 * incast['max_rel_error']:.1f} % at worst")

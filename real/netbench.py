@@ -13,7 +13,8 @@ each direction also carries the other's TCP acknowledgements):
 - `incast`: ranks 1..k each send n bytes to rank 0 at once, time until rank 0 has them all (k
   workers pushing to one server);
 - `send_overhead`: LogP's o, the seconds a rank spends inside one small ``Send`` that does not
-  wait for its receiver.
+  wait for its receiver;
+- `eager_limit`: the largest ``Send`` that returns before its receiver is there (eager).
 
 Shared machine, so: a batch of repetitions after a barrier and warm-up, its *mean* kept (single
 round trips are bimodal here, and the mean holds the modes in proportion); sizes *interleaved*,
@@ -105,6 +106,32 @@ def send_overhead(comm, count=200):
         pair.Free()
     quiet_barrier(comm)
     return seconds if comm.rank == 0 else None
+
+
+def eager_limit(comm, late_s=0.02):
+    """The largest message (bytes, a power of 2 from 1 KiB to 4 MiB; 0 if none) whose blocking
+    ``Send`` returns before its receiver has posted the receive: MPI's eager protocol (buffered,
+    the bytes go on their own) below it, rendezvous above. Rank 1 posts each receive
+    ``late_s`` late; a send that returns in less than half that did not wait. Measured here:
+    1 MiB over TCP, 4 KiB through shared memory. Collective; the limit on rank 0."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    limit = None
+    if pair != MPI.COMM_NULL:
+        limit, eager = 0, True
+        for k in range(10, 23):
+            buf = np.zeros(2**k // 4, dtype=np.float32)
+            pair.Barrier()
+            if pair.rank == 0:
+                t0 = time.perf_counter()
+                pair.Send(buf, dest=1, tag=_TAG)
+                eager = eager and time.perf_counter() - t0 < late_s / 2
+                limit = 2**k if eager else limit
+            else:
+                time.sleep(late_s)
+                pair.Recv(buf, source=0, tag=_TAG)
+        pair.Free()
+    quiet_barrier(comm)
+    return limit if comm.rank == 0 else None
 
 
 def _on_pair(comm, sizes, quick, pattern, halve):

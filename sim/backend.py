@@ -164,6 +164,10 @@ class Simulator:
         directions at once). Closed-form collectives keep ``latency_s`` and ``bandwidth_Bps``.
     shaping : sim.shaping.Shaping, optional
         Token-bucket shaped NICs (an emulated cluster), from a calibrated profile.
+    eager_bytes : int
+        A Send of at most this many bytes (or a buffered one, with a limit at all) returns at
+        once and its bytes go on their own, as MPI's eager protocol does (a calibrated
+        profile's measured limit); 0: every Send returns when its bytes have left.
     entry_barrier : bool
         Do what the real backend does to tell wait from comm (``--measure-wait``): a barrier
         before each collective (MPICH's dissemination barrier: ceil(log2 p) rounds of empty
@@ -174,8 +178,9 @@ class Simulator:
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
                  collectives="message", network="star", costs=None, entry_barrier=False,
-                 shaping=None):
+                 shaping=None, eager_bytes=0):
         self.env, self.compute = simpy.Environment(), compute or ComputeModel()
+        self.eager_bytes = eager_bytes
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -340,6 +345,12 @@ class Simulator:
 
     def _send(self, node, op):
         t0, payload = self.env.now, op.payload  # the transfer inline: no process to start
+        if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
+            self.env.process(self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
+                                                   _snapshot(payload)))  # eager: on its own
+            self._charge(node, t0, (), payload.nbytes)
+            return
+            yield  # a generator like every handler
         yield from self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
                                          _snapshot(payload))
         self._charge(node, t0, (), payload.nbytes)

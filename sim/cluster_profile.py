@@ -78,6 +78,7 @@ class ClusterProfile:
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
+    eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
 
     def slowed_costs(self, slowdown):
         """The measured cost models on a machine ``slowdown`` times oversubscribed (`Slowed`)."""
@@ -170,6 +171,7 @@ def load_profile(name_or_path):
             costs={pattern: PiecewiseCost.from_dict(network[pattern])
                    for pattern in PATTERNS if pattern in network},
             shaper=_shaper(network.get("shaper")),
+            eager_bytes=int(network.get("eager_bytes", 0)),
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
             bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network

@@ -31,6 +31,7 @@ from functools import partial
 import networkx as nx
 from simpy.events import Event
 
+from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
 from sim.shaping import shaped_seconds
 
@@ -182,6 +183,9 @@ class RoutedNetwork:
         for what the sender's bucket out and the receiver's bucket in let through
         (`sim.shaping.shaped_seconds`) and arrives its pattern's alpha later. Wins over
         ``costs`` and the links' bandwidth.
+    fair : bool
+        With ``shaping``: messages in flight share the buckets max-min fairly as fluid flows
+        (`sim.fairshare.FluidStar`: TCP's sharing) instead of taking turns at FIFO links.
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -216,12 +220,13 @@ class RoutedNetwork:
     """
 
     def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
-                 router=None, costs=None, shaping=None):
+                 router=None, costs=None, shaping=None, fair=True):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
         self._buckets = {}  # rank -> (bucket out, bucket in) of its NIC, when shaped
+        self._fluid = FluidStar(env, shaping) if shaping is not None and fair else None
         self.graph, self.hosts = graph, hosts
         self.mailbox = [Mailbox(env) for _ in hosts]
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
@@ -238,6 +243,12 @@ class RoutedNetwork:
         where the network has them. Yields SimPy events; returns None.
         """
         env = self.env
+        if self._fluid is not None and source != dest:  # shaped NICs, shared max-min fairly
+            started, shaped = env.now, self.shaping.patterns[pattern]
+            yield self._fluid.transfer(source, dest, nbytes, pattern)
+            arrival = env.timeout(shaped.alpha_s, (dest, Message(source, tag, payload, started)))
+            arrival.callbacks.append(self._deliver)
+            return
         route = self._routes.get((source, dest)) or self.route(source, dest)
         cost = self.costs.get(pattern) if source != dest else None
         if route.buckets:  # shaped NICs: the tokens decide, when the links are ours (below)

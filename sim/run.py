@@ -267,7 +267,7 @@ def main(argv=None):
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
                           compute, cluster.collectives, network, costs,
                           entry_barrier=cfg.measure_wait and cluster.collectives == "message",
-                          shaping=shaping)
+                          shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], failures)
     except PeerFailed as failure:

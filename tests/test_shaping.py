@@ -144,3 +144,42 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     # the median of the two configured rates (upper median of an even count): RATE
     assert oneway.efficiency == pytest.approx(119.5e6 / RATE)
     assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
+
+
+def test_messages_in_flight_share_a_nic_and_finish_together():
+    """Two eager sends out of one NIC at once: side by side, each at half the rate, both done
+    when the bytes of both have passed (FIFO would finish one at about half that time and the
+    other at the same end)."""
+    n = 1_000_000
+    arrivals = {}
+
+    def program(rank):
+        buf = np.zeros(n // 4, np.float32)
+        if rank == 0:
+            yield Send(dest=1, payload=buf, buffered=True)
+            yield Send(dest=2, payload=buf, buffered=True)
+        else:
+            yield Recv(source=0, buf=buf)
+            arrivals[rank] = True
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    shaping = Shaping(((RATE, BURST),), {"oneway": PATTERN, "sendrecv": PATTERN})
+    sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
+                    ComputeModel(seconds_per_sample=0.0), shaping=shaping,
+                    eager_bytes=2**20)  # eager sends: both messages leave at once
+    times = {}
+    original = sim.network._deliver
+
+    def deliver(arrival):
+        times[arrival.value[0]] = sim.env.now
+        original(arrival)
+
+    sim.network._deliver = deliver
+    sim.run([program(r) for r in range(3)])
+    assert set(times) == {1, 2}
+    both = 2 * n / EFF  # bucket bytes through the sender's bucket out
+    line, rate = LINE / EFF, RATE
+    covered = BURST * line / (line - rate)  # bucket bytes at line rate before the tokens run out
+    expected = covered / line + (both - covered) / rate + ALPHA
+    assert times[1] == pytest.approx(expected, rel=1e-9)
+    assert times[2] == pytest.approx(expected, rel=1e-9)
