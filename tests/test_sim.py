@@ -11,6 +11,7 @@ import pytest
 
 from algorithms.ops import Allreduce, Recv, Send
 from sim.backend import ComputeModel, Simulator
+from tests.programs import ping_pong
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -59,17 +60,7 @@ def test_ring_allreduce_takes_the_alpha_beta_time_and_sums(size):
 
 def test_ping_pong_takes_two_alpha_beta_messages():
     nbytes = 4 * 100_000
-
-    def program(rank):
-        buf = np.zeros(nbytes // 4, np.float32)
-        if rank == 0:
-            yield Send(dest=1, payload=buf)
-            yield Recv(source=1, buf=buf)
-        else:
-            yield Recv(source=0, buf=buf)
-            yield Send(dest=0, payload=buf)
-
-    sim, _ = simulate(2, program)
+    sim, _ = simulate(2, ping_pong(nbytes))
     assert sim.env.now == pytest.approx(2 * (ALPHA + nbytes / BETA), rel=1e-12)
 
 

@@ -21,6 +21,7 @@ from algorithms.ops import Recv, Send, SendRecv
 from algorithms.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import load_profile
+from tests.programs import ping_pong
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -189,15 +190,7 @@ def _simulate(size, program, costs):
 
 @pytest.mark.parametrize("nbytes", [8, 4096, 65536, 335_360, 4 * 2**20])
 def test_a_ping_pong_takes_the_one_way_model_twice(nbytes):
-    def program(rank):
-        buf = np.zeros(nbytes // 4, np.float32)
-        if rank == 0:
-            yield Send(dest=1, payload=buf)
-            yield Recv(source=1, buf=buf)
-        else:
-            yield Recv(source=0, buf=buf)
-            yield Send(dest=0, payload=buf)
-
+    program = ping_pong(nbytes)
     costs = {"oneway": ONEWAY, "sendrecv": SENDRECV}
     assert _simulate(2, program, costs) == pytest.approx(2 * ONEWAY.seconds(nbytes), rel=1e-12)
 

@@ -1,0 +1,21 @@
+"""Small node programs the simulator's tests share."""
+
+import numpy as np
+
+from algorithms.ops import Recv, Send
+
+
+def ping_pong(nbytes):
+    """The program of a blocking ping-pong of ``nbytes`` (float32 zeros) between ranks 0 and 1:
+    a function of the rank that returns its generator."""
+
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+            yield Recv(source=1, buf=buf)
+        else:
+            yield Recv(source=0, buf=buf)
+            yield Send(dest=0, payload=buf)
+
+    return program
