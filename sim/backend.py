@@ -350,7 +350,6 @@ class Simulator:
                                                    _snapshot(payload)))  # eager: on its own
             self._charge(node, t0, (), payload.nbytes)
             return
-            yield  # a generator like every handler
         yield from self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
                                          _snapshot(payload))
         self._charge(node, t0, (), payload.nbytes)

@@ -102,9 +102,8 @@ class ClusterProfile:
         for name, cost in self.costs.items():
             largest = float(cost.max_bytes[-1])
             efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
-            patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown,
-                                           float(line) / slowdown, efficiency)
-        return Shaping(self.shaper, patterns)
+            patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown, efficiency)
+        return Shaping(self.shaper, float(line) / slowdown, patterns)
 
     def compute_step_times(self, model):
         """The `StepTimes` measured for ``model``; ValueError if the profile has none."""

@@ -20,8 +20,6 @@ Units: bucket bytes (frames) for tokens and rates; a flow of n payload bytes of 
 efficiency e carries ``n / e`` bucket bytes.
 """
 
-import math
-
 from simpy.events import Event
 
 _DONE = 1e-9  # a flow with this many bucket bytes left (relative to its size) has finished
@@ -49,8 +47,8 @@ class FluidStar:
     >>> import simpy
     >>> from sim.shaping import ShapedPattern, Shaping
     >>> env = simpy.Environment()
-    >>> plain = ShapedPattern(alpha_s=0.0, line_Bps=100.0, efficiency=1.0)
-    >>> star = FluidStar(env, Shaping(((100.0, 1e-9),), {"oneway": plain}))
+    >>> plain = ShapedPattern(alpha_s=0.0, efficiency=1.0)
+    >>> star = FluidStar(env, Shaping(((100.0, 1e-9),), 100.0, {"oneway": plain}))
     >>> ends = [star.transfer(s, 0, 100.0, "oneway") for s in (1, 2)]  # two into one
     >>> env.run()
     >>> [round(e.value, 9) for e in ends]  # side by side at 50 B/s each, both done at 2 s
@@ -63,8 +61,10 @@ class FluidStar:
         self._flows = []
         self._last = 0.0  # when the state was last moved forward
         self._wake = None  # the event the process sleeps on besides its timer
-        first = next(iter(shaping.patterns.values()))  # the machine's line rate, bucket bytes/s
-        self._line = first.line_Bps / first.efficiency
+        # NOTE: the line rate in bucket bytes by one pattern's efficiency (one-way's, listed
+        # first): a bucket's capacity cannot depend on which flows cross it (they differ < 1 %)
+        first = next(iter(shaping.patterns.values()))
+        self._line = shaping.line_Bps / first.efficiency
         env.process(self._run())
 
     def transfer(self, source, dest, nbytes, pattern):
@@ -149,14 +149,13 @@ class FluidStar:
         elapsed, self._last = now - self._last, now
         if elapsed <= 0:
             return
-        through = self._through() if self._flows and self._flows[0].rate is not None else {}
+        through = self._through()
         for flow in self._flows:
-            flow.remaining -= (flow.rate or 0.0) * elapsed
+            flow.remaining -= flow.rate * elapsed
         for rank_nic in self._nics.values():
             for bucket in rank_nic:
                 gained = (bucket.rate_Bps - through.get(bucket, 0.0)) * elapsed
                 bucket.tokens = min(bucket.burst_bytes, max(0.0, bucket.tokens + gained))
-                bucket.last = now
 
     def _finish(self):
         """Hand the flows that have finished their end."""
@@ -167,5 +166,3 @@ class FluidStar:
             else:
                 still.append(flow)
         self._flows = still
-        if not math.isfinite(self._last):
-            raise AssertionError("the fluid network's clock is not finite")

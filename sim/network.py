@@ -33,7 +33,6 @@ from simpy.events import Event
 
 from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
-from sim.shaping import shaped_seconds
 
 
 @dataclass(slots=True)
@@ -58,15 +57,12 @@ class Route:
     transfer takes them (not the order along the route).
     ``latency_s``: seconds from the last byte leaving the sender to its arrival.
     ``bandwidth_Bps``: the slowest link's bytes per second (inf on the empty route to oneself).
-    ``buckets``: the `sim.shaping.TokenBucket` of the source's NIC out and the dest's NIC in,
-    when the network is shaped.
     """
 
     nodes: tuple
     links: tuple
     latency_s: float
     bandwidth_Bps: float
-    buckets: tuple = ()  # token buckets on the way (shaped NICs), in the order passed
 
     @property
     def hops(self):
@@ -179,13 +175,11 @@ class RoutedNetwork:
         instead of the route's latency and bandwidth: a calibration measures whole routes
         between nodes, so this is for a star, where a route is one node-to-node hop.
     shaping : sim.shaping.Shaping, optional
-        Token-bucket shaped NICs (an emulated cluster's ``tc tbf``): a message holds its links
-        for what the sender's bucket out and the receiver's bucket in let through
-        (`sim.shaping.shaped_seconds`) and arrives its pattern's alpha later. Wins over
-        ``costs`` and the links' bandwidth.
-    fair : bool
-        With ``shaping``: messages in flight share the buckets max-min fairly as fluid flows
-        (`sim.fairshare.FluidStar`: TCP's sharing) instead of taking turns at FIFO links.
+        Token-bucket shaped NICs (an emulated cluster's ``tc tbf``): a message is a fluid flow
+        through the sender's bucket out and the receiver's bucket in, sharing them max-min fairly
+        with the other messages in flight (`sim.fairshare.FluidStar`: TCP's sharing, not FIFO
+        links), and arrives its pattern's alpha after its last byte. Wins over ``costs`` and the
+        links' bandwidth.
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -220,13 +214,12 @@ class RoutedNetwork:
     """
 
     def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
-                 router=None, costs=None, shaping=None, fair=True):
+                 router=None, costs=None, shaping=None):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
-        self._buckets = {}  # rank -> (bucket out, bucket in) of its NIC, when shaped
-        self._fluid = FluidStar(env, shaping) if shaping is not None and fair else None
+        self._fluid = FluidStar(env, shaping) if shaping is not None else None
         self.graph, self.hosts = graph, hosts
         self.mailbox = [Mailbox(env) for _ in hosts]
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
@@ -251,10 +244,7 @@ class RoutedNetwork:
             return
         route = self._routes.get((source, dest)) or self.route(source, dest)
         cost = self.costs.get(pattern) if source != dest else None
-        if route.buckets:  # shaped NICs: the tokens decide, when the links are ours (below)
-            shaped = self.shaping.patterns[pattern]
-            hold_s, latency_s = None, shaped.alpha_s
-        elif cost is None:
+        if cost is None:
             hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
         else:  # measured node to node: alpha(n) + n / beta(n), whatever the route
             alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
@@ -271,8 +261,6 @@ class RoutedNetwork:
                     link.busy = True
                 held += 1
             started = env.now
-            if hold_s is None:
-                hold_s = shaped_seconds(route.buckets, started, nbytes, shaped)
             yield env.timeout(hold_s)
         except GeneratorExit:  # the simulation was dropped unfinished: nothing to give back
             raise
@@ -326,17 +314,7 @@ class RoutedNetwork:
         links = tuple(self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]],
                                                                                  order[p[1]])))
         bandwidth_Bps = min((self._bandwidth_Bps(u, v) for u, v in pairs), default=math.inf)
-        buckets = ()
-        if self.shaping is not None and source != dest:
-            buckets = (self._nic(source)[0], self._nic(dest)[1])
-        return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps, buckets)
-
-    def _nic(self, rank):
-        """(bucket out, bucket in) of rank's shaped NIC, made on first use."""
-        nic = self._buckets.get(rank)
-        if nic is None:
-            nic = self._buckets[rank] = (self.shaping.bucket(rank), self.shaping.bucket(rank))
-        return nic
+        return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps)
 
     def _link(self, u, v):
         link = self._links.get((u, v))

@@ -5,20 +5,24 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from algorithms.ops import Recv, Send, SendRecv
 from sim.backend import ComputeModel, Simulator
-from sim.shaping import ShapedPattern, Shaping, TokenBucket, shaped_seconds
+from sim.fairshare import FluidStar
+from sim.shaping import ShapedPattern, Shaping
 
 RATE, BURST = 125e6, 125_000.0  # 1 Gbit/s, 125 KB: what real.cluster sets up
 EFF, LINE, ALPHA = 0.956, 240e6, 15e-6
-PATTERN = ShapedPattern(alpha_s=ALPHA, line_Bps=LINE, efficiency=EFF)
+PATTERN = ShapedPattern(alpha_s=ALPHA, efficiency=EFF)
+SHAPING = Shaping(((RATE, BURST),), LINE, {"oneway": PATTERN, "sendrecv": PATTERN})
 
 
 def _by_hand(tokens, nbytes):
-    """Seconds of nbytes through one bucket holding ``tokens`` (bucket bytes) at the start."""
+    """Seconds of nbytes through one bucket holding ``tokens`` (bucket bytes) at the start:
+    at the line rate while tokens last (they drain at line - rate), then at the rate."""
     line, rate = LINE, RATE * EFF
     covered = tokens * EFF * line / (line - rate)
     if nbytes <= covered:
@@ -26,47 +30,66 @@ def _by_hand(tokens, nbytes):
     return covered / line + (nbytes - covered) / rate
 
 
+def _one_after_another(messages, prepare=None):
+    """Send ``messages`` ((gap s, source, dest, nbytes), ...) through a `FluidStar` one after
+    another, each ``gap`` after the last ended; their seconds, and the star."""
+    env = simpy.Environment()
+    star = FluidStar(env, SHAPING)
+    if prepare:
+        prepare(star)
+    seconds = []
+
+    def sender():
+        for gap, source, dest, nbytes in messages:
+            yield env.timeout(gap)
+            start = env.now
+            yield star.transfer(source, dest, nbytes, "oneway")
+            seconds.append(env.now - start)
+
+    env.process(sender())
+    env.run()
+    return seconds, star
+
+
 def test_a_full_bucket_lets_its_burst_through_at_line_rate_then_the_rate():
-    bucket = TokenBucket(RATE, BURST)
     n = 335_240  # a ring step of the MLP's gradient on 2 nodes
-    first = bucket.seconds(0.0, n, PATTERN)
-    assert first == pytest.approx(_by_hand(BURST, n), rel=1e-12)
-    bucket.spend(0.0, n, first, PATTERN)
-    assert bucket.tokens == 0.0
-    assert bucket.seconds(first, n, PATTERN) == pytest.approx(n / (RATE * EFF), rel=1e-12)
-    idle = 1.0  # a long compute phase fills it again, never above the burst
-    assert bucket.seconds(first + idle, n, PATTERN) == pytest.approx(first, rel=1e-12)
+    seconds, _ = _one_after_another([(0.0, 0, 1, n), (0.0, 0, 1, n), (1.0, 0, 1, n)])
+    first, back_to_back, after_idle = seconds
+    assert first == pytest.approx(_by_hand(BURST, n), rel=1e-9)
+    assert back_to_back == pytest.approx(n / (RATE * EFF), rel=1e-9)  # the bucket was empty
+    assert after_idle == pytest.approx(first, rel=1e-9)  # a long compute phase filled it again
 
 
 def test_a_message_within_the_tokens_leaves_the_rest():
-    bucket = TokenBucket(RATE, BURST)
     n = 10_000
-    seconds = bucket.seconds(0.0, n, PATTERN)
-    bucket.spend(0.0, n, seconds, PATTERN)
+    seconds, star = _one_after_another([(0.0, 0, 1, n)])
+    assert seconds == [pytest.approx(n / LINE, rel=1e-9)]
     # tokens spent n / EFF, refilled at RATE for n / LINE seconds
-    assert bucket.tokens == pytest.approx(BURST - n / EFF + RATE * n / LINE, rel=1e-12)
+    assert star._nic(0)[0].tokens == pytest.approx(BURST - n / EFF + RATE * n / LINE, rel=1e-9)
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 5e-3), st.integers(1, 2_000_000)), min_size=1,
                 max_size=20))
 def test_tokens_stay_within_the_bucket_and_time_never_beats_the_line(messages):
-    bucket, now = TokenBucket(RATE, BURST), 0.0
-    for gap, n in messages:
-        now += gap
-        seconds = shaped_seconds([bucket], now, n, PATTERN)
-        assert seconds >= n / LINE * (1 - 1e-12)
+    seconds, star = _one_after_another([(gap, 0, 1, n) for gap, n in messages])
+    for (_, n), s in zip(messages, seconds, strict=True):
+        assert s >= n / LINE * (1 - 1e-9)
+    for bucket in (*star._nic(0), *star._nic(1)):
         assert 0.0 <= bucket.tokens <= BURST
-        now += seconds
 
 
-def test_in_series_the_slower_bucket_decides_and_both_spend():
-    full, empty = TokenBucket(RATE, BURST), TokenBucket(RATE, BURST)
-    empty.tokens = 0.0
+def test_in_series_the_slower_bucket_decides():
+    """A full bucket out, an empty bucket in: the rate of the empty one, and the full one, which
+    passes no more than it refills, stays full."""
     n = 200_000
-    seconds = shaped_seconds([full, empty], 0.0, n, PATTERN)
-    assert seconds == pytest.approx(n / (RATE * EFF), rel=1e-12)
-    assert empty.tokens == 0.0 and 0.0 < full.tokens < BURST  # it refilled while waiting
+
+    def empty_receiver(star):
+        star._nic(1)[1].tokens = 0.0
+
+    seconds, star = _one_after_another([(0.0, 0, 1, n)], empty_receiver)
+    assert seconds == [pytest.approx(n / (RATE * EFF), rel=1e-9)]
+    assert star._nic(1)[1].tokens == 0.0 and star._nic(0)[0].tokens == BURST
 
 
 # ---------------------------------------------------------------------------- in the simulator
@@ -77,9 +100,8 @@ class _Log:
 
 def _simulate(size, program):
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    shaping = Shaping(((RATE, BURST),), {"oneway": PATTERN, "sendrecv": PATTERN})
     sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
-                    ComputeModel(seconds_per_sample=0.0), shaping=shaping)
+                    ComputeModel(seconds_per_sample=0.0), shaping=SHAPING)
     sim.run([program(r) for r in range(size)])
     return sim.env.now
 
@@ -139,8 +161,8 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     shaping = load_profile(str(path)).shaping()
     assert shaping.hosts == ((RATE, BURST), (RATE / 10, 12500.0))
     oneway, sendrecv = shaping.patterns["oneway"], shaping.patterns["sendrecv"]
-    assert (oneway.alpha_s, oneway.line_Bps) == (12e-6, 240e6) and sendrecv.line_Bps == 240e6
-    assert sendrecv.alpha_s == 18e-6
+    assert shaping.line_Bps == 240e6  # the one-way model's, for every pattern
+    assert (oneway.alpha_s, sendrecv.alpha_s) == (12e-6, 18e-6)
     # the median of the two configured rates (upper median of an even count): RATE
     assert oneway.efficiency == pytest.approx(119.5e6 / RATE)
     assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
@@ -163,9 +185,8 @@ def test_messages_in_flight_share_a_nic_and_finish_together():
             arrivals[rank] = True
 
     nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
-    shaping = Shaping(((RATE, BURST),), {"oneway": PATTERN, "sendrecv": PATTERN})
     sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
-                    ComputeModel(seconds_per_sample=0.0), shaping=shaping,
+                    ComputeModel(seconds_per_sample=0.0), shaping=SHAPING,
                     eager_bytes=2**20)  # eager sends: both messages leave at once
     times = {}
     original = sim.network._deliver
