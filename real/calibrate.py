@@ -235,7 +235,7 @@ def _measure(args, comm, work):
     incast = netbench.incast(comm, incast_sizes, args.quick)
     overhead_s = netbench.send_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
-    steps = {name: _train_steps(args, comm, name) for name in args.models} \
+    steps = {name: _train_steps(args, comm, name, work) for name in args.models} \
         if args.train_steps else {}
     if comm.rank != 0:
         return None
@@ -245,9 +245,10 @@ def _measure(args, comm, work):
             "ranks": comm.size}
 
 
-def _train_steps(args, comm, model):
+def _train_steps(args, comm, model, work):
     """Run the real program (allreduce SGD) for ``--train-steps`` steps of ``model`` on every
-    rank, its run folder beside the profile; on rank 0 the `StepTimes` of its steps. Collective.
+    rank, its run folder beside the profile; on rank 0 the `StepTimes` of its steps (``work``:
+    what `_prepare` loaded there). Collective.
     """
     from real import train
 
@@ -264,10 +265,11 @@ def _train_steps(args, comm, model):
         raise RuntimeError(f"the calibration's training run of {model} ended with {status}")
     if comm.rank != 0:
         return None
-    return step_times_from_run(run_dir, own_solo_s=_solo_own_code(argv, args.train_steps))
+    own_solo_s = _solo_own_code(argv, args.train_steps, dataset=work[3])
+    return step_times_from_run(run_dir, own_solo_s=own_solo_s)
 
 
-def _solo_own_code(argv, steps):
+def _solo_own_code(argv, steps, dataset):
     """Seconds per step of the program's own code (all its compute but the gradient's) when
     it runs alone in this process with nothing else going on, as the simulator times it."""
     from algorithms import attach_optimizer, make_node, node_program
@@ -277,7 +279,6 @@ def _solo_own_code(argv, steps):
     from real.backend import Driver
 
     cfg = parse_config(argv)
-    dataset = load_dataset(cfg.dataset, cfg.data_dir, allow_download=False)
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
     node = make_node(0, 1, cfg, dataset, model)
     attach_optimizer(node)
