@@ -65,6 +65,18 @@ def parse_bandwidth_Bps(text):
     return value * scale / (8.0 if bits else 1.0)
 
 
+def parse_tc_rate_Bps(text):
+    """Parse a link rate as ``tc`` writes it (``1Gbit``, ``100Mbit``: bits) or as
+    `parse_bandwidth_Bps` reads it, into bytes per second. Only where rates are tc's (the
+    emulated cluster): elsewhere ``Gbit`` is refused, so a flag keeps one spelling.
+
+    >>> parse_tc_rate_Bps("100Mbit"), parse_tc_rate_Bps("1Gbps")
+    (12500000.0, 125000000.0)
+    """
+    text = str(text).strip()
+    return parse_bandwidth_Bps(text[:-3] + "bps" if text.endswith("bit") else text)
+
+
 def parse_nbytes(text):
     """Parse a size such as ``1KB`` (1000), ``64MiB`` (2**26) or ``512B`` into whole bytes."""
     value, unit = _split(text, "size")

@@ -119,10 +119,9 @@ def network_rate_Bps(text):
     >>> network_rate_Bps("100Mbit"), network_rate_Bps("1Gbps")
     (12500000.0, 125000000.0)
     """
-    from algorithms.units import parse_bandwidth_Bps
+    from algorithms.units import parse_tc_rate_Bps
 
-    spelt = text[:-3] + "bps" if text.endswith("bit") else text
-    rate_Bps = parse_bandwidth_Bps(spelt)
+    rate_Bps = parse_tc_rate_Bps(text)
     if not rate_Bps > 0:
         raise ValueError(f"network rate {text!r} must be > 0")
     return rate_Bps

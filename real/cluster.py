@@ -87,13 +87,12 @@ def _add_shape_arguments(parser, hosts_required):
 
 
 def _parse_rate(text):
-    """Bytes/s from ``1Gbit`` (tc's spelling, translated here: algorithms.units keeps ``Gbit``
-    out on purpose, see tests/test_units.py), ``1Gbps``, ``125MB/s``."""
-    from algorithms.units import parse_bandwidth_Bps
+    """Bytes/s from ``1Gbit`` (tc's spelling), ``1Gbps``, ``125MB/s``, within tbf's range."""
+    from algorithms.units import parse_tc_rate_Bps
 
     text = text.strip()
     try:
-        rate_Bps = parse_bandwidth_Bps(text[:-3] + "bps" if text.endswith("bit") else text)
+        rate_Bps = parse_tc_rate_Bps(text)
     except ValueError:
         raise ValueError(f"bandwidth {text!r} needs a unit, as in 1Gbit, 100Mbit, 1Gbps or "
                          "125MB/s") from None
