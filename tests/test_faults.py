@@ -37,7 +37,7 @@ def test_fail_spec_is_a_schedule_of_kills_at_times():
     (["kill"], "must be a table"),
 ])
 def test_a_bad_entry_is_refused_naming_it(entries, message):
-    with pytest.raises(ValueError, match="^--faults: fault 1: ") as err:
+    with pytest.raises(ValueError, match=r"^--faults: fault 1: ") as err:
         parse_faults(entries)
     assert message in str(err.value)
 
@@ -57,5 +57,5 @@ def test_a_bad_file_is_refused_naming_it(tmp_path):
 def test_a_rank_outside_the_run_is_refused():
     schedule = parse_fail_spec("3@1s")
     schedule.check_size(4)
-    with pytest.raises(ValueError, match="fault of rank 3, but the run has ranks 0..2"):
+    with pytest.raises(ValueError, match=r"fault of rank 3, but the run has ranks 0\.\.2"):
         schedule.check_size(3)
