@@ -15,12 +15,14 @@ Examples
 
 import argparse
 import dataclasses
-import datetime
+import math
 import sys
 import tomllib
 from dataclasses import dataclass, field
 
 from algorithms.compression import make_codec
+from algorithms.faults import FaultSchedule, load_faults
+from algorithms.units import parse_seconds
 
 ALGORITHMS = ("serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
@@ -113,8 +115,19 @@ class RunConfig:
         "test accuracy in (0, 1] whose first crossing time is recorded", type=float))
     seed: int = field(default=0, metadata=_flag("seed of initialisation and data order", type=int))
     out: str | None = field(default=None, metadata=_flag(
-        "run folder (default: runs/<date>-<algorithm>-<dataset>)", metavar="RUN_DIR",
+        "run folder (default: a new runs/<date>-<time>-<algorithm>-<dataset>)",
+        metavar="RUN_DIR", group="output"))
+    overwrite: bool = field(default=False, metadata=_flag(
+        "let --out replace a run already in that folder (else refused)", type=bool,
         group="output"))
+    faults: str | None = field(default=None, metadata=_flag(
+        "fault schedule: TOML [[fault]] tables of rank, step (or time), kind = kill | "
+        "exception | slow (factor, steps); see algorithms/faults.py", metavar="FILE.toml",
+        group="faults"))
+    watchdog: str = field(default="auto", metadata=_flag(
+        "real runs: stop the job (exit 3, naming the ranks that did not arrive) when one "
+        "operation blocks longer than this: a time (30s), off, or auto: max(60s, 10x the "
+        "longest step or evaluation so far)", metavar="TIME|auto|off", group="faults"))
     progress: bool = field(default=True, metadata=_flag(
         "show a progress bar", type=bool, group="output"))
     measure_wait: bool = field(default=True, metadata=_flag(
@@ -124,9 +137,6 @@ class RunConfig:
     def __post_init__(self):
         if self.lr is None:
             self.lr = DEFAULT_LR.get(self.optimizer)
-        if self.out is None:
-            stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-            self.out = f"runs/{stamp}-{self.algorithm}-{self.dataset}"
 
     def validate(self):
         """Check the rules no single flag can check; raise ValueError naming the flag."""
@@ -162,7 +172,31 @@ class RunConfig:
             raise ValueError(f"--momentum must be in [0, 1), got {self.momentum}")
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ValueError(f"--target-accuracy must be in (0, 1], got {self.target_accuracy}")
+        self.fault_schedule()  # ValueError naming the file and the entry
+        try:
+            watchdog_s = self.watchdog_seconds()
+        except ValueError as err:
+            raise ValueError(f"--watchdog: {err}") from err
+        if watchdog_s is not None and not watchdog_s > 0:
+            raise ValueError(f"--watchdog must be > 0 (or off, auto), got {self.watchdog}")
         return self
+
+    def fault_schedule(self):
+        """The `algorithms.faults.FaultSchedule` of ``--faults`` (empty without it)."""
+        return load_faults(self.faults) if self.faults is not None else FaultSchedule()
+
+    def watchdog_seconds(self):
+        """``--watchdog`` in seconds: None for auto, ``math.inf`` for off."""
+        if self.watchdog == "auto":
+            return None
+        if self.watchdog == "off":
+            return math.inf
+        return parse_seconds(self.watchdog)
+
+    @property
+    def run_name(self):
+        """What a default run folder is named after: ``allreduce-mnist``."""
+        return f"{self.algorithm}-{self.dataset}"
 
     def check_size(self, size):
         """Check the rules that depend on the number of ranks; raise ValueError naming the flag."""
@@ -193,7 +227,8 @@ def _positive(**values):
             raise ValueError(f"--{_dash(name)} must be > 0, got {value}")
 
 
-def add_config_arguments(parser, groups=("algorithm", "compression", "training", "output")):
+def add_config_arguments(parser, groups=("algorithm", "compression", "training", "faults",
+                                         "output")):
     """Add ``--config`` and one flag per RunConfig field of the given groups to ``parser``.
 
     Defaults are suppressed, so the parsed namespace holds only what the user typed; `parse_config`

@@ -10,6 +10,7 @@ Two ways of writing keep every file parseable at every instant:
 The schema of the files is DESIGN.md's; the columns are `METRICS_COLUMNS` and `STEPS_COLUMNS`.
 """
 
+import datetime
 import json
 import math
 import os
@@ -24,6 +25,67 @@ METRICS_COLUMNS = ("epoch", "iteration", "time_s", "train_loss", "test_loss", "t
                    "bytes", "eval_s", "consensus_distance")
 STEPS_COLUMNS = ("rank", "epoch", "iteration", "time_s", "compute_s", "comm_s", "wait_s",
                  "bytes_sent", "bytes_recv", "staleness", "loss")
+RUN_FILES = ("config.json", "summary.json", "metrics.csv", "steps.csv", "model.npz",
+             "timeline.json")
+
+
+def claim_run_folder(out, name, overwrite=False, runs="runs"):
+    """The folder a new run writes into, created now; ValueError naming ``--out`` if it cannot be.
+
+    ``out`` None: ``runs/<date>-<time>-<name>``, and if a run started in the same second holds
+    that, ``...-2``, ``-3``, ...: the name is taken by ``mkdir``, which succeeds for one caller
+    only, so concurrent runs never share a folder. A given ``out`` that holds a run (any of
+    `RUN_FILES`) is refused unless ``overwrite``; with it the old run's files go first, so
+    nothing of it (an old timeline.json) stays beside the new one. Call it once per run (under
+    MPI: on one rank, and broadcast the path).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> first = claim_run_folder(None, "serial-mnist", runs=tempfile.mkdtemp())
+    >>> second = claim_run_folder(None, "serial-mnist", runs=first.parent)
+    >>> second.name == first.name + "-2" or second.name[:15] != first.name[:15]
+    True
+    """
+    if out is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        return _claim_new(Path(runs) / f"{stamp}-{name}")
+    if not str(out).strip():
+        raise ValueError(f"--out must name a folder, got {out!r}")
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    held = [f for f in RUN_FILES if (path / f).exists()]
+    if held and not overwrite:
+        raise ValueError(f"--out {out} holds a run ({_status(path)}); give --overwrite to "
+                         f"replace it, or another --out")
+    for name_ in held:
+        (path / name_).unlink()
+    RunFolder(path)
+    return path
+
+
+def _claim_new(path):
+    for suffix in range(1, 1000):
+        candidate = path if suffix == 1 else path.with_name(f"{path.name}-{suffix}")
+        try:
+            candidate.parent.mkdir(parents=True, exist_ok=True)
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+        except OSError as err:
+            raise ValueError(f"--out {candidate}: cannot create the run folder "
+                             f"({err.strerror})") from err
+    raise ValueError(f"--out: 999 runs named {path} already; give --out")
+
+
+def _status(path):
+    """A run folder's status for a message: config.json's, or what is wrong with it."""
+    try:
+        return f"status {json.loads((path / 'config.json').read_text())['status']!r}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "files of a run"
 
 
 class RunFolder:
@@ -91,13 +153,13 @@ class CsvLog:
     """
 
     def __init__(self, path, columns, append=False, flush_s=0.0):
-        self.columns, self.flush_s = tuple(columns), flush_s
+        self.path, self.columns, self.flush_s = Path(path), tuple(columns), flush_s
         self._pending, self._flushed_at = [], time.monotonic()
         if append:
             self._fd = os.open(path, os.O_WRONLY | os.O_APPEND)
         else:
             self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
-            os.write(self._fd, (",".join(self.columns) + "\n").encode())
+            _write_all(self._fd, (",".join(self.columns) + "\n").encode(), self.path)
 
     def write_rows(self, rows):
         """Append rows (dicts keyed by column; a missing key writes an empty field)."""
@@ -107,10 +169,13 @@ class CsvLog:
             self.flush()
 
     def flush(self):
-        """Write the lines held back, in one system call."""
+        """Write the lines held back, in one system call (more only if the kernel takes part of
+        them: a regular file does that only when the disk fills, and the next call then fails
+        loudly with `OSError` naming the file, rather than leaving a torn line unsaid)."""
         if self._pending:
-            os.write(self._fd, "".join(self._pending).encode())
+            data = "".join(self._pending).encode()
             self._pending.clear()
+            _write_all(self._fd, data, self.path)
         self._flushed_at = time.monotonic()
 
     def close(self):
@@ -118,6 +183,18 @@ class CsvLog:
             self.flush()
             os.close(self._fd)
             self._fd = None
+
+
+def _write_all(fd, data, path):
+    """``write(2)`` all of ``data``; OSError naming ``path`` and the bytes lost if it cannot."""
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except OSError as err:
+            raise OSError(err.errno, f"{path}: {len(view)} of {len(data)} bytes not written "
+                                     f"({err.strerror})") from err
+        view = view[written:]
 
 
 def _field(value):

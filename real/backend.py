@@ -16,6 +16,9 @@ up to the training clock (wall time since the start minus evaluation time) exact
 """
 
 import math
+import os
+import signal
+import time
 from time import perf_counter
 
 import numpy as np
@@ -27,6 +30,7 @@ from algorithms.collectives import (
     finish_reduction,
     ring_allreduce,
 )
+from algorithms.faults import InjectedFault
 from algorithms.ops import (
     ANY_SOURCE,
     Allgather,
@@ -88,12 +92,28 @@ class Driver:
         receive.
     on_step : callable or None
         Called with each finished `Step` (the progress bar).
+    watchdog : real.watchdog.Watchdog or None
+        Told the step and the operation before each operation (the heartbeat), and how long
+        steps and evaluations take.
+    faults : algorithms.faults.FaultSchedule or None
+        This run's fault schedule, acted out here: a kill is SIGKILL of this process, an
+        exception `InjectedFault` raised out of the program, a slow fault idles this rank
+        ``factor - 1`` times each Compute's duration after it (as a node running at
+        1/factor of the speed would take longer; idle, so it takes no core from the others).
     """
 
-    def __init__(self, node, log, comm=None, measure_wait=True, on_step=None):
+    def __init__(self, node, log, comm=None, measure_wait=True, on_step=None, watchdog=None,
+                 faults=None):
         self.node, self.log, self.comm = node, log, comm
         self.rank, self.size = node.rank, node.size
         self.measure_wait, self.on_step = measure_wait, on_step
+        self.watchdog = watchdog
+        self.faults = faults if faults else None
+        self._timed_faults = sorted((f for f in faults.for_rank(self.rank)
+                                     if f.time_s is not None), key=lambda f: f.time_s) \
+            if faults else []
+        self.step_no = 1  # the step in progress (1-based, this rank's own count)
+        self._step_started = None
         self.events = []  # timeline: (name, kind, start_s, end_s) on this rank's clock
         self.eval_s = 0.0
         self._bsend_buffer = None
@@ -109,7 +129,9 @@ class Driver:
 
     def run(self, program):
         """Drive ``program`` to its end; return its return value."""
-        reply = None
+        reply, watchdog = None, self.watchdog
+        self._step_started = perf_counter()
+        self._strike(1)
         while True:
             try:
                 op = program.send(reply)
@@ -122,7 +144,13 @@ class Driver:
             handler = self._handlers.get(type(op))
             if handler is None:
                 raise TypeError(f"real backend: no handler for operation {type(op).__name__}")
+            if self._timed_faults and self.training_clock(t0) >= self._timed_faults[0].time_s:
+                self._act(self._timed_faults.pop(0))
+            if watchdog is not None:
+                watchdog.enter(self.step_no, type(op).__name__.lower())
             reply = handler(op, t0)
+            if watchdog is not None:
+                watchdog.enter(self.step_no, "local")
 
     def training_clock(self, now):
         """Seconds of training at wall time ``now``: since the start, evaluations excluded."""
@@ -143,6 +171,26 @@ class Driver:
                           staleness)
         if self.on_step is not None:
             self.on_step(step)
+        if self.watchdog is not None:
+            self.watchdog.took(now - self._step_started)
+        self._step_started = now
+        self.step_no = step.iteration + 1
+        self._strike(self.step_no)
+
+    # -- faults -----------------------------------------------------------------------------------
+
+    def _strike(self, step):
+        """Act out the kill or exception fault of this rank at the start of ``step``, if any."""
+        fault = self.faults.failure_at(self.rank, step) if self.faults else None
+        if fault is not None:
+            self._act(fault)
+
+    def _act(self, fault):
+        if fault.kind == "kill":
+            if self.watchdog is not None:
+                self.watchdog.stop("killed", self.step_no)  # how the sentinel knows
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise InjectedFault(fault.describe())
 
     def _enter_collective(self, t0):
         """Time the wait for the slowest rank (a barrier) when measuring wait; return the time."""
@@ -157,6 +205,9 @@ class Driver:
 
     def _compute(self, op, t0):
         result = op.fn(*op.args)
+        factor = self.faults.slowdown(self.rank, self.step_no) if self.faults else 1.0
+        if factor > 1.0:  # a slow fault: this rank runs at 1/factor of its speed
+            time.sleep((factor - 1.0) * (perf_counter() - t0))
         self._charge("compute", t0, perf_counter(), "compute")
         return result
 
@@ -290,6 +341,8 @@ class Driver:
                                 node_totals=totals)
         t1 = perf_counter()
         self.eval_s += t1 - t0
+        if self.watchdog is not None:
+            self.watchdog.took(t1 - t0)
         self.events.append(("evaluate", "eval", t0 - self.start, t1 - self.start))
         self.mark = t1
         return result

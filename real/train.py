@@ -28,16 +28,22 @@ from mpi4py import MPI
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import add_config_arguments, parse_config
-from algorithms.runfolder import RunFolder
+from algorithms.faults import InjectedFault
+from algorithms.runfolder import RunFolder, claim_run_folder
 from algorithms.runlog import RunLog, run_header
 from data import DataError, load_dataset
 from models import build_model
+from real import sentinel
 from real.backend import Driver
-from real.cli import RankZeroParser
+from real.cli import BadInput, CollectiveParser, agree
+from real.watchdog import Heartbeat, Watchdog
+
+GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
+FORWARD_S = 0.2  # mpiexec forwards a rank's stderr line in this time; MPI_Abort may drop it
 
 
 def build_parser():
-    parser = RankZeroParser(
+    parser = CollectiveParser(
         prog="python -m real.train",
         description="Train a model for real, in one process or under mpirun, and write a run "
                     "folder: config.json, metrics.csv, steps.csv, summary.json, timeline.json, "
@@ -47,44 +53,38 @@ def build_parser():
 
 def main(argv=None):
     comm = MPI.COMM_WORLD
-    rank, size = comm.rank, comm.size
     parser = build_parser()
-    cfg = parse_config(argv, parser)
-    try:
-        cfg.check_size(size)
-        dataset = _load_data(cfg, comm)
-        folder = RunFolder(cfg.out)
-    except (DataError, ValueError) as err:
-        parser.error(str(err))
+    cfg, dataset, model, node = _prepare(argv, parser, comm)
+    rank, size = comm.rank, comm.size
+    folder = RunFolder(_claim_folder(cfg, comm, parser.prog))
     if dataset.note and rank == 0:
         print(dataset.note, file=sys.stderr)
 
-    model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
-    try:
-        node = make_node(rank, size, cfg, dataset, model)
-    except ValueError as err:  # a topology that cannot be made or read
-        parser.error(f"--topology {cfg.topology}: {err}")
-    attach_optimizer(node)
-    if node.steps_per_epoch < 1:
-        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
-                     f"({dataset.n_train // node.shards} samples of {dataset.name} over "
-                     f"{node.shards} shards)")
-
-    header = _header(cfg, dataset, model, size, comm)
+    where = comm.allgather((MPI.Get_processor_name(), boot_id(), os.getpid()))
+    header = _header(cfg, dataset, model, size, where)
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
     log = RunLog(folder, header, cfg.target_accuracy, per_epoch) if reporter else None
     comm.Barrier()  # steps.csv exists before the other ranks open it for appending
     log = log or RunLog(folder, header, cfg.target_accuracy, per_epoch, reporter=False)
+    watchdog = Watchdog(Heartbeat(folder.path, rank), size, cfg.watchdog_seconds(),
+                        on_fire=lambda why, say: _stop(log, comm, why, say, status=3))
+    _start_sentinel(folder.path, where, comm)
     bar = _progress(node.total_steps * ups) if cfg.progress and reporter else None
     comm.Barrier()  # a common start for every rank's clock
-    driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()))
-    _inject_fault(node, os.environ.get("TWINSGD_INJECT_FAULT"))
-    _slow_down(node, os.environ.get("TWINSGD_SLOW_RANK"))
+    driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()),
+                    watchdog=watchdog, faults=cfg.fault_schedule())
     try:
         driver.run(node_program(cfg)(node))
+    except InjectedFault as fault:
+        watchdog.stop("failed")
+        _stop(log, comm, str(fault), say=True, status=3)
+    except KeyboardInterrupt:
+        watchdog.stop("interrupted")
+        _interrupted(log, folder, watchdog.heartbeat.step)
     except BaseException as err:
+        watchdog.stop("failed")
         _abort(log, comm, rank, err)
         raise
     finally:
@@ -98,65 +98,119 @@ def main(argv=None):
         print(_report(log.summary(), folder.path))
     else:
         log.finish("done")
+    watchdog.stop("done")
     return 0
 
 
-def _load_data(cfg, comm):
-    """Load the data set on every rank, rank 0 first: it alone downloads (into the cache the
-    others then read), and a problem it finds stops every rank with the same message."""
-    allow_download = os.environ.get("TWINSGD_OFFLINE") != "1"
-    dataset = problem = None
+def _prepare(argv, parser, comm):
+    """The configuration, data set, model and node of this rank, or, if any rank finds bad
+    input, one line from rank 0 and exit 2 on every rank. Collective: no rank leaves before
+    all have said whether they can go on, so none is left waiting in a collective."""
+    rank, size, prog = comm.rank, comm.size, parser.prog
+    problem = cfg = dataset = None
+    try:
+        cfg = parse_config(argv, parser)
+        cfg.check_size(size)
+        cfg.fault_schedule().check_size(size)
+    except (BadInput, ValueError) as err:
+        problem = str(err)
+    agree(comm, problem, prog)
+    if rank == 0:  # rank 0 alone may download, into the cache the others then read
+        dataset, problem = _load_data(cfg, os.environ.get("TWINSGD_OFFLINE") != "1")
+    agree(comm, problem, prog)
+    if rank != 0:
+        dataset, problem = _load_data(cfg, allow_download=False)
+    found = comm.allgather(None if dataset is None else
+                           (dataset.name, dataset.n_train, dataset.n_test))
+    problem = problem or _data_mismatch(found, cfg.dataset)
+    model = node = None
+    if problem is None:
+        model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+        try:
+            node = make_node(rank, size, cfg, dataset, model)
+            attach_optimizer(node)
+            if node.steps_per_epoch < 1:
+                problem = (f"--batch-size {cfg.batch_size} is larger than a node's shard "
+                           f"({dataset.n_train // node.shards} samples of {dataset.name} over "
+                           f"{node.shards} shards)")
+        except ValueError as err:  # a topology that cannot be made or read
+            problem = f"--topology {cfg.topology}: {err}"
+    agree(comm, problem, prog)
+    return cfg, dataset, model, node
+
+
+def _load_data(cfg, allow_download):
+    """(dataset, None) or (None, the problem in one line)."""
+    try:
+        return load_dataset(cfg.dataset, cfg.data_dir, allow_download=allow_download), None
+    except (DataError, ValueError) as err:
+        return None, str(err)
+
+
+def _data_mismatch(found, name):
+    """The problem when ranks found different data (a node-local --data-dir), else None."""
+    for rank, theirs in enumerate(found):
+        if theirs is not None and found[0] is not None and theirs != found[0]:
+            return (f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where rank 0 "
+                    f"found {found[0][0]} ({found[0][1]}): give every node the same data "
+                    f"(--data-dir on a shared folder, or python -m data.download {name} on each "
+                    f"node)")
+    return None
+
+
+def _claim_folder(cfg, comm, prog):
+    """Rank 0 claims the run folder (`claim_run_folder`); every rank gets its path, or exits 2
+    with rank 0's line. The path goes into config.json as ``out``."""
+    path = problem = None
     if comm.rank == 0:
         try:
-            dataset = load_dataset(cfg.dataset, cfg.data_dir, allow_download=allow_download)
-        except (DataError, ValueError) as err:
+            path = str(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+        except ValueError as err:
             problem = str(err)
-    problem = comm.bcast(problem, root=0)
-    if problem is not None:
-        raise DataError(problem)
-    dataset = dataset or load_dataset(cfg.dataset, cfg.data_dir, allow_download=False)
-    found = comm.allgather((dataset.name, dataset.n_train, dataset.n_test))
-    for rank, theirs in enumerate(found):
-        if theirs != found[0]:
-            raise DataError(f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where "
-                            f"rank 0 found {found[0][0]} ({found[0][1]}): give every node the "
-                            f"same data (--data-dir on a shared folder, or python -m "
-                            f"data.download {cfg.dataset} on each node)")
-    return dataset
+    agree(comm, problem, prog)
+    cfg.out = comm.bcast(path, root=0)
+    return cfg.out
 
 
-def _inject_fault(node, spec):
-    """Test hook: ``TWINSGD_INJECT_FAULT=RANK@ITERATION`` raises on that rank after that step."""
-    if not spec:
-        return
-    rank, iteration = (int(x) for x in spec.split("@"))
-    if node.rank != rank:
-        return
-    end_step = node.on_step_end
-
-    def failing_end_step(step, loss, staleness):
-        end_step(step, loss, staleness)
-        if step.iteration == iteration:
-            raise RuntimeError(f"injected fault after step {iteration} (TWINSGD_INJECT_FAULT)")
-
-    node.on_step_end = failing_end_step
+def _start_sentinel(folder, where, comm):
+    """The first rank on each machine starts `real.sentinel` for that machine's ranks."""
+    mine = [(r, pid) for r, (host, boot, pid) in enumerate(where)
+            if (host, boot) == where[comm.rank][:2]]
+    if mine[0][0] == comm.rank:
+        sentinel.start(folder, comm.size, dict(mine))
 
 
-def _slow_down(node, spec):
-    """Test hook: ``TWINSGD_SLOW_RANK=RANK:SECONDS`` makes that rank a straggler, idle that long
-    after each of its steps (as a slower or busier machine would be)."""
-    if not spec:
-        return
-    rank, seconds = spec.split(":")
-    if node.rank != int(rank):
-        return
-    end_step = node.on_step_end
+def _stop(log, comm, why, say, status):
+    """Mark the run ``failed: why``, say it in one line (if ``say``), and end the job with
+    ``status``: every rank, through MPI_Abort."""
+    if not say:  # another rank says it and aborts the job; this one only if that one cannot
+        time.sleep(GRACE_S)
+    else:
+        print(f"python -m real.train: run stopped: {why} (run folder {log.folder.path})",
+              file=sys.stderr)
+        sys.stderr.flush()
+    log.fail(why)
+    if comm.size > 1:
+        time.sleep(FORWARD_S)
+        comm.Abort(status)
+    sys.exit(status)
 
-    def slow_end_step(step, loss, staleness):
-        end_step(step, loss, staleness)
-        time.sleep(float(seconds))
 
-    node.on_step_end = slow_end_step
+def _interrupted(log, folder, step):
+    """Ctrl-C: the launcher passes SIGINT to every rank. The first rank to get here marks the
+    run and says so in one line; every rank leaves at once with 130 (no MPI_Finalize: the ranks
+    blocked in MPI calls never see the signal, and the launcher ends them)."""
+    why = f"interrupted (SIGINT) at step {step}"
+    try:
+        os.close(os.open(folder.path / ".interrupted", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        first = True
+    except FileExistsError:
+        first = False
+    if first:
+        log.fail(why)
+        print(f"python -m real.train: {why} (run folder {folder.path})", file=sys.stderr)
+    sys.stderr.flush()
+    os._exit(130)
 
 
 def _abort(log, comm, rank, err):
@@ -169,15 +223,15 @@ def _abort(log, comm, rank, err):
         comm.Abort(1)
 
 
-def _header(cfg, dataset, model, size, comm):
+def _header(cfg, dataset, model, size, where):
     """The config.json document, with the MPI library that carried the run, each rank's host
     name, and ``machine_cores``: the cores of the one machine every rank ran on (emulated hosts
-    included: they share its boot id), 0 when the ranks ran on several machines. Collective."""
-    where = comm.allgather((MPI.Get_processor_name(), boot_id()))
-    one_machine = len({boot for _, boot in where}) == 1
+    included: they share its boot id), 0 when the ranks ran on several machines. ``where``:
+    every rank's (host name, boot id, pid)."""
+    one_machine = len({boot for _, boot, _ in where}) == 1
     return run_header(cfg, dataset, model, size, "wall", "real.train",
                       mpi=MPI.Get_library_version().splitlines()[0].strip(),
-                      hosts=[host for host, _ in where],
+                      hosts=[host for host, _, _ in where],
                       machine_cores=(os.cpu_count() or 1) if one_machine else 0,
                       versions={"mpi4py": importlib.metadata.version("mpi4py")})
 

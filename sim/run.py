@@ -25,7 +25,7 @@ from algorithms import attach_optimizer, make_node, node_program, updates_per_st
 from algorithms.config import OneLineParser, add_config_arguments, parse_config
 from algorithms.ghost import ghost_dataset, ghost_model
 from algorithms.ops import PeerFailed
-from algorithms.runfolder import RunFolder
+from algorithms.runfolder import RunFolder, claim_run_folder
 from algorithms.runlog import RunLog, run_header
 from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
@@ -226,7 +226,8 @@ def main(argv=None):
         dataset, shared_model = _data_and_model(cfg, cluster)
         compute = compute_model(cluster, profile, cfg.seed,
                                 *_model_size(cfg, cluster, dataset, shared_model))
-        folder = RunFolder(cfg.out)
+        folder = RunFolder(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+        cfg.out = str(folder.path)
     except (DataError, ValueError) as err:
         parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
                      .replace("factor:", "--speeds/--stragglers:"))

@@ -182,17 +182,52 @@ def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
     assert len(lines) == 1 and message in lines[0], done.stderr  # rank 0 alone says it
 
 
-def test_an_exception_on_one_rank_aborts_every_rank(tmp_path):
+def faults_file(tmp_path, *faults):
+    """A --faults TOML file of the given [[fault]] tables (dicts)."""
+    path = tmp_path / "faults.toml"
+    path.write_text("".join("[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"')
+                                                     for k, v in fault.items()) + "\n"
+                            for fault in faults))
+    return str(path)
+
+
+@pytest.mark.parametrize(("kind", "status", "returncode"), [
+    ("exception", "failed: rank 2 raised an injected exception at step 6", 3),
+    ("kill", "failed: rank 2 killed at step 6", signal.SIGKILL),  # mpiexec exits 9
+])
+def test_a_fault_on_one_rank_stops_every_rank_and_the_folder_says_why(tmp_path, kind, status,
+                                                                        returncode):
     out = tmp_path / "run"
-    env = {**ENV, "TWINSGD_INJECT_FAULT": "2@5"}
+    faults = faults_file(tmp_path, {"rank": 2, "step": 6, "kind": kind})
     t0 = time.monotonic()
-    done = subprocess.run([MPIEXEC, "-n", "3", sys.executable, "-m", "real.train", *SMALL,
-                           "--algorithm", "allreduce", "--iterations", "1000", "--out", str(out)],
-                          cwd=ROOT, env=env, timeout=60, capture_output=True, text=True)
-    assert done.returncode != 0
-    assert time.monotonic() - t0 < 30
+    done = mpirun(3, *SMALL, "--algorithm", "allreduce", "--iterations", "1000", "--out",
+                  str(out), "--faults", faults, "--eval-every", "2", timeout=60)
+    took = time.monotonic() - t0
+    assert done.returncode == returncode, done.stderr
+    assert took < 10
+    deadline = time.monotonic() + 5  # a kill: the sentinel writes the status after the job
+    while json.loads((out / "summary.json").read_text())["status"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    for name in ("config.json", "summary.json"):
+        assert json.loads((out / name).read_text())["status"] == status
+    steps = read_csv(out / "steps.csv")
+    assert all(int(r["iteration"]) <= 5 for r in steps if r["rank"] == "2")
+
+
+def test_the_watchdog_names_the_rank_that_does_not_arrive(tmp_path):
+    out = tmp_path / "run"
+    faults = faults_file(tmp_path, {"rank": 1, "step": 8, "kind": "slow", "factor": 1e7})
+    t0 = time.monotonic()
+    done = mpirun(3, *SMALL, "--algorithm", "allreduce", "--iterations", "100", "--out",
+                  str(out), "--faults", faults, "--watchdog", "2s", timeout=60)
+    assert done.returncode == 3, done.stderr
+    assert time.monotonic() - t0 < 20
+    lines = [line for line in done.stderr.splitlines() if "real.train" in line]
+    assert len(lines) == 1 and "did not arrive" in lines[0], done.stderr
     status = json.loads((out / "config.json").read_text())["status"]
-    assert status.startswith("failed: rank 2: RuntimeError: injected fault"), status
+    assert status.startswith("failed: watchdog: rank 0 waited"), status
+    assert "at step 8; rank 1 (step 8, compute, last heard" in status, status
 
 
 def test_sigkill_of_every_rank_mid_run_leaves_parseable_files(tmp_path):
@@ -210,8 +245,13 @@ def test_sigkill_of_every_rank_mid_run_leaves_parseable_files(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-    assert json.loads((out / "config.json").read_text())["status"] == "running"
-    assert json.loads((out / "summary.json").read_text())["status"] == "running"
+    deadline = time.monotonic() + 5  # the sentinel, outside the killed group, says who died
+    while json.loads((out / "config.json").read_text())["status"] == "running":
+        assert time.monotonic() < deadline, "the run folder still says running"
+        time.sleep(0.1)
+    for name in ("config.json", "summary.json"):
+        status = json.loads((out / name).read_text())["status"]
+        assert status.startswith("failed: rank ") and " died at step " in status, status
     for name in ("steps.csv", "metrics.csv"):
         rows = read_csv(out / name)
         assert rows and all(None not in r and None not in r.values() for r in rows), name
@@ -228,11 +268,10 @@ def test_ssp_with_staleness_0_is_the_synchronous_trajectory(tmp_path):
 @pytest.mark.parametrize("bound", [1, 3])
 def test_ssp_never_exceeds_its_staleness_bound_and_reaches_it_with_a_straggler(tmp_path, bound):
     out = tmp_path / "run"
-    env = {**ENV, "TWINSGD_SLOW_RANK": "1:0.02"}
-    done = subprocess.run([MPIEXEC, "-n", "4", sys.executable, "-m", "real.train", *SMALL,
-                           "--algorithm", "ps", "--mode", "ssp", "--staleness", str(bound),
-                           "--iterations", "15", "--out", str(out)],
-                          cwd=ROOT, env=env, timeout=120, capture_output=True, text=True)
+    slow = faults_file(tmp_path, {"rank": 1, "step": 1, "kind": "slow", "factor": 100.0,
+                                  "steps": 15})  # a straggler: about 50 ms a step
+    done = mpirun(4, *SMALL, "--algorithm", "ps", "--mode", "ssp", "--staleness", str(bound),
+                  "--iterations", "15", "--out", str(out), "--faults", slow)
     assert done.returncode == 0, done.stderr
     server = [r for r in read_csv(out / "steps.csv") if r["rank"] == "0"]
     assert [int(r["iteration"]) for r in server] == list(range(1, 16))

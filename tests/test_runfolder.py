@@ -2,11 +2,13 @@
 
 import csv
 import json
+import os
+import subprocess
 
 import numpy as np
 import pytest
 
-from algorithms.runfolder import RunFolder
+from algorithms.runfolder import CsvLog, RunFolder, claim_run_folder
 
 
 def test_json_is_strict_and_numpy_scalars_become_plain(tmp_path):
@@ -48,3 +50,47 @@ def test_a_failed_replace_keeps_the_old_file(tmp_path):
     with np.load(run.path / "model.npz") as npz:
         np.testing.assert_array_equal(npz["w"], np.arange(3.0))
     assert not list(run.path.glob(".*tmp"))
+
+
+def test_runs_claimed_in_the_same_second_get_their_own_folders(tmp_path):
+    names = [claim_run_folder(None, "allreduce-mnist", runs=tmp_path).name for _ in range(3)]
+    assert len(set(names)) == 3
+    assert names[1] == names[0] + "-2" or names[1][:15] != names[0][:15]  # or a new second
+
+
+def test_claiming_a_folder_with_a_run_needs_overwrite(tmp_path):
+    run = RunFolder(tmp_path / "run")
+    run.write_json("config.json", {"status": "done"})
+    run.write_json("timeline.json", {})
+    (run.path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError, match=r"holds a run \(status 'done'\); give --overwrite"):
+        claim_run_folder(run.path, "x")
+    claim_run_folder(run.path, "x", overwrite=True)
+    assert sorted(p.name for p in run.path.iterdir()) == ["notes.txt"]  # the old run, gone
+
+
+@pytest.mark.parametrize("out", ["", "  "])
+def test_an_empty_out_is_no_folder(out):
+    with pytest.raises(ValueError, match="--out must name a folder"):
+        claim_run_folder(out, "x")
+
+
+def test_a_file_is_no_run_folder(tmp_path):
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="exists and is not a folder"):
+        claim_run_folder(tmp_path / "f", "x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (root)")
+def test_a_full_disk_fails_the_log_loudly_naming_the_file(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=True)
+    try:
+        log = CsvLog(disk / "steps.csv", ("a", "b"))
+        with pytest.raises(OSError, match=r"steps\.csv: \d+ of \d+ bytes not written"):
+            for _ in range(10_000):
+                log.write_rows([{"a": 1.25, "b": "x" * 50}] * 10)
+        os.close(log._fd)
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
