@@ -66,6 +66,7 @@ import numpy as np
 from algorithms.steptimes import step_times_from_run
 from data import NAMES, DataError, load_dataset
 from models import MODELS, build_model, make_optimizer
+from models.threads import one_blas_thread
 
 # Message sizes, bytes: 8 B .. 4 MiB (--quick: powers of 4 to 2 MiB), past the largest message
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
@@ -109,6 +110,7 @@ def build_parser(parser_class=None):
 
 
 def main(argv=None):
+    one_blas_thread()  # as the ranks of a training run compute
     if argv is None:
         argv = sys.argv[1:]
     if "--from-run" in argv or any(a.startswith("--from-run=") for a in argv):
@@ -282,7 +284,7 @@ def _solo_own_code(argv, steps, dataset):
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
     node = make_node(0, 1, cfg, dataset, model)
     attach_optimizer(node)
-    with tempfile.TemporaryDirectory() as folder, _one_blas_thread():
+    with tempfile.TemporaryDirectory() as folder:
         log = RunLog(RunFolder(folder), run_header(cfg, dataset, model, 1, "wall",
                                                    "real.calibrate", mpi=None))
         driver = Driver(node, log, None, measure_wait=False)
@@ -294,8 +296,7 @@ def _solo_own_code(argv, steps, dataset):
 
 def _measure_compute(models, X, y, dataset, quick):
     """Median seconds per sample of a training step for each model, with 1 BLAS thread."""
-    with _one_blas_thread():
-        return {name: _time_step(model, X, y, quick) / len(y) for name, model in models.items()}
+    return {name: _time_step(model, X, y, quick) / len(y) for name, model in models.items()}
 
 
 def _time_step(model, X, y, quick):
@@ -322,27 +323,6 @@ def _time_step(model, X, y, quick):
         step()
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
-
-
-class _one_blas_thread:
-    """Limit BLAS to one thread with threadpoolctl if it is installed; else the environment
-    (``OPENBLAS_NUM_THREADS=1``, as the Makefile exports) decides, and a note says so."""
-
-    def __enter__(self):
-        try:
-            from threadpoolctl import threadpool_limits
-        except ImportError:
-            self._limits = None
-            if os.environ.get("OPENBLAS_NUM_THREADS") != "1":
-                print("note: threadpoolctl is not installed and OPENBLAS_NUM_THREADS is not 1: "
-                      "BLAS may use several threads", file=sys.stderr)
-            return self
-        self._limits = threadpool_limits(limits=1, user_api="blas")
-        return self
-
-    def __exit__(self, *exc):
-        if self._limits is not None:
-            self._limits.restore_original_limits()
 
 
 # ---------------------------------------------------------------------------- the profile

@@ -33,6 +33,7 @@ from algorithms.runfolder import RunFolder, claim_run_folder
 from algorithms.runlog import RunLog, run_header
 from data import DataError, load_dataset
 from models import build_model
+from models.threads import one_blas_thread
 from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
@@ -52,6 +53,7 @@ def build_parser():
 
 
 def main(argv=None):
+    blas = one_blas_thread()  # ranks share the cores: one BLAS thread each, however launched
     comm = MPI.COMM_WORLD
     parser = build_parser()
     cfg, dataset, model, node = _prepare(argv, parser, comm)
@@ -61,7 +63,7 @@ def main(argv=None):
         print(dataset.note, file=sys.stderr)
 
     where = comm.allgather((MPI.Get_processor_name(), boot_id(), os.getpid()))
-    header = _header(cfg, dataset, model, size, where)
+    header = _header(cfg, dataset, model, size, where, blas)
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
@@ -223,7 +225,7 @@ def _abort(log, comm, rank, err):
         comm.Abort(1)
 
 
-def _header(cfg, dataset, model, size, where):
+def _header(cfg, dataset, model, size, where, blas):
     """The config.json document, with the MPI library that carried the run, each rank's host
     name, and ``machine_cores``: the cores of the one machine every rank ran on (emulated hosts
     included: they share its boot id), 0 when the ranks ran on several machines. ``where``:
@@ -233,6 +235,7 @@ def _header(cfg, dataset, model, size, where):
                       mpi=MPI.Get_library_version().splitlines()[0].strip(),
                       hosts=[host for host, _, _ in where],
                       machine_cores=(os.cpu_count() or 1) if one_machine else 0,
+                      blas_threads=blas,
                       versions={"mpi4py": importlib.metadata.version("mpi4py")})
 
 

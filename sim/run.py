@@ -30,6 +30,7 @@ from algorithms.runlog import RunLog, run_header
 from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
+from models.threads import one_blas_thread
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
@@ -205,6 +206,7 @@ def _node_speeds(cluster, seed):
 
 
 def main(argv=None):
+    blas = one_blas_thread()  # measured compute is timed as a rank with one BLAS thread runs
     parser = build_parser()
     cfg = parse_config(argv, parser)
     cluster, _ = parser.parse_known_args(argv)
@@ -257,7 +259,7 @@ def main(argv=None):
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
                  "steps_sample": cluster.steps_sample},
-        versions={"simpy": importlib.metadata.version("simpy")})
+        blas_threads=blas, versions={"simpy": importlib.metadata.version("simpy")})
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):

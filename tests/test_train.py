@@ -157,3 +157,14 @@ def test_baseline_accuracy_mlp_adam_batch_100_two_epochs(tmp_path, dataset, floo
     summary = _read_json(out / "summary.json")
     assert summary["dataset"] == dataset and summary["iterations"] == 1200
     assert summary["final_test_accuracy"] >= floor
+
+
+def test_one_blas_thread_without_the_environment_saying_so(tmp_path):
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    done = subprocess.run([sys.executable, "-m", "real.train", "--dataset", "synthetic",
+                           "--iterations", "5", "--no-progress", "--out", str(tmp_path / "run")],
+                          cwd=ROOT, env=env, timeout=120, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    pools = _read_json(tmp_path / "run" / "config.json")["blas_threads"]
+    assert pools and all(pool["threads"] == 1 for pool in pools)
