@@ -24,7 +24,7 @@ from algorithms.compression import make_codec
 from algorithms.faults import FaultSchedule, load_faults
 from algorithms.units import parse_seconds
 
-ALGORITHMS = ("serial", "ps", "allreduce", "gossip")
+ALGORITHMS = ("auto", "serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
 GOSSIP_PAYLOADS = ("weights", "grad")
 PS_MODES = ("sync", "async", "ssp")
@@ -54,8 +54,9 @@ def _flag(help, type=str, choices=None, group="training", metavar=None):
 class RunConfig:
     """The resolved configuration of one run (saved whole in the run folder's config.json)."""
 
-    algorithm: str = field(default="serial", metadata=_flag(
-        "training architecture", choices=ALGORITHMS, group="algorithm"))
+    algorithm: str = field(default="auto", metadata=_flag(
+        "training architecture; auto: serial on one process, data-parallel SGD (allreduce) on "
+        "more", choices=ALGORITHMS, group="algorithm"))
     mode: str = field(default="sync", metadata=_flag(
         "parameter-server synchronisation (ps)", choices=PS_MODES, group="algorithm"))
     staleness: int = field(default=0, metadata=_flag(
@@ -149,7 +150,7 @@ class RunConfig:
         _positive(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
         _positive(iterations=self.iterations, eval_every=self.eval_every,
                   local_steps=self.local_steps)
-        if self.local_steps > 1 and self.algorithm not in ("allreduce", "gossip"):
+        if self.local_steps > 1 and self.algorithm not in ("allreduce", "gossip", "auto"):
             raise ValueError(f"--local-steps {self.local_steps} needs --algorithm allreduce or "
                              f"gossip, got {self.algorithm}")
         if self.server_computes and (self.algorithm, self.mode) != ("ps", "sync"):
@@ -199,7 +200,12 @@ class RunConfig:
         return f"{self.algorithm}-{self.dataset}"
 
     def check_size(self, size):
-        """Check the rules that depend on the number of ranks; raise ValueError naming the flag."""
+        """Resolve ``--algorithm auto`` for ``size`` ranks (serial on one, allreduce on more)
+        and check the rules that depend on the number of ranks; raise ValueError naming the
+        flag."""
+        if self.algorithm == "auto":
+            self.algorithm = "serial" if size == 1 else "allreduce"
+            self.validate()
         if self.algorithm == "serial" and size != 1:
             raise ValueError(f"--algorithm serial runs on one process, got {size} ranks "
                              f"(use --algorithm allreduce or ps under mpirun)")

@@ -14,11 +14,11 @@ def _parse(argv):
 
 def test_defaults_are_the_baseline_run():
     cfg = _parse([])
-    assert (cfg.algorithm, cfg.dataset, cfg.model) == ("serial", "mnist", "mlp")
+    assert (cfg.algorithm, cfg.dataset, cfg.model) == ("auto", "mnist", "mlp")
     assert cfg.optimizer == "adam"
     assert (cfg.lr, cfg.batch_size, cfg.epochs, cfg.seed) == (0.003, 100, 2, 0)
     assert cfg.lr_schedule == "cosine"
-    assert cfg.out is None and cfg.run_name == "serial-mnist"  # the front end claims the folder
+    assert cfg.out is None and cfg.check_size(1).run_name == "serial-mnist"  # front end: folder
 
 
 @pytest.mark.parametrize("optimizer", sorted(DEFAULT_LR))
@@ -74,3 +74,16 @@ def test_missing_toml_file_is_named(tmp_path, capsys):
     with pytest.raises(SystemExit):
         _parse(["--config", str(tmp_path / "absent.toml")])
     assert "absent.toml: cannot read" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("size", "algorithm"), [(1, "serial"), (2, "allreduce"), (16, "allreduce")])
+def test_auto_is_serial_on_one_process_and_allreduce_on_more(size, algorithm):
+    assert _parse([]).check_size(size).algorithm == algorithm
+    assert _parse(["--algorithm", "serial"]).check_size(1).algorithm == "serial"
+
+
+def test_auto_keeps_the_rules_of_what_it_becomes():
+    assert _parse(["--local-steps", "4"]).check_size(4).algorithm == "allreduce"
+    with pytest.raises(ValueError, match="--local-steps 4 needs --algorithm allreduce or gossip, "
+                                         "got serial"):
+        _parse(["--local-steps", "4"]).check_size(1)
