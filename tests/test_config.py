@@ -76,7 +76,8 @@ def test_missing_toml_file_is_named(tmp_path, capsys):
     assert "absent.toml: cannot read" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("size", "algorithm"), [(1, "serial"), (2, "allreduce"), (16, "allreduce")])
+@pytest.mark.parametrize(("size", "algorithm"),
+                         [(1, "serial"), (2, "allreduce"), (16, "allreduce")])
 def test_auto_is_serial_on_one_process_and_allreduce_on_more(size, algorithm):
     assert _parse([]).check_size(size).algorithm == algorithm
     assert _parse(["--algorithm", "serial"]).check_size(1).algorithm == "serial"
