@@ -14,16 +14,7 @@ from pathlib import Path
 
 from runs import train
 
-CONFIGURATIONS = [
-    *((f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
-      for p in ("1", "4", "16")),
-    *((f"Local-SGD({p}), gossip", ["--algorithm", "gossip", "--topology", "rotating",
-                                   "--local-steps", p]) for p in ("1", "4", "16")),
-    *((f"Local-SGD({p}), gossip + threshold", ["--algorithm", "gossip", "--topology", "rotating",
-                                               "--local-steps", p, "--compress",
-                                               "threshold:0.01"]) for p in ("1", "4", "16")),
-    ("Local-SGD(32), allreduce", ["--algorithm", "allreduce", "--local-steps", "32"]),
-]
+from analysis.study import LOMONOSOV_CONFIGURATIONS as CONFIGURATIONS
 
 
 def main(argv=None):

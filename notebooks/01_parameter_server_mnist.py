@@ -1,0 +1,91 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 1. An MNIST parameter server in MPI and numpy: serial against 2, 3 and 5 processes
+#
+# The source study trains MNIST with a synchronous parameter server written in MPI and numpy and
+# tabulates the speed-up per process count (serial, 2, 3, 5) at about 87 % test accuracy.
+# Here: the same architecture (`--algorithm ps --server-computes`: the server also computes,
+# so every process trains on its shard), measured under `mpiexec` on this machine and simulated
+# by `sim.run` on a profile calibrated on it. Speed-up is the serial run's seconds per epoch
+# over the N-process run's (the global batch grows with N, 100 per process, as in the study).
+#
+# Full size: `python notebooks/01_parameter_server_mnist.py` (3 epochs of MNIST per point).
+# `TWINSGD_SMOKE=1` runs 20 iterations per point.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+from analysis.study import SMOKE, Verdict, calibrate, markdown, measure, simulate, verdict_table
+
+PROCESSES = [1, 2, 3, 5]
+LENGTH = ["--iterations", "20"] if SMOKE else ["--epochs", "3"]
+FLAGS = ["--dataset", "mnist", "--model", "mlp", "--batch-size", "100", "--seed", "0", *LENGTH]
+work = Path(tempfile.mkdtemp(prefix="study1-"))
+cores = os.cpu_count()
+print(f"{cores} cores; run folders in {work}")
+
+# %% [markdown]
+# Calibrate: the network between two ranks and the real program's step times, into a profile
+# the simulator reads (`one_machine`: ranks beyond the cores slow compute as measured).
+
+# %%
+profile = calibrate(work / "this-machine.toml")
+
+
+def architecture(n):
+    """The study's program on ``n`` processes: serial on one, else the computing server."""
+    return ["--algorithm", "serial"] if n == 1 else ["--algorithm", "ps", "--server-computes"]
+
+
+measured, simulated = {}, {}
+for n in PROCESSES:
+    flags = [*FLAGS, *architecture(n)]
+    measured[n] = measure(n, flags, work / f"real-{n}")
+    simulated[n] = simulate(n, [*flags, "--profile", str(profile), "--compute", "empirical"],
+                            work / f"sim-{n}")
+
+# %%
+rows = []
+for n in PROCESSES:
+    m, s = measured[n], simulated[n]
+    rows.append([n, f"{m['seconds_per_epoch']:.2f}", f"{s['seconds_per_epoch']:.2f}",
+                 f"{measured[1]['seconds_per_epoch'] / m['seconds_per_epoch']:.2f}",
+                 f"{simulated[1]['seconds_per_epoch'] / s['seconds_per_epoch']:.2f}",
+                 f"{100 * m['final_test_accuracy']:.2f} %",
+                 f"{100 * s['final_test_accuracy']:.2f} %"])
+print(markdown(["processes", "s/epoch measured", "s/epoch simulated", "speed-up measured",
+                "speed-up simulated", "accuracy measured", "accuracy simulated"], rows))
+
+# %% [markdown]
+# ## Verdict
+
+# %%
+best_n = max(PROCESSES, key=lambda n: measured[1]["seconds_per_epoch"]
+             / measured[n]["seconds_per_epoch"])
+speedup_m = measured[1]["seconds_per_epoch"] / measured[best_n]["seconds_per_epoch"]
+speedup_s = simulated[1]["seconds_per_epoch"] / simulated[best_n]["seconds_per_epoch"]
+accuracy_m = min(measured[n]["final_test_accuracy"] for n in PROCESSES)
+accuracy_s = min(simulated[n]["final_test_accuracy"] for n in PROCESSES)
+print(verdict_table([
+    Verdict("more processes train an epoch faster",
+            f"best {speedup_m:.2f}x at {best_n} processes",
+            f"{speedup_s:.2f}x at {best_n}",
+            "yes" if speedup_m > 1.1 else "no",
+            f"{cores} cores: processes beyond them share a core, so the speed-up stops at the "
+            "core count; the simulator's one_machine profile models that sharing"),
+    Verdict("about 87 % test accuracy at every process count",
+            f"lowest {100 * accuracy_m:.2f} %", f"lowest {100 * accuracy_s:.2f} %",
+            "yes" if accuracy_m >= 0.87 else "no",
+            "smoke size trains 20 iterations only" if SMOKE else
+            "synchronous PS is serial SGD with the global batch; accuracy follows the epochs"),
+]))

@@ -1,0 +1,127 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+
+# %% [markdown]
+# # 2. Synchronous against asynchronous parameter server, 1 to 20 workers
+#
+# The source study (a parameter server on Ray) trains with 1–20 workers, synchronously and
+# asynchronously, and counts the iterations and the time each needs to reach a target accuracy:
+# asynchrony wins on time when workers would otherwise wait, and pays in accuracy per update
+# because its gradients are stale. Here: `--algorithm ps --mode sync` against `--mode async`
+# (one server, W workers, W + 1 processes), measured under `mpiexec` and simulated on a profile
+# calibrated on this machine, with the same seeds. Every worker takes the same number of steps
+# in both modes; a synchronous server update averages W gradients, an asynchronous one applies a
+# single push, so gradients to the target are updates × W (sync) against updates (async).
+#
+# Full size: `python notebooks/02_sync_vs_async_ps.py` (W = 1, 2, 4, 8, 16, 20; target 90 %).
+# `TWINSGD_SMOKE=1`: W = 1, 2, 4 and a target of 60 %.
+
+# %%
+import os
+import tempfile
+from pathlib import Path
+
+from analysis.study import (
+    SMOKE,
+    Verdict,
+    calibrate,
+    iterations_to_target,
+    markdown,
+    measure,
+    simulate,
+    verdict_table,
+)
+
+WORKERS = [1, 2, 4] if SMOKE else [1, 2, 4, 8, 16, 20]
+TARGET = 0.6 if SMOKE else 0.9
+ITERATIONS = 40 if SMOKE else 600  # steps per worker: W x ITERATIONS gradients in both modes
+FLAGS = ["--dataset", "mnist", "--model", "mlp", "--optimizer", "sgd", "--lr", "0.1",
+         "--lr-schedule", "constant", "--batch-size", "32", "--seed", "0",
+         "--target-accuracy", str(TARGET)]
+work = Path(tempfile.mkdtemp(prefix="study2-"))
+print(f"{os.cpu_count()} cores; run folders in {work}")
+profile = calibrate(work / "this-machine.toml")
+
+# %%
+results = {}
+for w in WORKERS:
+    for mode in ("sync", "async"):
+        # Each worker takes ITERATIONS steps in both modes: a synchronous update averages W
+        # gradients, an asynchronous one applies one push, so async counts W times the updates.
+        updates = ITERATIONS if mode == "sync" else ITERATIONS * w
+        flags = [*FLAGS, "--algorithm", "ps", "--mode", mode, "--iterations", str(ITERATIONS),
+                 "--eval-every", str(max(1, updates // 20))]
+        sim_flags = [*flags, "--profile", str(profile), "--compute", "empirical"]
+        real_dir, sim_dir = work / f"real-{mode}-{w}", work / f"sim-{mode}-{w}"
+        results[mode, w] = (measure(w + 1, flags, real_dir), simulate(w + 1, sim_flags, sim_dir),
+                            iterations_to_target(real_dir, TARGET),
+                            iterations_to_target(sim_dir, TARGET))
+
+
+def seconds(x):
+    return "not reached" if x is None else f"{x:.2f}"
+
+
+def gradients(mode, w, updates):
+    """Gradients applied up to the target: W per synchronous update, one per push."""
+    return "not reached" if updates is None else updates * (w if mode == "sync" else 1)
+
+
+rows = []
+for (mode, w), (m, s, it_m, it_s) in results.items():
+    rows.append([w, mode, gradients(mode, w, it_m), gradients(mode, w, it_s),
+                 seconds(m["time_to_target_s"]), seconds(s["time_to_target_s"]),
+                 f"{100 * m['final_test_accuracy']:.2f} %",
+                 f"{100 * s['final_test_accuracy']:.2f} %",
+                 f"{m['wait_s']:.2f}", f"{s['wait_s']:.2f}"])
+print(markdown(["workers", "mode", "gradients to target (measured)", "(simulated)",
+                "s to target (measured)", "(simulated)", "final accuracy (measured)",
+                "(simulated)", "wait s (measured)", "(simulated)"], rows))
+
+# %% [markdown]
+# ## Verdict
+# Asynchrony "wins" at W workers when its time to the target is below the synchronous run's;
+# staleness "costs" when it needs more gradients than the synchronous run to get there.
+
+# %%
+def time_to_target(mode, w, which):
+    return results[mode, w][which]["time_to_target_s"]
+
+
+def wins(which):
+    return [w for w in WORKERS if time_to_target("async", w, which) is not None and (
+        time_to_target("sync", w, which) is None
+        or time_to_target("async", w, which) < time_to_target("sync", w, which))]
+
+
+def stale_costs(which):
+    """Worker counts at which asynchrony needed more gradients than synchrony to the target."""
+    out = []
+    for w in WORKERS:
+        sync_it, async_it = results["sync", w][2 + which], results["async", w][2 + which]
+        if sync_it is not None and (async_it is None or async_it > sync_it * w):
+            out.append(w)
+    return out
+
+
+wins_m, wins_s = wins(0), wins(1)
+costs_m, costs_s = stale_costs(0), stale_costs(1)
+print(verdict_table([
+    Verdict("asynchrony reaches the target sooner as workers are added",
+            f"async faster at W = {wins_m or 'none'}", f"async faster at W = {wins_s or 'none'}",
+            "yes" if wins_m and max(wins_m) == max(WORKERS) else "no",
+            "on shared cores a synchronous step waits for the slowest of W time-shared "
+            "workers; the asynchronous server serves each push as it comes"),
+    Verdict("staleness costs accuracy per gradient",
+            f"async needed more gradients at W = {costs_m or 'none'}",
+            f"at W = {costs_s or 'none'}",
+            "yes" if costs_m else "no",
+            "a push computed on weights that are W−1 updates old moves the model less "
+            "usefully than a fresh averaged step"),
+]))
