@@ -204,9 +204,16 @@ def recommendation_check(label):
 
 
 checks = {label: recommendation_check(label) for label in recommended}
+
+
+def seconds(t):
+    """A time to the target as printed: '-' when the run never reached it."""
+    return "-" if t is None else f"{t:.3g} s"
+
+
 for label, (fastest, t_fast, pick, t_pick) in checks.items():
-    print(f"{label}: measured fastest to {100 * TARGET:.0f} %: {fastest} ({t_fast:.3g} s); "
-          f"recommended: {pick} (measured {t_pick:.3g} s)")
+    print(f"{label}: measured fastest to {100 * TARGET:.0f} %: {fastest} ({seconds(t_fast)}); "
+          f"recommended: {pick} (measured {seconds(t_pick)})")
 within = [t_pick / t_fast for _, t_fast, _, t_pick in checks.values() if t_fast and t_pick]
 recommendation = Verdict(
     "(ours) analysis.recommend picks the measured fastest, or one within 10 %",
