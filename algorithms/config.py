@@ -50,9 +50,14 @@ def _flag(help, type=str, choices=None, group="training", metavar=None):
     return {"help": help, "type": type, "choices": choices, "group": group, "metavar": metavar}
 
 
+MIN_DEFAULT_STEPS = 20  # a run left at its default length trains at least this many steps
+
+
 @dataclass
 class RunConfig:
     """The resolved configuration of one run (saved whole in the run folder's config.json)."""
+
+    given = frozenset()  # the options the user set (flags or TOML); `parse_config` records them
 
     algorithm: str = field(default="auto", metadata=_flag(
         "training architecture; auto: serial on one process, data-parallel SGD (allreduce) on "
@@ -215,6 +220,30 @@ class RunConfig:
                              f"under mpirun -n N")
         return self
 
+    def fit_data(self, shard_samples):
+        """Fit a run left at its defaults to the data it found; return the lines saying what was
+        chosen (none when nothing changed).
+
+        ``shard_samples``: training images of one node's shard. A default ``--batch-size`` that
+        the shard cannot fill once shrinks to the largest power of two it can; a default length
+        (2 epochs) of fewer than `MIN_DEFAULT_STEPS` steps becomes that many iterations. What the
+        user set is kept (and refused later if it does not fit), so ``sim.run --nodes 210`` trains
+        meaningfully on the bundled 10,000 images as written.
+        """
+        notes = []
+        if "batch_size" not in self.given and 1 <= shard_samples < self.batch_size:
+            default, self.batch_size = self.batch_size, 1 << (shard_samples.bit_length() - 1)
+            notes.append(f"batch size {self.batch_size} per node: the default {default} does not "
+                         f"fit a node's shard of {shard_samples} images (set --batch-size)")
+        per_epoch = shard_samples // self.batch_size
+        if not {"epochs", "iterations"} & self.given and self.iterations is None and \
+                0 < self.epochs * per_epoch < MIN_DEFAULT_STEPS:
+            self.iterations = MIN_DEFAULT_STEPS
+            notes.append(f"{MIN_DEFAULT_STEPS} steps ({MIN_DEFAULT_STEPS / per_epoch:.3g} "
+                         f"epochs): {self.epochs:g} epochs are only {self.epochs * per_epoch} "
+                         f"steps of {per_epoch} per epoch here (set --epochs or --iterations)")
+        return notes
+
     def as_dict(self):
         """Plain dict of all fields (JSON-ready)."""
         return dataclasses.asdict(self)
@@ -293,6 +322,8 @@ def parse_config(argv=None, parser=None):
     try:
         values = load_toml(given.pop("config")) if "config" in given else {}
         values.update((k, v) for k, v in given.items() if k in _FIELDS)  # not a front end's own
-        return RunConfig(**values).validate()
+        cfg = RunConfig(**values).validate()
     except (TypeError, ValueError) as err:
         parser.error(str(err))
+    cfg.given = frozenset(values)
+    return cfg

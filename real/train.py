@@ -130,6 +130,9 @@ def _prepare(argv, parser, comm):
         model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
         try:
             node = make_node(rank, size, cfg, dataset, model)
+            for note in cfg.fit_data(dataset.n_train // node.shards):  # before the lr schedule
+                if rank == 0:
+                    print(f"{prog}: {note}", file=sys.stderr)
             attach_optimizer(node)
             if node.steps_per_epoch < 1:
                 problem = (f"--batch-size {cfg.batch_size} is larger than a node's shard "

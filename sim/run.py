@@ -241,6 +241,8 @@ def main(argv=None):
                  for rank in range(size)]
     except ValueError as err:
         parser.error(f"--topology {cfg.topology}: {err}")
+    for note in cfg.fit_data(dataset.n_train // nodes[0].shards):  # before the lr schedule
+        print(f"python -m sim.run: {note}", file=sys.stderr)
     for node in nodes:
         attach_optimizer(node)
     if nodes[0].steps_per_epoch < 1:

@@ -5,7 +5,13 @@ import json
 
 import pytest
 
-from algorithms.config import DEFAULT_LR, RunConfig, add_config_arguments, parse_config
+from algorithms.config import (
+    DEFAULT_LR,
+    MIN_DEFAULT_STEPS,
+    RunConfig,
+    add_config_arguments,
+    parse_config,
+)
 
 
 def _parse(argv):
@@ -88,3 +94,39 @@ def test_auto_keeps_the_rules_of_what_it_becomes():
     with pytest.raises(ValueError, match="--local-steps 4 needs --algorithm allreduce or gossip, "
                                          "got serial"):
         _parse(["--local-steps", "4"]).check_size(1)
+
+
+def test_default_batch_shrinks_to_fit_a_small_shard_and_says_so():
+    cfg = _parse([])
+    notes = cfg.fit_data(47)  # 10,000 bundled images over 210 shards
+    assert cfg.batch_size == 32  # largest power of two <= 47
+    assert notes[0] == ("batch size 32 per node: the default 100 does not fit a node's shard "
+                        "of 47 images (set --batch-size)")
+
+
+def test_default_length_grows_to_the_minimum_steps_and_says_so():
+    cfg = _parse([])
+    notes = cfg.fit_data(285)  # 60,000 images over 210 shards: 2 steps per epoch
+    assert (cfg.batch_size, cfg.iterations) == (100, MIN_DEFAULT_STEPS)
+    assert notes == [f"{MIN_DEFAULT_STEPS} steps ({MIN_DEFAULT_STEPS / 2:.3g} epochs): 2 epochs "
+                     f"are only 4 steps of 2 per epoch here (set --epochs or --iterations)"]
+
+
+def test_a_run_that_fits_is_left_alone():
+    cfg = _parse([])
+    assert cfg.fit_data(60000) == [] and (cfg.batch_size, cfg.iterations) == (100, None)
+
+
+@pytest.mark.parametrize("argv", [["--batch-size", "100"], ["--epochs", "2"],
+                                  ["--iterations", "3"]])
+def test_what_the_user_set_is_kept(argv, tmp_path):
+    cfg = _parse(argv)
+    cfg.fit_data(47)
+    assert cfg.batch_size == (100 if "--batch-size" in argv else 32)
+    assert cfg.iterations == {"--iterations": 3, "--epochs": None,
+                              "--batch-size": None}[argv[0]]  # batch 100 is refused later
+    toml = tmp_path / "run.toml"
+    toml.write_text("batch-size = 100\n")
+    cfg = _parse(["--config", str(toml)])  # set in a TOML file counts as set
+    cfg.fit_data(47)
+    assert cfg.batch_size == 100

@@ -343,3 +343,21 @@ def test_every_simulated_second_is_charged_once(tmp_path, argv):
         took = float(row["time_s"]) - last.get(row["rank"], 0.0)
         assert spent == pytest.approx(took, rel=1e-9, abs=1e-15), row
         last[row["rank"]] = float(row["time_s"])
+
+
+def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
+    """Like ``sim.run --nodes 210`` on the bundled images: 10,000 over 120 shards is 83 each."""
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
+                           "--nodes", "120", "--collectives", "closed-form",
+                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=300,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    import json
+
+    notes = [line for line in done.stderr.splitlines() if line.startswith("python -m sim.run: ")]
+    assert notes[0].endswith("batch size 64 per node: the default 100 does not fit a node's "
+                             "shard of 83 images (set --batch-size)")
+    assert "20 steps (20 epochs)" in notes[1]
+    config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
+    assert (config["batch_size"], config["iterations"]) == (64, 20)
+    assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 20
