@@ -147,7 +147,7 @@ class Allgather:
 class PeerFailed(Exception):
     """Raised into a node program at the operation that can never complete because nodes failed.
 
-    A backend that models failures (the simulator's ``--fail NODE@TIME``) throws it when the
+    A backend that models failures (the simulator's ``--faults``, ``--fail``) throws it when the
     program waits for a message or a collective that a failed node will never take part in, as
     ULFM MPI reports ``MPI_ERR_PROC_FAILED``. A program that can go on without the failed nodes
     (an asynchronous parameter server) catches it; in any other it ends the run.
@@ -156,11 +156,15 @@ class PeerFailed(Exception):
     ----------
     failed : tuple of (rank, time_s)
         The failed nodes and when they failed (seconds of the run's clock).
+    why : tuple of str
+        What happened to each, as the run folder's status says it (``rank 3 killed at step 40``).
     """
 
-    def __init__(self, failed):
+    def __init__(self, failed, why=None):
         self.failed = tuple(failed)
-        super().__init__(self.failed)  # args rebuild it (SimPy re-raises a copy)
+        self.why = tuple(why) if why is not None else \
+            tuple(f"rank {rank} failed at {time_s:g} s" for rank, time_s in self.failed)
+        super().__init__(self.failed, self.why)  # args rebuild it (SimPy re-raises a copy)
 
     def __str__(self):
-        return ", ".join(f"node {rank} at {time_s:g}s" for rank, time_s in self.failed)
+        return "; ".join(self.why)

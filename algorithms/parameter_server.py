@@ -154,6 +154,10 @@ def ssp_ps_server(node):
     A worker that has pushed c gradients is sent weights only once ``c - version <= S`` (version:
     steps applied), so the gradient it computes next is at most S updates stale when applied.
 
+    Goes on without workers that fail (`PeerFailed`, when the live workers all wait on the bound):
+    a step is complete when every live worker has pushed it, and averages what arrived for it
+    (a failed worker's earlier pushes included), so the bound holds over the live workers.
+
     Yields Recv from any worker, Send of the weights (possibly deferred), Evaluate (if it reports).
     Returns the weights it owns, float32.
     """
@@ -163,17 +167,25 @@ def ssp_ps_server(node):
     pending = {}  # step c -> {worker: (gradient, version it was computed on)}
     held, version, updates = [], 0, node.updates(per_step=1)
     while version < node.total_steps or held:
-        worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
-        pending.setdefault(clock[worker], {})[worker] = (grad.copy(), copy_of[worker])
-        clock[worker] += 1
-        held.append(worker)
+        try:
+            worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
+        except PeerFailed as failure:  # go on with the live workers
+            gone = {rank for rank, _ in failure.failed}
+            workers = [w for w in workers if w not in gone]
+            held = [w for w in held if w not in gone]
+            if not workers:
+                raise
+        else:
+            pending.setdefault(clock[worker], {})[worker] = (grad.copy(), copy_of[worker])
+            clock[worker] += 1
+            held.append(worker)
         applied = []  # (step, staleness) of the steps this push completed
-        while len(pending.get(version, ())) == len(workers):  # step `version` is complete
+        while all(w in pending.get(version, ()) for w in workers):  # step `version` is complete
             arrived = pending.pop(version)
             total.fill(0.0)
-            for w in workers:
+            for w in sorted(arrived):  # in rank order, not arrival order: the same sum twice
                 total += arrived[w][0]
-            total /= len(workers)
+            total /= len(arrived)
             node.optimizer.step(params, total)
             applied.append((next(updates), max(version - v for _, v in arrived.values())))
             version += 1

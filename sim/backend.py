@@ -15,7 +15,9 @@ idle nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N m
 NIC queue behind each other there. ``--network fat-tree:K | torus | ring | FILE`` route over more
 hops (`sim.network.make_network`).
 
-Failures (``--fail``) stop a node's process; nodes left waiting on it get `PeerFailed`.
+Faults (``--faults FILE``, ``--fail``: `algorithms.faults`) are acted out as the real backend acts
+them out: a kill stops the node's process, an exception raises `InjectedFault` out of the run, a
+slow fault multiplies the node's compute time; nodes left waiting on a killed one get `PeerFailed`.
 """
 
 import gc
@@ -34,6 +36,7 @@ from algorithms.collectives import (
     finish_reduction,
     run_in_process,
 )
+from algorithms.faults import Fault, FaultSchedule, InjectedFault
 from algorithms.ghost import GhostArray
 from algorithms.ops import (
     ANY_SOURCE,
@@ -129,6 +132,11 @@ class _Crash:
     """The cause of the interrupt that stops a failing node."""
 
 
+class _Killed(BaseException):
+    """Raised inside a node program at the step a scheduled kill strikes; ends its process (not
+    an Exception: no program's ``except`` may catch a kill)."""
+
+
 def _snapshot(payload):
     """What travels: a read-only copy of an array (the sender may change the original, and an
     Exchange hands one copy to every peer), a message object as it is."""
@@ -186,6 +194,9 @@ class Simulator:
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
         self.failed = {}  # rank -> simulated time it failed at
+        self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
+        self.faults = FaultSchedule()
+        self._step_no = [1] * len(nodes)  # the step each node is in (1-based, its own count)
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
                               if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
@@ -206,20 +217,26 @@ class Simulator:
                           Exchange: self._exchange, Allgather: self._allgather,
                           Evaluate: self._evaluate}
 
-    def run(self, programs, failures=()):
+    def run(self, programs, faults=None):
         """Run every program to its end; return their return values (rank order; None for a
         node that failed).
 
-        ``failures``: ``(rank, time_s)`` pairs: that node stops at that simulated time
-        (``--fail``). A failure shows when the simulation has nothing left to do but nodes still
-        wait: `PeerFailed` is thrown into each waiting program, which goes on without the failed
-        nodes or (uncaught) ends the run by raising it from here. Nodes that wait forever with
-        no node failed are a bug in a program: RuntimeError.
+        ``faults``: the run's `algorithms.faults.FaultSchedule`, acted out as the real backend
+        does: a fault strikes as its rank starts step ``step`` (its own count, as the real
+        backend counts) or at ``time`` on the simulated clock. A kill ends the node's process
+        there; an exception raises `InjectedFault` from here; a slow fault multiplies the
+        node's compute time. A kill shows when the simulation has nothing left to do but nodes
+        still wait (as ULFM MPI reports a failed peer to a blocked operation): `PeerFailed` is
+        thrown into the lowest-ranked waiting program (a parameter server, if one waits), which
+        goes on without the failed nodes or (uncaught) ends the run by raising it from here.
+        Nodes that wait forever with no node failed are a bug in a program: RuntimeError.
         """
+        self.faults = faults or FaultSchedule()
         processes = [self.env.process(self._process(node, program))
                      for node, program in zip(self.nodes, programs, strict=True)]
-        for rank, time_s in failures:
-            self.env.process(self._fail(processes[rank], rank, time_s))
+        for fault in self.faults.faults:
+            if fault.time_s is not None:
+                self.env.process(self._strike_at(processes[fault.rank], fault))
         # NOTE: the cyclic garbage collector runs rarely while the simulation runs, for speed: with
         # thousands of programs suspended mid-step, most young objects live on, and collections
         # took a third of a 10,000-node run (memory is the same: nothing cyclic piles up)
@@ -229,29 +246,51 @@ class Simulator:
             self.env.run()
         finally:
             gc.set_threshold(*threshold)
-        for _ in range(len(processes)):  # a round of failure notices per pass; each may end one
-            waiting = [p for r, p in enumerate(processes) if p.is_alive and r not in self.failed]
-            if not waiting:
-                break
+        notices = 0
+        while waiting := [p for r, p in enumerate(processes)
+                          if p.is_alive and r not in self.failed]:
             if not self.failed:
                 raise RuntimeError(f"nodes {[processes.index(p) for p in waiting]} wait forever")
-            notice = PeerFailed(sorted(self.failed.items()))
-            for process in waiting:
-                process.interrupt(notice)
+            notices += 1  # a program that catches the notice must make progress or end
+            if notices > 2 * len(processes):
+                raise RuntimeError(f"nodes {[processes.index(p) for p in waiting]} go on "
+                                   f"waiting after {notices - 1} failure notices")
+            waiting[0].interrupt(PeerFailed(sorted(self.failed.items()),
+                                            [self.failures[r] for r in sorted(self.failed)]))
             self.env.run()
         return [None if r in self.failed else p.value for r, p in enumerate(processes)]
 
-    def _fail(self, process, rank, time_s):
-        """Stop node ``rank`` at ``time_s``: its program ends where it is."""
-        yield self.env.timeout(time_s)
+    def _strike_at(self, process, fault):
+        """Act out a fault scheduled at a time: a kill stops the node's program where it is, an
+        exception is raised from the program's current operation."""
+        yield self.env.timeout(fault.time_s)
         if process.is_alive:
-            self.failed[rank] = time_s
-            process.interrupt(_Crash())
+            if fault.kind == "kill":
+                self._record_kill(fault)
+            process.interrupt(_Crash() if fault.kind == "kill" else fault)
+
+    def _record_kill(self, fault):
+        self.failed[fault.rank] = self.env.now
+        self.failures[fault.rank] = fault.describe()
+
+    def _strike(self, rank):
+        """Act out the kill or exception of ``rank`` at the start of the step it is in (called
+        from the program's own code, as the real backend strikes in its step-end hook)."""
+        fault = self.faults.failure_at(rank, self._step_no[rank])
+        if fault is None:
+            return
+        if fault.kind == "kill":
+            self._record_kill(fault)
+            raise _Killed()
+        raise InjectedFault(fault.describe())
 
     def _step_ender(self, node):
         def end_step(step, loss, staleness):
             self.logs[node.rank].end_step(node.rank, step.epoch, step.iteration, self.env.now,
                                           loss, staleness)
+            self._step_no[node.rank] = step.iteration + 1
+            if self.faults:
+                self._strike(node.rank)
         return end_step
 
     def _process(self, node, program):
@@ -265,12 +304,20 @@ class Simulator:
             not times.own_code or not getattr(node, "computes", True)))
         factor = times.own_factor if times is not None and not times.own_code else 1.0
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
+        try:
+            self._strike(node.rank)  # a fault at step 1 strikes before the program starts
+        except _Killed:
+            program.close()
+            return None
         while True:
             t0 = perf_counter()
             try:
                 op = program.send(reply) if notice is None else program.throw(notice)
             except StopIteration as stop:
                 return stop.value
+            except _Killed:
+                program.close()
+                return None
             notice = None
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
@@ -283,6 +330,8 @@ class Simulator:
                 if isinstance(interrupt.cause, _Crash):
                     program.close()
                     return None
+                if isinstance(interrupt.cause, Fault):  # an exception scheduled at a time
+                    raise InjectedFault(interrupt.cause.describe()) from None
                 notice = interrupt.cause  # PeerFailed, thrown into the program
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
@@ -300,6 +349,8 @@ class Simulator:
         else:
             result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
         seconds *= model.scale(node.rank, self._straggle_rng[node.rank])
+        if self.faults:  # a slow fault: this node runs at 1/factor of its speed
+            seconds *= self.faults.slowdown(node.rank, self._step_no[node.rank])
         self.logs[node.rank].charge("compute", seconds)
         if seconds:  # free compute (a ghost without a profile) schedules no event
             yield self.env.timeout(seconds)

@@ -10,8 +10,8 @@ Examples
 Every flag of ``real.train`` means the same here; ``--nodes``, ``--latency`` and ``--bandwidth``
 describe the cluster (a star: every node on one switch). The run folder is ``real.train``'s, with
 ``"clock": "simulated"``. Exit status: 0 done; 2 bad input (one line, no traceback); 3 the run
-stopped because a node failed (``--fail``; its folder says ``"status": "failed: node 3 at
-12.5s"``); 1 a bug.
+stopped at a fault (``--faults FILE``, ``--fail``, acted out as ``real.train`` acts them out; its
+folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 """
 
 import importlib.metadata
@@ -23,6 +23,7 @@ import simpy
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
 from algorithms.config import OneLineParser, add_config_arguments, parse_config
+from algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
 from algorithms.ghost import ghost_dataset, ghost_model
 from algorithms.ops import PeerFailed
 from algorithms.runfolder import RunFolder, claim_run_folder
@@ -82,8 +83,9 @@ def build_parser():
                          help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
                               "resnet50, or a parameter count (compute from --profile, else free)")
     cluster.add_argument("--fail", default=None, metavar="NODE@TIME[,...]",
-                         help="node NODE stops at simulated TIME, e.g. 3@12.5s: synchronous "
-                              "algorithms stop (exit 3), an asynchronous server goes on")
+                         help="node NODE is killed at simulated TIME, e.g. 3@12.5s (a --faults "
+                              "kill at a time): synchronous algorithms stop (exit 3), an "
+                              "asynchronous or stale-synchronous server goes on")
     cluster.add_argument("--steps-sample", type=int, default=1, metavar="K",
                          help="steps.csv keeps every K-th node's rows (totals count all nodes)")
     return add_config_arguments(parser)
@@ -222,7 +224,6 @@ def main(argv=None):
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
-        failures = parse_failures(cluster.fail, size)
         make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
@@ -233,6 +234,11 @@ def main(argv=None):
     except (DataError, ValueError) as err:
         parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
                      .replace("factor:", "--speeds/--stragglers:"))
+    try:
+        faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
+                               parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
+    except ValueError as err:
+        parser.error(str(err))
     if dataset.note:
         print(dataset.note, file=sys.stderr)
     try:
@@ -274,8 +280,8 @@ def main(argv=None):
                           entry_barrier=cfg.measure_wait and cluster.collectives == "message",
                           shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0)
     try:
-        simulator.run([node_program(cfg)(node) for node in nodes], failures)
-    except PeerFailed as failure:
+        simulator.run([node_program(cfg)(node) for node in nodes], faults)
+    except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
         log.all_totals = [logs[r].node_totals() for r in range(size)]
         log.fail(str(failure))
         print(f"python -m sim.run: run stopped: {failure} (run folder {folder.path})",
@@ -286,7 +292,8 @@ def main(argv=None):
         raise
     log.all_totals = [logs[r].node_totals() for r in range(size)]
     if simulator.failed:
-        log.header["failed"] = [{"node": r, "time_s": t} for r, t in simulator.failed.items()]
+        log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
+                                for r, t in simulator.failed.items()]
     log.finish("done", nodes[reporter].model.named_arrays())
     s = log.summary()
     accuracy = s["final_test_accuracy"]
@@ -295,19 +302,6 @@ def main(argv=None):
           f"{s['time_s']:.4g} simulated s, test accuracy "
           f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder.path}")
     return 0
-
-
-def parse_failures(spec, size):
-    """``--fail 3@12.5s,5@1ms`` -> ``[(3, 12.5), (5, 0.001)]``; ValueError naming the flag."""
-    failures = []
-    for item in (spec.split(",") if spec else []):
-        node, at, time = item.partition("@")
-        if not at or not node.strip().isdigit():
-            raise ValueError(f"--fail expects NODE@TIME, e.g. 3@12.5s, got {item!r}")
-        if int(node) >= size:
-            raise ValueError(f"--fail {item}: there are only nodes 0..{size - 1}")
-        failures.append((int(node), parse_seconds(time)))
-    return failures
 
 
 def _model_size(cfg, cluster, dataset, shared_model):
