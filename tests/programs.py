@@ -1,4 +1,4 @@
-"""Small node programs the simulator's tests share."""
+"""Small node programs and fault schedules the tests share."""
 
 import numpy as np
 
@@ -19,3 +19,13 @@ def ping_pong(nbytes):
             yield Send(dest=0, payload=buf)
 
     return program
+
+
+def faults_file(tmp_path, *faults):
+    """A ``--faults`` TOML file in ``tmp_path`` of the given ``[[fault]]`` tables (dicts); its
+    path as a string. Both backends' fault tests read the same schedules."""
+    path = tmp_path / "faults.toml"
+    path.write_text("".join("[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"')
+                                                     for k, v in fault.items()) + "\n"
+                            for fault in faults))
+    return str(path)

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from algorithms.collectives import chunk_bounds, ring_allreduce_bytes
+from tests.programs import faults_file
 
 pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,15 +181,6 @@ def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr  # rank 0 alone says it
-
-
-def faults_file(tmp_path, *faults):
-    """A --faults TOML file of the given [[fault]] tables (dicts)."""
-    path = tmp_path / "faults.toml"
-    path.write_text("".join("[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"')
-                                                     for k, v in fault.items()) + "\n"
-                            for fault in faults))
-    return str(path)
 
 
 @pytest.mark.parametrize(("kind", "status", "returncode"), [

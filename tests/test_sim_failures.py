@@ -9,6 +9,7 @@ import pytest
 from algorithms.ops import Recv
 from sim import run
 from sim.backend import ComputeModel, Simulator
+from tests.programs import faults_file
 
 
 def _run(tmp_path, argv, profile_s=1e-3):
@@ -96,15 +97,6 @@ def test_a_program_that_waits_forever_without_a_failure_is_a_bug():
         sim.run([program(0), program(1)])
 
 
-def _faults(tmp_path, *faults):
-    """A --faults TOML file of the given [[fault]] tables (dicts), as tests/test_mpi writes."""
-    path = tmp_path / "faults.toml"
-    path.write_text("".join("[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"')
-                                                     for k, v in fault.items()) + "\n"
-                            for fault in faults))
-    return str(path)
-
-
 @pytest.mark.parametrize(("kind", "status"), [
     ("exception", "failed: rank 2 raised an injected exception at step 6"),
     ("kill", "failed: rank 2 killed at step 6"),
@@ -112,7 +104,7 @@ def _faults(tmp_path, *faults):
 def test_the_real_runs_fault_schedule_stops_a_synchronous_run_the_same_way(tmp_path, capsys,
                                                                            kind, status):
     """The schedule and the status of tests/test_mpi's fault test, simulated."""
-    faults = _faults(tmp_path, {"rank": 2, "step": 6, "kind": kind})
+    faults = faults_file(tmp_path, {"rank": 2, "step": 6, "kind": kind})
     code, out = _run(tmp_path, ["--nodes", "3", "--algorithm", "allreduce", "--iterations",
                                 "1000", "--faults", faults, "--eval-every", "2"])
     assert code == 3
@@ -125,7 +117,7 @@ def test_the_real_runs_fault_schedule_stops_a_synchronous_run_the_same_way(tmp_p
 
 
 def test_a_scheduled_exception_at_a_time_stops_the_run(tmp_path):
-    faults = _faults(tmp_path, {"rank": 1, "time": "35ms", "kind": "exception"})
+    faults = faults_file(tmp_path, {"rank": 1, "time": "35ms", "kind": "exception"})
     code, out = _run(tmp_path, ["--nodes", "3", "--algorithm", "allreduce", "--iterations",
                                 "20", "--faults", faults])
     assert code == 3
@@ -140,7 +132,7 @@ def test_a_slow_fault_shows_as_the_others_wait_by_the_formula(tmp_path):
     factor, slow_steps, c = 5.0, 3, 10 * 1e-3
     argv = ["--nodes", "4", "--algorithm", "allreduce", "--iterations", "10"]
     _, plain = _run(tmp_path / "plain", argv)
-    faults = _faults(tmp_path, {"rank": 1, "step": 4, "kind": "slow", "factor": factor,
+    faults = faults_file(tmp_path, {"rank": 1, "step": 4, "kind": "slow", "factor": factor,
                                 "steps": slow_steps})
     code, slowed = _run(tmp_path / "slowed", [*argv, "--faults", faults])
     assert code == 0
@@ -160,7 +152,7 @@ def test_a_slow_fault_shows_as_the_others_wait_by_the_formula(tmp_path):
 @pytest.mark.parametrize("bound", [1, 3])
 def test_ssp_goes_on_without_a_killed_worker_and_keeps_its_bound(tmp_path, bound):
     iterations = 15
-    faults = _faults(tmp_path, {"rank": 2, "step": 5, "kind": "kill"})
+    faults = faults_file(tmp_path, {"rank": 2, "step": 5, "kind": "kill"})
     code, out = _run(tmp_path, ["--nodes", "4", "--algorithm", "ps", "--mode", "ssp",
                                 "--staleness", str(bound), "--iterations", str(iterations),
                                 "--faults", faults])
@@ -176,7 +168,7 @@ def test_ssp_goes_on_without_a_killed_worker_and_keeps_its_bound(tmp_path, bound
 
 
 def test_async_ps_goes_on_without_a_worker_killed_at_a_step(tmp_path):
-    faults = _faults(tmp_path, {"rank": 3, "step": 2, "kind": "kill"})
+    faults = faults_file(tmp_path, {"rank": 3, "step": 2, "kind": "kill"})
     code, out = _run(tmp_path, ["--nodes", "4", "--algorithm", "ps", "--mode", "async",
                                 "--iterations", "10", "--faults", faults])
     assert code == 0
