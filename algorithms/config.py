@@ -153,6 +153,8 @@ class RunConfig:
                 raise ValueError(f"--{_dash(name)} must be one of {', '.join(choices)}, "
                                  f"got {getattr(self, name)!r}")
         _positive(lr=self.lr, batch_size=self.batch_size, epochs=self.epochs)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ValueError(f"--seed must be an integer >= 0, got {self.seed!r}")
         _positive(iterations=self.iterations, eval_every=self.eval_every,
                   local_steps=self.local_steps)
         if self.local_steps > 1 and self.algorithm not in ("allreduce", "gossip", "auto"):
@@ -258,8 +260,8 @@ def _dash(name):
 
 def _positive(**values):
     for name, value in values.items():
-        if value is not None and not value > 0:
-            raise ValueError(f"--{_dash(name)} must be > 0, got {value}")
+        if value is not None and not 0 < value < math.inf:
+            raise ValueError(f"--{_dash(name)} must be a finite number > 0, got {value}")
 
 
 def add_config_arguments(parser, groups=("algorithm", "compression", "training", "faults",

@@ -15,6 +15,8 @@ Examples
 2.0
 """
 
+import argparse
+import math
 import re
 
 _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*)\s*$")
@@ -31,7 +33,10 @@ def _split(text, what):
     match = _NUMBER.match(str(text))
     if not match:
         raise ValueError(f"{what}: cannot read {text!r} as a number with a unit")
-    return float(match.group(1)), match.group(2)
+    value = float(match.group(1))
+    if not math.isfinite(value):  # 1e400s: no cluster has an infinite latency
+        raise ValueError(f"{what}: {text!r} is not a finite number")
+    return value, match.group(2)
 
 
 def parse_seconds(text):
@@ -61,6 +66,8 @@ def parse_bandwidth_Bps(text):
     bytes."""
     value, unit = _split(text, "bandwidth")
     scale, suffix = _prefixed(unit, ("bps", "b/s", "Bps", "B/s"), text, "bandwidth")
+    if value <= 0:
+        raise ValueError(f"bandwidth: {text!r} must be > 0")
     bits = suffix in ("bps", "b/s")
     return value * scale / (8.0 if bits else 1.0)
 
@@ -89,4 +96,23 @@ def parse_factor(text):
     value, unit = _split(text, "factor")
     if unit != "x":
         raise ValueError(f"factor: {text!r} needs the unit x, as in 2x")
+    if value <= 0:
+        raise ValueError(f"factor: {text!r} must be > 0")
     return value
+
+
+def flag_type(parse):
+    """An argparse ``type`` of a parser of this module, so argparse names the flag at fault in
+    its one line (``argument --latency: '5' needs a unit of s, ms, ...``), parsing once.
+
+    >>> flag_type(parse_seconds)("5us")
+    5e-06
+    """
+    def convert(text):
+        try:
+            return parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err).partition(": ")[2] or str(err)) from None
+
+    convert.__name__ = parse.__name__.removeprefix("parse_")  # argparse's name for the type
+    return convert

@@ -15,6 +15,7 @@ folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 """
 
 import importlib.metadata
+import math
 import sys
 from pathlib import Path
 
@@ -28,7 +29,7 @@ from algorithms.ghost import ghost_dataset, ghost_model
 from algorithms.ops import PeerFailed
 from algorithms.runfolder import RunFolder, claim_run_folder
 from algorithms.runlog import RunLog, run_header
-from algorithms.units import parse_bandwidth_Bps, parse_factor, parse_seconds
+from algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
 from data import DataError, load_dataset
 from models import build_model
 from models.threads import one_blas_thread
@@ -45,10 +46,10 @@ def build_parser():
                                  "a run folder with simulated times.")
     cluster = parser.add_argument_group("cluster")
     cluster.add_argument("--nodes", type=int, default=4, help="number of nodes (ranks)")
-    cluster.add_argument("--latency", default=None,
+    cluster.add_argument("--latency", default=None, type=flag_type(parse_seconds),
                          help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, "
                               "else 5us)")
-    cluster.add_argument("--bandwidth", default=None,
+    cluster.add_argument("--bandwidth", default=None, type=flag_type(parse_bandwidth_Bps),
                          help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
                               "profile's, else 10Gbps)")
     cluster.add_argument("--network", default=None, metavar="star|fat-tree:K|torus|ring|FILE",
@@ -77,6 +78,7 @@ def build_parser():
     cluster.add_argument("--cores-per-host", type=int, default=None, metavar="C",
                          help="cores of a host (default: the profile's [cluster] cores, else R)")
     cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
+                         type=flag_type(parse_stragglers),
                          help="each compute step is SLOWDOWN times slower with probability P, "
                               "e.g. 0.05:4x (seeded)")
     cluster.add_argument("--ghost", default=None, metavar="MODEL|PARAMS",
@@ -136,7 +138,7 @@ def _core_share(cluster, profile, step_times=None):
 def network_costs(cluster, profile):
     """The profile's measured cost models by message pattern, unless --latency or --bandwidth
     overrides the profile's network, or --network asks for another than the profile's."""
-    if profile is None or cluster.latency or cluster.bandwidth or \
+    if profile is None or cluster.latency is not None or cluster.bandwidth is not None or \
             (cluster.network and cluster.network != profile.network):
         return {}
     return profile.costs
@@ -160,11 +162,9 @@ def network_model(cluster, profile):
         return flag if flag is not None else from_profile if from_profile is not None \
             else default
     have = profile or ClusterProfile(path="")
-    latency_s = parse_seconds(cluster.latency) if cluster.latency else None
-    bandwidth_Bps = parse_bandwidth_Bps(cluster.bandwidth) if cluster.bandwidth else None
     return (pick(cluster.network, have.network, "star"),
-            pick(latency_s, have.latency_s, DEFAULT_LATENCY_S),
-            pick(bandwidth_Bps, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS))
+            pick(cluster.latency, have.latency_s, DEFAULT_LATENCY_S),
+            pick(cluster.bandwidth, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS))
 
 
 def node_speeds(spec, nodes, seed):
@@ -194,16 +194,36 @@ def node_speeds(spec, nodes, seed):
     return speeds
 
 
+def parse_stragglers(spec):
+    """``--stragglers P:SLOWDOWN`` -> (P, SLOWDOWN): 0 <= P <= 1, SLOWDOWN >= 1 (a factor such
+    as 4x); ValueError saying what is wrong.
+
+    >>> parse_stragglers("0.05:4x")
+    (0.05, 4.0)
+    """
+    p, colon, factor = spec.partition(":")
+    try:
+        probability = float(p)
+    except ValueError:
+        probability = math.nan
+    if not colon or not 0.0 <= probability <= 1.0:
+        raise ValueError(f"stragglers: expects P:SLOWDOWN with 0 <= P <= 1, e.g. 0.05:4x, got "
+                         f"{spec!r}")
+    slowdown = parse_factor(factor)
+    if slowdown < 1.0:
+        raise ValueError(f"stragglers: SLOWDOWN must be >= 1x, got {spec!r}")
+    return probability, slowdown
+
+
 def _node_speeds(cluster, seed):
     """(speeds, straggle probability, slowdown) from --speeds and --stragglers."""
-    speeds = node_speeds(cluster.speeds, cluster.nodes, seed)
-    probability, slowdown = 0.0, 1.0
-    if cluster.stragglers:
-        p, _, factor = cluster.stragglers.partition(":")
-        probability, slowdown = float(p), parse_factor(factor)
-        if not 0.0 <= probability <= 1.0 or slowdown < 1.0:
-            raise ValueError(f"--stragglers needs 0 <= P <= 1 and SLOWDOWN >= 1x, got "
-                             f"{cluster.stragglers}")
+    try:
+        speeds = node_speeds(cluster.speeds, cluster.nodes, seed)
+    except ValueError as err:
+        message = str(err)
+        raise ValueError(message if message.startswith("--speeds") else
+                         f"--speeds {cluster.speeds}: {message}") from None
+    probability, slowdown = cluster.stragglers or (0.0, 1.0)
     return speeds, probability, slowdown
 
 
@@ -232,8 +252,7 @@ def main(argv=None):
         folder = RunFolder(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
         cfg.out = str(folder.path)
     except (DataError, ValueError) as err:
-        parser.error(str(err).replace("time:", "--latency:").replace("bandwidth:", "--bandwidth:")
-                     .replace("factor:", "--speeds/--stragglers:"))
+        parser.error(str(err))
     try:
         faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
                                parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)

@@ -46,12 +46,14 @@ def test_config_round_trips_through_json():
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--algorithm", "nope"], "invalid choice: 'nope'"),
-    (["--lr", "-1"], "--lr must be > 0, got -1.0"),
+    (["--lr", "-1"], "--lr must be a finite number > 0, got -1.0"),
+    (["--lr", "inf"], "--lr must be a finite number > 0, got inf"),
+    (["--seed", "-1"], "--seed must be an integer >= 0, got -1"),
     (["--lr", "abc"], "invalid float value: 'abc'"),
-    (["--batch-size", "0"], "--batch-size must be > 0, got 0"),
+    (["--batch-size", "0"], "--batch-size must be a finite number > 0, got 0"),
     (["--target-accuracy", "97"], "--target-accuracy must be in (0, 1], got 97.0"),
     (["--momentum", "1"], "--momentum must be in [0, 1), got 1.0"),
-    (["--epochs", "0"], "--epochs must be > 0, got 0"),
+    (["--epochs", "0"], "--epochs must be a finite number > 0, got 0"),
 ])
 def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:

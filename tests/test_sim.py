@@ -150,6 +150,11 @@ def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv)
 @pytest.mark.parametrize(("argv", "message"), [
     (["--latency", "5"], "--latency: '5' needs a unit"),
     (["--bandwidth", "fast"], "--bandwidth: cannot read 'fast'"),
+    (["--latency", "1e400s"], "argument --latency: '1e400s' is not a finite number"),
+    (["--bandwidth", "0Gbps"], "argument --bandwidth: '0Gbps' must be > 0"),
+    (["--speeds", "1e400x"], "--speeds 1e400x: factor: '1e400x' is not a finite number"),
+    (["--stragglers", "abc"], "argument --stragglers: expects P:SLOWDOWN with 0 <= P <= 1"),
+    (["--stragglers", "0.1:0.5x"], "argument --stragglers: SLOWDOWN must be >= 1x"),
     (["--nodes", "0"], "--nodes must be >= 1"),
     (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps --servers 1 needs at least 2"),
 ])

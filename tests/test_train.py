@@ -87,7 +87,7 @@ def test_target_accuracy_time_is_the_first_crossing(tmp_path):
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--algorithm", "gossipy"], "argument --algorithm: invalid choice: 'gossipy'"),
-    (["--lr", "0"], "--lr must be > 0, got 0.0"),
+    (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
     (["--dataset", "synthetic", "--batch-size", "1000000"], "--batch-size 1000000 is larger"),
     (["--data-dir", "/nonexistent/twinsgd"], "/nonexistent/twinsgd"),
 ])
