@@ -45,6 +45,14 @@ class OneLineParser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class CheckingParser(OneLineParser):
+    """A parser whose errors raise ValueError(message): to check a command line before running
+    it (a sweep's points, a validation's configurations)."""
+
+    def error(self, message):
+        raise ValueError(message)
+
+
 def _flag(help, type=str, choices=None, group="training", metavar=None):
     """Field metadata: how the field appears on the command line."""
     return {"help": help, "type": type, "choices": choices, "group": group, "metavar": metavar}
@@ -174,6 +182,7 @@ class RunConfig:
             raise ValueError(f"--consensus-step must be in (0, 1], got {self.consensus_step}")
         if self.compress != "none" and self.algorithm == "serial":
             raise ValueError("--compress needs a distributed --algorithm, got serial")
+        self._refuse_ignored()
         if self.staleness < 0:
             raise ValueError(f"--staleness must be >= 0, got {self.staleness}")
         if not 0.0 <= self.momentum < 1.0:
@@ -221,6 +230,29 @@ class RunConfig:
                              f"{self.servers + 1} ranks (servers and a worker), got {size}: run it "
                              f"under mpirun -n N")
         return self
+
+    def _refuse_ignored(self):
+        """Refuse an option the user set to other than its default that this run would ignore
+        (``--mode ssp`` on allreduce): a silently ignored flag is a different experiment than
+        the one asked for. ValueError naming the flag and what it needs."""
+        ps, gossip = self.algorithm == "ps", self.algorithm == "gossip"
+        rules = {"mode": (ps, "--algorithm ps"),
+                 "staleness": (ps and self.mode == "ssp", "--algorithm ps --mode ssp"),
+                 "allreduce": (self.algorithm in ("allreduce", "auto"), "--algorithm allreduce"),
+                 "topology": (gossip, "--algorithm gossip"),
+                 "mixing": (gossip, "--algorithm gossip"),
+                 "gossip": (gossip, "--algorithm gossip"),
+                 "consensus_step": (gossip and self.compress != "none",
+                                    "--algorithm gossip with --compress"),
+                 "error_feedback": (self.compress != "none", "--compress")}
+        for name, (applies, needs) in rules.items():
+            value = getattr(self, name)
+            if name in self.given and value != _FIELDS[name].default and not applies:
+                shown = "" if isinstance(value, bool) else f" {value}"
+                raise ValueError(f"--{_dash(name)}{shown} needs {needs}, got --algorithm "
+                                 f"{self.algorithm}" + (f" --mode {self.mode}" if ps else "")
+                                 + (f" --compress {self.compress}" if name in (
+                                     "consensus_step", "error_feedback") else ""))
 
     def fit_data(self, shard_samples):
         """Fit a run left at its defaults to the data it found; return the lines saying what was
@@ -289,22 +321,61 @@ def add_config_arguments(parser, groups=("algorithm", "compression", "training",
     return parser
 
 
-def load_toml(path):
-    """Read a TOML config file into a dict of RunConfig field names; ValueError on any problem."""
+def load_toml(path, own=()):
+    """Read a TOML config file into (dict of RunConfig field values, dict of the front end's
+    own options, by dest: those named in ``own``); ValueError naming the file on any problem."""
     try:
         with open(path, "rb") as fh:
             raw = tomllib.load(fh)
     except OSError as err:
         raise ValueError(f"--config {path}: cannot read ({err.strerror})") from err
-    except tomllib.TOMLDecodeError as err:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
         raise ValueError(f"--config {path}: not valid TOML ({err})") from err
-    values = {}
+    values, others = {}, {}
     for key, value in raw.items():
         name = key.replace("-", "_")
-        if name not in _FIELDS:
+        if name in _FIELDS:
+            values[name] = _typed(value, _FIELDS[name].metadata["type"],
+                                  f"--config {path}: {key}")
+        elif name in own:
+            others[name] = value
+        else:
             raise ValueError(f"--config {path}: unknown option {key!r}")
-        values[name] = _typed(value, _FIELDS[name].metadata["type"], f"--config {path}: {key}")
-    return values
+    return values, others
+
+
+def option_actions(parser):
+    """Every option of ``parser`` by dest (argparse Actions), ``--help`` aside."""
+    # NOTE: argparse lists a parser's actions nowhere public; this is the one place that reads them
+    return {a.dest: a for a in parser._actions if a.option_strings and a.dest != "help"}
+
+
+def _own_actions(parser):
+    """The front end's own options (not RunConfig fields), by dest: what its TOML may set too."""
+    return {dest: a for dest, a in option_actions(parser).items()
+            if dest not in _FIELDS and dest != "config"}
+
+
+def _as_flags(others, actions, path):
+    """The command-line flags that say what the TOML file says of the front end's own options,
+    so argparse parses them (types, choices, errors naming the flag) as if typed."""
+    flags = []
+    for dest, value in others.items():
+        action = actions[dest]
+        flag = next(s for s in action.option_strings if s.startswith("--"))
+        if action.nargs == 0:  # a switch: --x, or --no-x (BooleanOptionalAction)
+            if not isinstance(value, bool):
+                raise ValueError(f"--config {path}: {flag[2:]} must be true or false, got "
+                                 f"{value!r}")
+            off = f"--no-{flag[2:]}"
+            if value or off in action.option_strings:
+                flags.append(flag if value else off)
+        elif isinstance(value, bool) or not isinstance(value, str | int | float):
+            raise ValueError(f"--config {path}: {flag[2:]} must be a number or a string, got "
+                             f"{value!r}")
+        else:
+            flags.append(f"{flag}={value}")
+    return flags
 
 
 def _typed(value, kind, where):
@@ -318,14 +389,32 @@ def _typed(value, kind, where):
 
 def parse_config(argv=None, parser=None):
     """Parse ``argv`` into a validated RunConfig; bad input ends in ``parser.error`` (exit 2)."""
+    return parse_command(argv, parser)[0]
+
+
+def parse_command(argv=None, parser=None):
+    """Parse ``argv`` once into (validated RunConfig, namespace of the front end's own options,
+    such as sim.run's ``--nodes``). ``--config FILE.toml`` may set any option of the command;
+    flags override it. Bad input ends in ``parser.error`` (one line, exit 2)."""
     if parser is None:
         parser = add_config_arguments(argparse.ArgumentParser(prog="twinsgd"))
-    given = vars(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    given = vars(args)
     try:
-        values = load_toml(given.pop("config")) if "config" in given else {}
-        values.update((k, v) for k, v in given.items() if k in _FIELDS)  # not a front end's own
-        cfg = RunConfig(**values).validate()
+        values = {}
+        if "config" in given:
+            path, actions = given.pop("config"), _own_actions(parser)
+            values, others = load_toml(path, own=actions)
+            if others:  # the file's own options as flags before the command line's: these win
+                argv = sys.argv[1:] if argv is None else list(argv)
+                args = parser.parse_args([*_as_flags(others, actions, path), *argv])
+                given = vars(args)
+                given.pop("config")
+        values.update((k, v) for k, v in given.items() if k in _FIELDS)
+        cfg = RunConfig(**values)
+        cfg.given = frozenset(values)  # before validate: it refuses what the run would ignore
+        cfg.validate()
     except (TypeError, ValueError) as err:
         parser.error(str(err))
-    cfg.given = frozenset(values)
-    return cfg
+    own = argparse.Namespace(**{k: v for k, v in given.items() if k not in _FIELDS})
+    return cfg, own

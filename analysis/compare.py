@@ -6,11 +6,15 @@ the same machine) read the same way: time per iteration and its split into compu
 final weights are the same bit for bit (they are for synchronous algorithms with the project's
 own collectives). Prints a Markdown table; the last column is the last run over the first.
 
-Exit status: 0; 2 if a folder is not a finished run folder (one line on stderr).
+Exit status: 0; 2 if a folder is not a finished run folder or its files do not read (one line on
+stderr); 1 if the table cannot be written (a full disk: one line).
 """
 
 import json
+import os
 import sys
+import zipfile
+from numbers import Real
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +36,11 @@ ROWS = (  # (label, function of (summary, config) -> number or None, format)
 )
 
 
+SUMMARY_NUMBERS = ("nodes", "iterations", "time_s", "compute_s", "comm_s", "wait_s",
+                   "bytes_per_iteration", "final_train_loss", "final_test_loss",
+                   "final_test_accuracy")  # what the table reads (None allowed: shown as -)
+
+
 def _per_iteration(summary, seconds):
     return 1e3 * seconds / summary["iterations"] if summary["iterations"] else None
 
@@ -48,24 +57,39 @@ def read_run(folder):
         config = json.loads((folder / "config.json").read_text())
     except (OSError, ValueError) as err:
         raise ValueError(f"{folder}: not a run folder ({type(err).__name__}: {err})") from err
+    for name, document in (("summary.json", summary), ("config.json", config)):
+        if not isinstance(document, dict):
+            raise ValueError(f"{folder / name}: not a run folder's (a JSON object expected, got "
+                             f"{type(document).__name__})")
     if summary.get("status") != "done":
         raise ValueError(f"{folder}: run status is {summary.get('status')!r}, not done")
+    for key in SUMMARY_NUMBERS:
+        value = summary.get(key, "missing")
+        if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
+            raise ValueError(f"{folder / 'summary.json'}: {key} must be a number, got "
+                             f"{value!r}")
     return summary, config
 
 
 def same_weights(a, b):
     """'bit for bit' if two run folders' model.npz hold equal arrays, else the largest absolute
-    difference, or '-' when either has none."""
+    difference, or '-' when either has none; ValueError naming a model.npz that does not read
+    (truncated, not an npz, arrays of other shapes)."""
+    paths = [Path(a) / "model.npz", Path(b) / "model.npz"]
+    if not all(p.exists() for p in paths):
+        return "-"
     try:
-        with np.load(Path(a) / "model.npz") as wa, np.load(Path(b) / "model.npz") as wb:
+        with open(paths[0], "rb") as fa, open(paths[1], "rb") as fb, \
+                np.load(fa) as wa, np.load(fb) as wb:  # our handles: closed even when np.load fails
             if not wa.files or wa.files != wb.files:
                 return "-"
             if all(np.array_equal(wa[k], wb[k]) for k in wa.files):
                 return "bit for bit"
             largest = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa.files)
             return f"differ by up to {largest:.3g}"
-    except OSError:
-        return "-"
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
+        raise ValueError(f"{paths[0]} or {paths[1]}: does not read as weights "
+                         f"({type(err).__name__}: {err})") from None
 
 
 def table(folders):
@@ -96,9 +120,17 @@ def main(argv=None):
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders")
     args = parser.parse_args(argv)
     try:
-        print(table(args.runs))
+        text = table(args.runs)
     except ValueError as err:
         parser.error(str(err))
+    try:
+        print(text, flush=True)
+    except OSError as err:  # a full disk: one line, and no second one at exit
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (open until the interpreter exits)
+        if isinstance(err, BrokenPipeError):  # | head: the reader had enough
+            return 0
+        print(f"{parser.prog}: cannot write the table: {err.strerror}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -236,14 +236,11 @@ def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
 
 def _refused(flags, hosts):
     """Why real.train would refuse ``flags`` on ``hosts`` ranks (its own rules), or None."""
-    from algorithms.config import add_config_arguments, parse_config
-
-    class Raising(OneLineParser):
-        def error(self, message):
-            raise ValueError(message)
+    from algorithms.config import CheckingParser, add_config_arguments, parse_config
 
     try:
-        parse_config(flags, add_config_arguments(Raising(prog="real.train"))).check_size(hosts)
+        parse_config(flags, add_config_arguments(CheckingParser(prog="real.train"))) \
+            .check_size(hosts)
     except ValueError as err:
         return str(err)
     return None

@@ -159,6 +159,11 @@ def _checked(name, split, images, labels, n_classes):
     return images, labels.astype(np.int64)
 
 
+# A channel is constant when its std is below this: float arithmetic leaves ~1e-17 for a constant
+# one, and the smallest true std of uint8 pixels (one pixel one level off among 1e9) is 1.2e-7
+MIN_STD = 1e-12
+
+
 def _channel_stats(images):
     """Per-channel mean and std (float32 (C,)) of ``images / 255``; (0, 1) for float images.
 
@@ -172,5 +177,6 @@ def _channel_stats(images):
     for c in range(channels):
         counts = np.bincount(images[..., c].ravel(), minlength=256)
         mu = counts @ levels / counts.sum()
-        mean[c], std[c] = mu, np.sqrt(counts @ (levels - mu) ** 2 / counts.sum()) or 1.0
+        sigma = np.sqrt(counts @ (levels - mu) ** 2 / counts.sum())
+        mean[c], std[c] = mu, sigma if sigma > MIN_STD else 1.0  # a constant channel stays 0
     return mean, std

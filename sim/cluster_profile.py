@@ -48,6 +48,7 @@ a FLOP rate a model of ``f`` forward FLOPs per sample takes ``3 f / flops_per_s`
 a measured ``seconds_per_sample`` for the run's model comes first.
 """
 
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -163,25 +164,43 @@ def load_profile(name_or_path):
         return ClusterProfile(
             path=str(name_or_path), name=str(cluster.get("name", path.stem)),
             calibrated=bool(cluster.get("calibrated", False)),
-            cores=int(cluster["cores"]) if "cores" in cluster else None,
+            cores=int(_number(cluster["cores"], "[cluster] cores", above=0))
+            if "cores" in cluster else None,
             one_machine=bool(cluster.get("one_machine", False)),
             step_times={str(m): StepTimes.from_dict(d, str(m))
                         for m, d in compute.get("steps", {}).items()},
             costs={pattern: PiecewiseCost.from_dict(network[pattern])
                    for pattern in PATTERNS if pattern in network},
             shaper=_shaper(network.get("shaper")),
-            eager_bytes=int(network.get("eager_bytes", 0)),
+            eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
             bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network
                            else None),
-            flops_per_s=float(compute["flops_per_s"]) if "flops_per_s" in compute else None,
-            seconds_per_sample={str(k): float(v) for k, v in per_sample.items()})
+            flops_per_s=(_number(compute["flops_per_s"], "[compute] flops_per_s", above=0)
+                         if "flops_per_s" in compute else None),
+            seconds_per_sample={str(k): _number(v, f"[compute] seconds_per_sample ({k})")
+                                for k, v in per_sample.items()})
     except FileNotFoundError:
         presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
         raise ValueError(f"--profile {name_or_path}: no such file or preset ({presets})") from None
-    except (OSError, ValueError, TypeError, AttributeError, tomllib.TOMLDecodeError) as err:
-        raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from err
+    except IsADirectoryError:
+        raise ValueError(f"--profile {name_or_path}: is a folder, not a TOML file") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"--profile {name_or_path}: not valid TOML ({err})") from None
+    except ValueError as err:
+        raise ValueError(f"--profile {name_or_path}: {err}") from None
+    except (OSError, TypeError, AttributeError, KeyError) as err:
+        raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from None
+
+
+def _number(value, where, above=None):
+    """``value`` as a finite float >= 0 (> ``above`` if given); ValueError naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or \
+            not math.isfinite(value) or value < 0 or (above is not None and value <= above):
+        rule = f"> {above:g}" if above is not None else ">= 0"
+        raise ValueError(f"{where} must be a finite number {rule}, got {value!r}")
+    return float(value)
 
 
 def _shaper(table):

@@ -16,6 +16,7 @@ folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 
 import importlib.metadata
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -23,7 +24,7 @@ import numpy as np
 import simpy
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
-from algorithms.config import OneLineParser, add_config_arguments, parse_config
+from algorithms.config import OneLineParser, add_config_arguments, parse_command
 from algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
 from algorithms.ghost import ghost_dataset, ghost_model
 from algorithms.ops import PeerFailed
@@ -40,8 +41,8 @@ from sim.network import make_network
 DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
 
 
-def build_parser():
-    parser = OneLineParser(prog="python -m sim.run",
+def build_parser(parser_class=OneLineParser):
+    parser = parser_class(prog="python -m sim.run",
                      description="Run the node programs in a SimPy model of a cluster and write "
                                  "a run folder with simulated times.")
     cluster = parser.add_argument_group("cluster")
@@ -60,10 +61,11 @@ def build_parser():
     cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
                          help="allreduce as the ring's messages, or one alpha-beta event (scale)")
     cluster.add_argument("--compute", choices=("measured", "profile", "empirical"),
-                         default="measured",
-                         help="compute time: the real kernel timed in process, seconds per "
-                              "sample from --profile, or each step drawn from the step times "
-                              "a real run measured (--profile's [compute.steps.MODEL])")
+                         default=None,
+                         help="compute time: the real kernel timed in process (the default), "
+                              "seconds per sample from --profile (the default and only choice "
+                              "with --ghost), or each step drawn from the step times a real run "
+                              "measured (--profile's [compute.steps.MODEL])")
     cluster.add_argument("--profile", metavar="NAME|FILE.toml",
                          help="cluster profile: a preset of profiles/ (polus-like, "
                               "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
@@ -100,6 +102,9 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
     (`sim.cluster_profile`). A ghost run without a profile computes for free.
     """
     seconds_per_sample, step_times = None, None
+    if cluster.ghost and cluster.compute not in (None, "profile"):
+        raise ValueError(f"--compute {cluster.compute} needs the real kernel, which --ghost does "
+                         f"not run: ghost compute is --profile's seconds per sample")
     if cluster.compute in ("profile", "empirical") and profile is None:
         raise ValueError(f"--compute {cluster.compute} needs --profile NAME|FILE.toml")
     if cluster.compute == "empirical" and not cluster.ghost:
@@ -230,8 +235,7 @@ def _node_speeds(cluster, seed):
 def main(argv=None):
     blas = one_blas_thread()  # measured compute is timed as a rank with one BLAS thread runs
     parser = build_parser()
-    cfg = parse_config(argv, parser)
-    cluster, _ = parser.parse_known_args(argv)
+    cfg, cluster = parse_command(argv, parser)
     size = cluster.nodes
     try:
         profile = load_profile(cluster.profile) if cluster.profile else None
@@ -244,19 +248,17 @@ def main(argv=None):
             raise ValueError(f"--nodes must be >= 1, got {size}")
         if cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
-        make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
-        compute = compute_model(cluster, profile, cfg.seed,
-                                *_model_size(cfg, cluster, dataset, shared_model))
+        name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
+        check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
+        make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
+        compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
+        faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
+                               parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
         folder = RunFolder(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
         cfg.out = str(folder.path)
     except (DataError, ValueError) as err:
-        parser.error(str(err))
-    try:
-        faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
-                               parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
-    except ValueError as err:
         parser.error(str(err))
     if dataset.note:
         print(dataset.note, file=sys.stderr)
@@ -310,6 +312,12 @@ def main(argv=None):
         log.fail(f"{type(err).__name__}: {err}")
         raise
     log.all_totals = [logs[r].node_totals() for r in range(size)]
+    if reporter in simulator.failed:  # nobody left to report the result: the run failed
+        why = "; ".join(simulator.failures[r] for r in sorted(simulator.failed))
+        log.fail(why)
+        print(f"python -m sim.run: run stopped: {why} (run folder {folder.path})",
+              file=sys.stderr)
+        return 3
     if simulator.failed:
         log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
                                 for r, t in simulator.failed.items()]
@@ -323,20 +331,51 @@ def main(argv=None):
     return 0
 
 
-def _model_size(cfg, cluster, dataset, shared_model):
-    """(model name, forward FLOPs per sample) of the run's model, for a profile's compute."""
+def _model_size(cfg, dataset, shared_model):
+    """(model name, forward FLOPs per sample, parameters) of the run's model."""
     if shared_model is not None:
         return shared_model.name or f"ghost:{shared_model.n_params}", \
-            shared_model.flops_per_sample
+            shared_model.flops_per_sample, shared_model.n_params
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
-    return cfg.model, model.flops_per_sample
+    return cfg.model, model.flops_per_sample, model.n_params
+
+
+# Measured (peak RSS, this machine): a ghost node 9 KB, an MLP node of 167,560 float32 parameters
+# 3.5 MB, about 5.2 copies of its weights (weights, gradient, Adam's two moments, ring buffers)
+NODE_OVERHEAD_BYTES, WEIGHT_COPIES = 16 * 1024, 6
+
+
+def check_memory(nodes, params_per_node):
+    """Refuse at once a run whose nodes cannot fit in this machine's available memory, instead
+    of dying of MemoryError a minute later: about ``NODE_OVERHEAD_BYTES + WEIGHT_COPIES * 4 *
+    params_per_node`` bytes a node (``params_per_node`` 0 under --ghost: one shared model)."""
+    need = nodes * (NODE_OVERHEAD_BYTES + WEIGHT_COPIES * 4 * params_per_node)
+    available = _available_bytes()
+    if available is not None and need > available:
+        hint = ("; --ghost with --collectives closed-form holds no weights per node"
+                if params_per_node else "")
+        raise ValueError(f"--nodes {nodes}: about {need / 1e9:.3g} GB of memory for the nodes, "
+                         f"this machine has {available / 1e9:.3g} GB available{hint}")
+
+
+def _available_bytes():
+    """Memory available to a new allocation (Linux's MemAvailable), bytes; None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def _data_and_model(cfg, cluster):
     """The data set, and under ``--ghost`` the one `GhostModel` every node shares (else None:
     each node builds its own ``--model``). ValueError / DataError for bad input."""
     if not cluster.ghost:
-        return load_dataset(cfg.dataset, cfg.data_dir), None
+        return load_dataset(cfg.dataset, cfg.data_dir,
+                            allow_download=os.environ.get("TWINSGD_OFFLINE") != "1"), None
     if cfg.compress != "none":
         raise ValueError(f"--ghost carries sizes, not values: --compress {cfg.compress} needs "
                          f"the values")

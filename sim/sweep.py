@@ -53,7 +53,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from algorithms.config import OneLineParser
+from algorithms.config import CheckingParser, OneLineParser, option_actions, parse_command
 
 SUMMARY_COLUMNS = ("status", "nodes", "iterations", "time_s", "compute_s", "comm_s", "wait_s",
                    "seconds_per_epoch", "iterations_per_s", "bytes_sent", "bytes_per_iteration",
@@ -93,9 +93,9 @@ def sim_run_flags():
     from sim.run import build_parser as build_sim_run_parser
 
     flags = {}
-    for action in build_sim_run_parser()._actions:  # argparse lists its options nowhere public
+    for action in option_actions(build_sim_run_parser()).values():
         names = [s.removeprefix("--") for s in action.option_strings if s.startswith("--")]
-        if names and names[0] != "help":
+        if names:
             flags[names[0]] = action.nargs != 0  # --x/--no-x (BooleanOptionalAction): nargs 0
     return flags
 
@@ -373,11 +373,28 @@ def main(argv=None):
     return _sweep(grid, shared, flags, out, args.executor, args.workers)
 
 
+def refused(argv):
+    """Why ``sim.run`` would refuse ``argv`` as it parses it (a flag's type or choices, a rule
+    of the run configuration), or None: checked for every point before any runs."""
+    from sim.run import build_parser as build_sim_run_parser
+
+    try:
+        parse_command(argv, build_sim_run_parser(CheckingParser))
+    except ValueError as err:
+        return str(err)
+    return None
+
+
 def _sweep(grid, shared, flags, out, executor_kind, workers):
     """Run every point, rewriting OUT/sweep.csv as each finishes; 0 if all are done, else 3."""
     points = expand_grid(grid)
     names = [point_name(p) for p in points]
     argvs = [point_argv(p, shared, out / n, flags) for p, n in zip(points, names, strict=True)]
+    for name, argv in zip(names, argvs, strict=True):  # bad input is the sweep's, not a point's
+        problem = refused(argv)
+        if problem:
+            print(f"python -m sim.sweep: error: point {name}: {problem}", file=sys.stderr)
+            return 2
     columns, csv_path = csv_columns(grid), out / "sweep.csv"
     write_csv(csv_path, columns, [])
     executor, slots, description = make_executor(executor_kind, workers, len(points))

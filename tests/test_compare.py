@@ -34,3 +34,41 @@ def test_a_folder_that_is_not_a_finished_run_is_one_line_and_exit_2(tmp_path, ca
     assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and "not a run folder" in lines[0]
+
+
+@pytest.mark.parametrize(("damage", "message"), [
+    (("summary.json", "[]"), "summary.json: not a run folder's (a JSON object expected, got list)"),
+    (("summary.json", '{"status": "done"}'), "summary.json: nodes must be a number, got 'missing'"),
+    (("summary.json", ""), "not a run folder (JSONDecodeError"),
+    (("model.npz", b"PK\x03\x04truncated"), "does not read as weights (BadZipFile"),
+    (("model.npz", b""), "does not read as weights"),
+])
+def test_a_damaged_run_folder_is_one_line_and_exit_2(tmp_path, capsys, damage, message):
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "good")
+    _sim(tmp_path / "bad")
+    name, content = damage
+    path = tmp_path / "bad" / name
+    path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+    before = {p.name: p.read_bytes() for p in (tmp_path / "bad").iterdir()}
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        compare.main([str(tmp_path / "good"), str(tmp_path / "bad")])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], lines
+    assert {p.name: p.read_bytes() for p in (tmp_path / "bad").iterdir()} == before  # untouched
+
+
+def test_a_full_disk_under_the_table_is_one_line_and_exit_1(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "a")
+    with open("/dev/full", "w") as full:
+        done = subprocess.run([sys.executable, "-m", "analysis.compare", str(tmp_path / "a")],
+                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 1
+    assert done.stderr == ("python -m analysis.compare: cannot write the table: No space left "
+                           "on device\n")

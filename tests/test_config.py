@@ -132,3 +132,30 @@ def test_what_the_user_set_is_kept(argv, tmp_path):
     cfg = _parse(["--config", str(toml)])  # set in a TOML file counts as set
     cfg.fit_data(47)
     assert cfg.batch_size == 100
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--algorithm", "allreduce", "--mode", "async"],
+     "--mode async needs --algorithm ps, got --algorithm allreduce"),
+    (["--algorithm", "ps", "--staleness", "2"],
+     "--staleness 2 needs --algorithm ps --mode ssp, got --algorithm ps --mode sync"),
+    (["--algorithm", "ps", "--allreduce", "mpi"],
+     "--allreduce mpi needs --algorithm allreduce, got --algorithm ps --mode sync"),
+    (["--algorithm", "allreduce", "--topology", "hypercube"],
+     "--topology hypercube needs --algorithm gossip, got --algorithm allreduce"),
+    (["--algorithm", "gossip", "--consensus-step", "0.5"],
+     "--consensus-step 0.5 needs --algorithm gossip with --compress, got --algorithm gossip "
+     "--compress none"),
+    (["--algorithm", "allreduce", "--error-feedback"],
+     "--error-feedback needs --compress, got --algorithm allreduce --compress none"),
+])
+def test_a_flag_the_run_would_ignore_is_refused(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        _parse(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"t: error: {message}"
+
+
+def test_a_flag_at_its_default_is_not_refused():
+    assert _parse(["--algorithm", "allreduce", "--mode", "sync", "--topology", "ring"]).mode == \
+        "sync"

@@ -201,3 +201,16 @@ def test_select_balanced():
     np.testing.assert_array_equal(chosen, select_balanced(labels, per_class=2, seed=0))
     with pytest.raises(ValueError, match="class 0 has 5 examples, need 6"):
         select_balanced(labels, per_class=6, seed=0)
+
+
+def test_a_constant_channel_is_centred_not_blown_up():
+    """A channel constant over the training set (real images can have one) has a float std of
+    about 1e-17, not 0: dividing by it made the CNN's inputs 1e15 and its loss 1e7."""
+    from data.dataset import _channel_stats
+
+    images = np.full((1000, 4, 4, 3), 21, np.uint8)  # 21: its float std is 1.4e-17, not 0
+    images[..., 2] = 0
+    images[..., 0] = np.random.default_rng(0).integers(0, 256, (1000, 4, 4))
+    mean, std = _channel_stats(images)
+    assert std[1] == std[2] == 1.0 and mean[1] == np.float32(21 / 255) and mean[2] == 0
+    assert 0.25 < std[0] < 0.35  # uniform over 0..255: 0.289

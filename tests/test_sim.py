@@ -115,7 +115,8 @@ def _real(n, out, argv):
 
 
 def _simulated(n, out, argv):
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--nodes", str(n), *argv, "--out",
+    nodes = [] if n is None else ["--nodes", str(n)]
+    done = subprocess.run([sys.executable, "-m", "sim.run", *nodes, *argv, "--out",
                            str(out)], cwd=ROOT, env=ENV, timeout=120, capture_output=True,
                           text=True)
     assert done.returncode == 0, done.stderr
@@ -155,6 +156,11 @@ def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv)
     (["--speeds", "1e400x"], "--speeds 1e400x: factor: '1e400x' is not a finite number"),
     (["--stragglers", "abc"], "argument --stragglers: expects P:SLOWDOWN with 0 <= P <= 1"),
     (["--stragglers", "0.1:0.5x"], "argument --stragglers: SLOWDOWN must be >= 1x"),
+    (["--algorithm", "allreduce", "--mode", "ssp"],
+     "--mode ssp needs --algorithm ps, got --algorithm allreduce"),
+    (["--ghost", "resnet50", "--compute", "measured"],
+     "--compute measured needs the real kernel, which --ghost does not run"),
+    (["--nodes", "1000000000"], "--nodes 1000000000: about 4.04e+06 GB of memory for the nodes"),
     (["--nodes", "0"], "--nodes must be >= 1"),
     (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps --servers 1 needs at least 2"),
 ])
@@ -366,3 +372,41 @@ def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert (config["batch_size"], config["iterations"]) == (64, 20)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 20
+
+
+def test_a_profile_with_an_impossible_number_is_refused_naming_it(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text("[compute]\nseconds_per_sample = -1\n")
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
+                           "--compute", "profile", "--profile", str(profile),
+                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"python -m sim.run: error: --profile {profile}: [compute] "
+                                   f"seconds_per_sample (*) must be a finite number >= 0, got -1")
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_config_file_sets_cluster_options_too_and_flags_win(tmp_path):
+    import json
+
+    toml = tmp_path / "run.toml"
+    toml.write_text('nodes = 3\nlatency = "7us"\nprogress = false\niterations = 2\n'
+                    'algorithm = "allreduce"\n')
+    for extra, nodes in (([], 3), (["--nodes", "2"], 2)):
+        out = tmp_path / f"run{nodes}"
+        _simulated(None, out, ["--dataset", "mnist-subset", "--config", str(toml), *extra])
+        config = json.loads((out / "config.json").read_text())
+        assert (config["nodes"], config["cluster"]["latency_s"]) == (nodes, 7e-6)
+
+
+def test_a_run_whose_every_node_failed_is_not_done(tmp_path):
+    import json
+
+    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
+                           "--nodes", "2", "--iterations", "5", "--fail", "0@1ms,1@1ms",
+                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
+                          capture_output=True, text=True)
+    assert done.returncode == 3
+    status = json.loads((tmp_path / "run" / "summary.json").read_text())["status"]
+    assert status == "failed: rank 0 killed at 0.001 s; rank 1 killed at 0.001 s"

@@ -188,3 +188,20 @@ def test_sweep_under_mpi4py_futures_runs_the_points_on_the_other_ranks(tmp_path)
     for row in rows:
         summary = json.loads((out / row["run"] / "summary.json").read_text())
         assert float(row["time_s"]) == summary["time_s"]
+
+
+@pytest.mark.parametrize(("grid", "message"), [
+    ("nodes=2,x", "point nodes=x: argument --nodes: invalid int value: 'x'"),
+    ("latency=5us,5", "point latency=5: argument --latency: '5' needs a unit"),
+    ("mode=sync,ssp", "point mode=ssp: --mode ssp needs --algorithm ps, got --algorithm "
+                      "allreduce"),
+])
+def test_a_bad_grid_value_is_the_sweeps_bad_input_exit_2_before_any_point_runs(
+        tmp_path, capsys, grid, message):
+    status = sweep.main(["--out", str(tmp_path / "s"), "--grid", grid, "--",
+                         "--algorithm", "allreduce", "--iterations", "2",
+                         "--dataset", "mnist-subset"])
+    assert status == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"python -m sim.sweep: error: {message}"), err
+    assert not any((tmp_path / "s").glob("*/config.json"))  # no point ran
