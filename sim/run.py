@@ -130,10 +130,11 @@ def _core_share(cluster, profile, step_times=None):
     (`StepTimes.core_slowdown`)."""
     one_machine = profile is not None and profile.one_machine and cluster.ranks_per_host == 1
     ranks = cluster.nodes if one_machine else cluster.ranks_per_host
+    for flag, value in (("--ranks-per-host", cluster.ranks_per_host),
+                        ("--cores-per-host", cluster.cores_per_host)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
     cores = cluster.cores_per_host or (profile.cores if profile else None) or ranks
-    if ranks < 1 or cores < 1:
-        raise ValueError(f"--ranks-per-host and --cores-per-host must be >= 1, got {ranks} "
-                         f"and {cores}")
     if step_times is not None:
         return 1.0 / step_times.core_slowdown(ranks, cores if one_machine or
                                               cluster.ranks_per_host > 1 else 0)

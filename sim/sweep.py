@@ -366,6 +366,11 @@ def main(argv=None):
     except ValueError as err:
         parser.error(str(err))
     out = Path(args.out)
+    for point in expand_grid(grid):  # bad input is the sweep's, found before any point runs
+        name = point_name(point)
+        problem = refused(point_argv(point, shared, out / name, flags))
+        if problem:
+            parser.error(f"point {name}: {problem}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -390,11 +395,6 @@ def _sweep(grid, shared, flags, out, executor_kind, workers):
     points = expand_grid(grid)
     names = [point_name(p) for p in points]
     argvs = [point_argv(p, shared, out / n, flags) for p, n in zip(points, names, strict=True)]
-    for name, argv in zip(names, argvs, strict=True):  # bad input is the sweep's, not a point's
-        problem = refused(argv)
-        if problem:
-            print(f"python -m sim.sweep: error: point {name}: {problem}", file=sys.stderr)
-            return 2
     columns, csv_path = csv_columns(grid), out / "sweep.csv"
     write_csv(csv_path, columns, [])
     executor, slots, description = make_executor(executor_kind, workers, len(points))

@@ -198,10 +198,10 @@ def test_sweep_under_mpi4py_futures_runs_the_points_on_the_other_ranks(tmp_path)
 ])
 def test_a_bad_grid_value_is_the_sweeps_bad_input_exit_2_before_any_point_runs(
         tmp_path, capsys, grid, message):
-    status = sweep.main(["--out", str(tmp_path / "s"), "--grid", grid, "--",
-                         "--algorithm", "allreduce", "--iterations", "2",
-                         "--dataset", "mnist-subset"])
-    assert status == 2
+    with pytest.raises(SystemExit) as stop:
+        sweep.main(["--out", str(tmp_path / "s"), "--grid", grid, "--", "--algorithm",
+                    "allreduce", "--iterations", "2", "--dataset", "mnist-subset"])
+    assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"python -m sim.sweep: error: {message}"), err
     assert not any((tmp_path / "s").glob("*/config.json"))  # no point ran
