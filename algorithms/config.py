@@ -19,7 +19,9 @@ import math
 import sys
 import tomllib
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from algorithms.checkpoint import check_checkpointable
 from algorithms.compression import make_codec
 from algorithms.faults import FaultSchedule, load_faults
 from algorithms.units import parse_seconds
@@ -142,6 +144,12 @@ class RunConfig:
         "real runs: stop the job (exit 3, naming the ranks that did not arrive) when one "
         "operation blocks longer than this: a time (30s), off, or auto: max(60s, 10x the "
         "longest step or evaluation so far)", metavar="TIME|auto|off", group="faults"))
+    checkpoint_every: int | None = field(default=None, metadata=_flag(
+        "write each rank's state (weights, optimizer, generator, residuals, data position) "
+        "every K steps to RUN/checkpoint/, atomically", type=int, metavar="K", group="faults"))
+    resume: str | None = field(default=None, metadata=_flag(
+        "continue the run in RUN_DIR from the newest checkpoint every rank has (give the run's "
+        "own options; it writes into RUN_DIR)", metavar="RUN_DIR", group="faults"))
     progress: bool = field(default=True, metadata=_flag(
         "show a progress bar", type=bool, group="output"))
     measure_wait: bool = field(default=True, metadata=_flag(
@@ -190,6 +198,13 @@ class RunConfig:
         if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
             raise ValueError(f"--target-accuracy must be in (0, 1], got {self.target_accuracy}")
         self.fault_schedule()  # ValueError naming the file and the entry
+        check_checkpointable(self)
+        if self.resume is not None and not (Path(self.resume) / "config.json").is_file():
+            raise ValueError(f"--resume {self.resume}: not a run folder (no config.json)")
+        if self.resume is not None and self.out is not None and \
+                Path(self.out).resolve() != Path(self.resume).resolve():
+            raise ValueError(f"--resume {self.resume} writes into that folder, not --out "
+                             f"{self.out}")
         try:
             watchdog_s = self.watchdog_seconds()
         except ValueError as err:

@@ -58,7 +58,9 @@ class _Mixing:
     """
 
     def __init__(self, node, like):
-        self.schedule, self.rank, self.round = node.schedule, node.rank, 0
+        # the rounds before a resumed run's checkpoint, taken at a synchronisation step
+        self.round = node.start_iteration // node.cfg.local_steps
+        self.schedule, self.rank = node.schedule, node.rank
         self.buffers, self.scratch = {}, np.empty_like(like)
         self.stream, self.step_size = node.compressor(like.size), node.cfg.consensus_step
         self.choco = self.stream is not None and node.cfg.gossip == "weights"

@@ -74,7 +74,11 @@ class Node:
         self.codec = None if cfg.compress == "none" else make_codec(cfg.compress)  # to decode
         self._updates_per_step = 1  # a server counting every push sets it (see `updates`)
         self.on_step_end = lambda step, loss, staleness: None  # the backend's time accounting
-        self._losses = []
+        self.pending_losses = []  # training losses since the last evaluation
+        self.start_iteration = 0  # steps already taken (a resumed run: its checkpoint's)
+        self.streams = []  # the compressed streams of its program, in the order it made them
+        self.restored_residuals = {}  # stream number -> error-feedback residual to resume with
+        self.checkpointer = None  # an algorithms.checkpoint.Checkpointer under --checkpoint-every
 
     @property
     def steps_per_epoch(self):
@@ -103,11 +107,12 @@ class Node:
         batches of all shards at step k together are exactly batch k (of size ``shards*b``) of a
         one-node run with the same seed.
         """
-        b, iteration, per_epoch = self.cfg.batch_size, 0, self.steps_per_epoch
-        for epoch in range(-(-self.total_steps // per_epoch)):
+        b, per_epoch = self.cfg.batch_size, self.steps_per_epoch
+        iteration = self.start_iteration  # a resumed run starts after its checkpoint's step
+        for epoch in range(iteration // per_epoch, -(-self.total_steps // per_epoch)):
             if self.computes:
                 mine = self.dataset.shard(self.shard, self.shards, epoch, self.cfg.seed)
-            for k in range(per_epoch):
+            for k in range(iteration - epoch * per_epoch, per_epoch):
                 iteration += 1
                 X, y = (self.dataset.train_batch(mine[k * b:(k + 1) * b]) if self.computes
                         else (None, None))
@@ -131,13 +136,23 @@ class Node:
         """A `CompressedStream` for vectors of n elements, or None without ``--compress``."""
         if self.cfg.compress == "none":
             return None
-        return CompressedStream(self.cfg.compress, n, self.cfg.error_feedback, self.rng)
+        stream = CompressedStream(self.cfg.compress, n, self.cfg.error_feedback, self.rng)
+        if len(self.streams) in self.restored_residuals:  # a resumed run's error feedback
+            stream.residual[:] = self.restored_residuals[len(self.streams)]
+        self.streams.append(stream)
+        return stream
 
     def end_step(self, step, loss, staleness=0):
         """Close ``step``: its training loss (NaN if the node computed none) and the staleness of
         the gradients it applied (server updates since the weights they were computed on)."""
-        self._losses.append(float(loss))
+        self.pending_losses.append(float(loss))
         self.on_step_end(step, loss, staleness)
+
+    def checkpoint(self, step):
+        """Write this node's checkpoint after ``step`` if one is due (the backends call it when
+        the step is logged, before any fault strikes)."""
+        if self.checkpointer is not None:
+            self.checkpointer.after(self, step)
 
     def evaluation_due(self, step):
         """True when ``step`` ends an evaluation period (``--eval-every`` steps, else an epoch)."""
@@ -160,9 +175,9 @@ class Node:
         """
         if not (force or self.evaluation_due(step)):
             return None
-        losses = [x for x in self._losses if not np.isnan(x)]
+        losses = [x for x in self.pending_losses if not np.isnan(x)]
         train_loss = float(np.mean(losses)) if losses else float("nan")
-        self._losses.clear()
+        self.pending_losses.clear()
         return (yield Evaluate(self.evaluate_test, self.model.params, epoch=step.epoch,
                                iteration=step.iteration, train_loss=train_loss, average=average,
                                collective=collective,

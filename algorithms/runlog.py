@@ -52,16 +52,16 @@ class RunLog:
     """
 
     def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True,
-                 steps=None, write_steps=True):
+                 steps=None, write_steps=True, resumed=False):
         self.folder, self.header = folder, dict(header, status="running")
         self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
         self.root = reporter
-        if self.root:
+        if self.root:  # a resumed run appends to the logs kept up to its checkpoint
             folder.write_json("config.json", self.header)
-            self.metrics = folder.log("metrics.csv", METRICS_COLUMNS)
+            self.metrics = folder.log("metrics.csv", METRICS_COLUMNS, append=resumed)
         self._own_steps = steps is None
         self.steps = steps if steps is not None else folder.log(
-            "steps.csv", STEPS_COLUMNS, append=not self.root, flush_s=STEPS_FLUSH_S)
+            "steps.csv", STEPS_COLUMNS, append=resumed or not self.root, flush_s=STEPS_FLUSH_S)
         self.write_steps = write_steps
         self.totals = dict.fromkeys(TOTALS, 0)
         self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)

@@ -28,6 +28,11 @@ class CompressedStream:
         self.codec, self.rng = make_codec(spec), rng
         self._encoder = ErrorFeedback(self.codec, n) if error_feedback else self.codec
 
+    @property
+    def residual(self):
+        """The error-feedback residual (n,) float32, or None without error feedback."""
+        return getattr(self._encoder, "residual", None)
+
     def encode(self, x):
         """The message for ``x`` (with the residual added, under error feedback)."""
         return self._encoder.encode(x, rng=self.rng)

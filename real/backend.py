@@ -103,7 +103,7 @@ class Driver:
     """
 
     def __init__(self, node, log, comm=None, measure_wait=True, on_step=None, watchdog=None,
-                 faults=None):
+                 faults=None, clock_s=0.0):
         self.node, self.log, self.comm = node, log, comm
         self.rank, self.size = node.rank, node.size
         self.measure_wait, self.on_step = measure_wait, on_step
@@ -112,12 +112,13 @@ class Driver:
         self._timed_faults = sorted((f for f in faults.for_rank(self.rank)
                                      if f.time_s is not None), key=lambda f: f.time_s) \
             if faults else []
-        self.step_no = 1  # the step in progress (1-based, this rank's own count)
+        self.step_no = node.start_iteration + 1  # the step in progress (this rank's own count)
         self._step_started = None
         self.events = []  # timeline: (name, kind, start_s, end_s) on this rank's clock
         self.eval_s = 0.0
         self._bsend_buffer = None
-        self.start = self.mark = perf_counter()
+        self.mark = perf_counter()
+        self.start = self.mark - clock_s  # a resumed run's clock goes on from its checkpoint's
         node.on_step_end = self._end_step
         self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
                           Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce,
@@ -169,6 +170,7 @@ class Driver:
         self._charge("compute", self.mark, now, "local")
         self.log.end_step(self.rank, step.epoch, step.iteration, self.training_clock(now), loss,
                           staleness)
+        self.node.checkpoint(step)
         if self.on_step is not None:
             self.on_step(step)
         if self.watchdog is not None:

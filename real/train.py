@@ -27,6 +27,7 @@ import traceback
 from mpi4py import MPI
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
 from algorithms.config import add_config_arguments, parse_config
 from algorithms.faults import InjectedFault
 from algorithms.runfolder import RunFolder, claim_run_folder
@@ -62,21 +63,28 @@ def main(argv=None):
     if dataset.note and rank == 0:
         print(dataset.note, file=sys.stderr)
 
+    checkpoint = _resume_point(cfg, comm, parser.prog) if cfg.resume else None
     where = comm.allgather((MPI.Get_processor_name(), boot_id(), os.getpid()))
     header = _header(cfg, dataset, model, size, where, blas)
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
-    log = RunLog(folder, header, cfg.target_accuracy, per_epoch) if reporter else None
+    log = RunLog(folder, header, cfg.target_accuracy, per_epoch,
+                 resumed=checkpoint is not None) if reporter else None
     comm.Barrier()  # steps.csv exists before the other ranks open it for appending
     log = log or RunLog(folder, header, cfg.target_accuracy, per_epoch, reporter=False)
+    if checkpoint is not None:
+        restore(node, log, *checkpoint)
+    if cfg.checkpoint_every:
+        node.checkpointer = Checkpointer(folder.path, cfg.checkpoint_every, log)
     watchdog = Watchdog(Heartbeat(folder.path, rank), size, cfg.watchdog_seconds(),
                         on_fire=lambda why, say: _stop(log, comm, why, say, status=3))
     _start_sentinel(folder.path, where, comm)
     bar = _progress(node.total_steps * ups) if cfg.progress and reporter else None
     comm.Barrier()  # a common start for every rank's clock
     driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()),
-                    watchdog=watchdog, faults=cfg.fault_schedule())
+                    watchdog=watchdog, faults=cfg.fault_schedule(),
+                    clock_s=checkpoint[1]["time_s"] if checkpoint else 0.0)
     try:
         driver.run(node_program(cfg)(node))
     except InjectedFault as fault:
@@ -169,12 +177,34 @@ def _claim_folder(cfg, comm, prog):
     path = problem = None
     if comm.rank == 0:
         try:
-            path = str(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+            path = cfg.resume or str(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
         except ValueError as err:
             problem = str(err)
     agree(comm, problem, prog)
     cfg.out = comm.bcast(path, root=0)
     return cfg.out
+
+
+def _resume_point(cfg, comm, prog):
+    """This rank's checkpoint (arrays, meta) to resume from: rank 0 finds the newest step every
+    rank has and keeps the logs up to it; every rank reads its own file. Collective: a problem
+    on any rank is one line from rank 0 and exit 2 on all."""
+    step = problem = checkpoint = None
+    if comm.rank == 0:
+        try:
+            step = resume_point(cfg, comm.size)
+        except ValueError as err:
+            problem = str(err)
+    agree(comm, problem, prog)
+    step = comm.bcast(step, root=0)
+    try:
+        checkpoint = load(cfg.resume, comm.rank, step)
+    except ValueError as err:
+        problem = str(err)
+    agree(comm, problem, prog)
+    if comm.rank == 0:
+        keep_logs_until(cfg.resume, step)
+    return checkpoint
 
 
 def _start_sentinel(folder, where, comm):

@@ -186,8 +186,10 @@ class Simulator:
 
     def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
                  collectives="message", network="star", costs=None, entry_barrier=False,
-                 shaping=None, eager_bytes=0):
-        self.env, self.compute = simpy.Environment(), compute or ComputeModel()
+                 shaping=None, eager_bytes=0, start_s=0.0):
+        # a resumed run's simulated clock goes on from its checkpoint's time
+        self.env = simpy.Environment(initial_time=start_s)
+        self.compute = compute or ComputeModel()
         self.eager_bytes = eager_bytes
         self.entry_barrier = entry_barrier
         self.collectives = collectives
@@ -196,7 +198,8 @@ class Simulator:
         self.failed = {}  # rank -> simulated time it failed at
         self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
         self.faults = FaultSchedule()
-        self._step_no = [1] * len(nodes)  # the step each node is in (1-based, its own count)
+        # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
+        self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
         self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
                               if self.compute.straggle_probability else None
                               for r in range(len(nodes))]
@@ -263,7 +266,7 @@ class Simulator:
     def _strike_at(self, process, fault):
         """Act out a fault scheduled at a time: a kill stops the node's program where it is, an
         exception is raised from the program's current operation."""
-        yield self.env.timeout(fault.time_s)
+        yield self.env.timeout(max(0.0, fault.time_s - self.env.now))
         if process.is_alive:
             if fault.kind == "kill":
                 self._record_kill(fault)
@@ -288,6 +291,7 @@ class Simulator:
         def end_step(step, loss, staleness):
             self.logs[node.rank].end_step(node.rank, step.epoch, step.iteration, self.env.now,
                                           loss, staleness)
+            node.checkpoint(step)
             self._step_no[node.rank] = step.iteration + 1
             if self.faults:
                 self._strike(node.rank)

@@ -24,6 +24,7 @@ import numpy as np
 import simpy
 
 from algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
 from algorithms.config import OneLineParser, add_config_arguments, parse_command
 from algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
 from algorithms.ghost import ghost_dataset, ghost_model
@@ -257,7 +258,10 @@ def main(argv=None):
         compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
         faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
                                parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
-        folder = RunFolder(claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+        if shared_model is not None and (cfg.checkpoint_every or cfg.resume):
+            raise ValueError("--ghost carries no weights to checkpoint or resume")
+        folder = RunFolder(Path(cfg.resume) if cfg.resume else
+                           claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
         cfg.out = str(folder.path)
     except (DataError, ValueError) as err:
         parser.error(str(err))
@@ -277,6 +281,14 @@ def main(argv=None):
         parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
                      f"({dataset.n_train // nodes[0].shards} samples of {dataset.name} over "
                      f"{nodes[0].shards} shards)")
+    saved = []  # each rank's checkpoint (arrays, meta) of a resumed run
+    if cfg.resume:
+        try:
+            step = resume_point(cfg, size)  # after fit_data: the options as the run had them
+            saved = [load(folder.path, rank, step) for rank in range(size)]
+        except ValueError as err:
+            parser.error(str(err))
+        keep_logs_until(folder.path, step)
     reporter = nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     header = run_header(
@@ -290,17 +302,24 @@ def main(argv=None):
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
                  "steps_sample": cluster.steps_sample},
         blas_threads=blas, versions={"simpy": importlib.metadata.version("simpy")})
-    logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch)}
+    logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch,
+                             resumed=bool(saved))}
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False, steps=steps_csv,
                                      write_steps=rank % cluster.steps_sample == 0))
     log = logs[reporter]
+    for node, checkpoint in zip(nodes, saved, strict=False):
+        restore(node, logs[node.rank], *checkpoint)
+    if cfg.checkpoint_every:
+        for node in nodes:
+            node.checkpointer = Checkpointer(folder.path, cfg.checkpoint_every, logs[node.rank])
     simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
                           compute, cluster.collectives, network, costs,
                           entry_barrier=cfg.measure_wait and cluster.collectives == "message",
-                          shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0)
+                          shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0,
+                          start_s=saved[reporter][1]["time_s"] if saved else 0.0)
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why

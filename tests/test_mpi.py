@@ -207,6 +207,26 @@ def test_a_fault_on_one_rank_stops_every_rank_and_the_folder_says_why(tmp_path, 
     assert all(int(r["iteration"]) <= 5 for r in steps if r["rank"] == "2")
 
 
+def test_a_run_killed_by_sigkill_and_resumed_ends_bit_for_bit_as_the_uninterrupted_one(tmp_path):
+    """Rank 2 SIGKILLs itself as it starts step 13 (mpiexec ends the job); the checkpoint of
+    step 10 every rank wrote carries the run on: same weights as a run never stopped."""
+    flags = ["--algorithm", "allreduce", "--iterations", "20", "--optimizer", "adam",
+             "--compress", "topk:0.1", "--error-feedback", "--eval-every", "4"]
+    assert mpirun(3, *SMALL, *flags, "--out", str(tmp_path / "whole")).returncode == 0
+    cut = tmp_path / "cut"
+    kill = faults_file(tmp_path, {"rank": 2, "step": 13, "kind": "kill"})
+    done = mpirun(3, *SMALL, *flags, "--checkpoint-every", "5", "--faults", kill,
+                  "--out", str(cut))
+    assert done.returncode == signal.SIGKILL, done.stderr
+    done = mpirun(3, *SMALL, *flags, "--checkpoint-every", "5", "--resume", str(cut))
+    assert done.returncode == 0, done.stderr
+    with np.load(tmp_path / "whole" / "model.npz") as a, np.load(cut / "model.npz") as b:
+        assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
+    steps = read_csv(cut / "steps.csv")
+    assert sorted((r["rank"], int(r["iteration"])) for r in steps) == \
+        sorted((str(r), i) for r in range(3) for i in range(1, 21))  # each step once
+
+
 def test_the_watchdog_names_the_rank_that_does_not_arrive(tmp_path):
     out = tmp_path / "run"
     faults = faults_file(tmp_path, {"rank": 1, "step": 8, "kind": "slow", "factor": 1e7})
