@@ -64,6 +64,7 @@ class RunLog:
             "steps.csv", STEPS_COLUMNS, append=resumed or not self.root, flush_s=STEPS_FLUSH_S)
         self.write_steps = write_steps
         self.totals = dict.fromkeys(TOTALS, 0)
+        self.overrides = {}  # summary fields a caller knows better (an analytic run's exact means)
         self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)
         self.eval_s = 0.0
         self.iterations, self.time_s = 0, 0.0
@@ -101,7 +102,7 @@ class RunLog:
         return dict(self.totals)
 
     def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
-                   consensus_distance=None, node_totals=None):
+                   consensus_distance=None, node_totals=None, moved=None):
         """Write one metrics.csv row and refresh summary.json (so a killed run keeps it; at most
         once per ``STEPS_FLUSH_S`` of wall time, and always when the run ends).
 
@@ -110,7 +111,9 @@ class RunLog:
         evaluates alone (an asynchronous parameter server) knows only its own traffic: the row
         then holds the bytes it sent and received, which for a parameter server is all of it.
         """
-        if node_totals is not None:
+        if moved is not None:  # known from outside (an analytic run: every node's bytes)
+            pass
+        elif node_totals is not None:
             self.all_totals = node_totals
             moved = sum(t["bytes_sent"] for t in node_totals)
         else:
@@ -160,6 +163,7 @@ class RunLog:
             "target_accuracy": self.target_accuracy,
             "time_to_target_s": self.time_to_target_s,
             "per_node": per_node,
+            **self.overrides,
         }
 
     def finish(self, status, arrays=None, timeline=None):

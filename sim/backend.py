@@ -77,7 +77,7 @@ class ComputeModel:
         Each Compute is, independently with that probability, ``slowdown`` times slower
         (``--stragglers P:SLOWDOWN``).
     seed : int
-        Seed of the stragglers' draws (one generator per node).
+        Seed of the stragglers' draws (`straggle_factors`).
     """
 
     seconds_per_sample: float | None = None
@@ -98,11 +98,16 @@ class ComputeModel:
         return "empirical" if self.step_times is not None else \
             "measured" if self.seconds_per_sample is None else "profile"
 
-    def scale(self, rank, rng):
-        """Factor on node ``rank``'s next compute time (speed and a straggler draw)."""
-        slow = self.slowdown if self.straggle_probability and \
-            rng.random() < self.straggle_probability else 1.0
-        return slow / self.speeds[rank % len(self.speeds)]
+    def straggle_factors(self, count, n):
+        """The straggler factor (1 or ``slowdown``) of the ``count``-th compute of each of ``n``
+        nodes, shape (n,): one uniform per node from a generator seeded (seed, count), so the
+        event engine (node by node) and the analytic one (all nodes at once) draw the same."""
+        u = np.random.default_rng([self.seed, count, 1]).random(n)
+        return np.where(u < self.straggle_probability, self.slowdown, 1.0)
+
+    def node_speeds(self, n):
+        """Relative speed of each of ``n`` nodes, shape (n,) (the list cycled over them)."""
+        return np.resize(np.asarray(self.speeds, np.float64), n)
 
 
 COLD_BYTES = 64 * 1024  # an operation that moves this much leaves the next own code cold
@@ -200,9 +205,8 @@ class Simulator:
         self.faults = FaultSchedule()
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
-        self._straggle_rng = [np.random.default_rng([self.compute.seed, r, 1])
-                              if self.compute.straggle_probability else None
-                              for r in range(len(nodes))]
+        self._computes = [0] * len(nodes)  # computes each node has begun (straggler draws)
+        self._straggles = {}  # compute count -> every node's straggler factor for it
         self._step_rng = [np.random.default_rng([self.compute.seed, r, 3])
                           if self.compute.step_times is not None else None
                           for r in range(len(nodes))]
@@ -288,10 +292,13 @@ class Simulator:
         raise InjectedFault(fault.describe())
 
     def _step_ender(self, node):
+        checkpoint = getattr(node, "checkpoint", None)  # bare test nodes have none
+
         def end_step(step, loss, staleness):
             self.logs[node.rank].end_step(node.rank, step.epoch, step.iteration, self.env.now,
                                           loss, staleness)
-            node.checkpoint(step)
+            if checkpoint is not None:
+                checkpoint(step)
             self._step_no[node.rank] = step.iteration + 1
             if self.faults:
                 self._strike(node.rank)
@@ -352,13 +359,25 @@ class Simulator:
             seconds = perf_counter() - t0
         else:
             result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
-        seconds *= model.scale(node.rank, self._straggle_rng[node.rank])
+        seconds *= self._scale(node.rank)
         if self.faults:  # a slow fault: this node runs at 1/factor of its speed
             seconds *= self.faults.slowdown(node.rank, self._step_no[node.rank])
         self.logs[node.rank].charge("compute", seconds)
         if seconds:  # free compute (a ghost without a profile) schedules no event
             yield self.env.timeout(seconds)
         return result
+
+    def _scale(self, rank):
+        """Factor on node ``rank``'s next compute time: its straggler draw over its speed."""
+        model, slow = self.compute, 1.0
+        if model.straggle_probability:
+            count = self._computes[rank] = self._computes[rank] + 1
+            if count not in self._straggles:
+                if len(self._straggles) >= 16:  # nodes run at most a few computes apart
+                    del self._straggles[min(self._straggles)]
+                self._straggles[count] = model.straggle_factors(count, len(self.nodes))
+            slow = float(self._straggles[count][rank])
+        return slow / model.speeds[rank % len(model.speeds)]
 
     def _transfer(self, node, dest, payload, tag, copies=None):
         """The process that carries ``payload`` to ``dest`` (done when its bytes have left), in

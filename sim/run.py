@@ -35,6 +35,7 @@ from algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse
 from data import DataError, load_dataset
 from models import build_model
 from models.threads import one_blas_thread
+from sim.analytic import check_analytic, run_analytic
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
@@ -91,8 +92,13 @@ def build_parser(parser_class=OneLineParser):
                          help="node NODE is killed at simulated TIME, e.g. 3@12.5s (a --faults "
                               "kill at a time): synchronous algorithms stop (exit 3), an "
                               "asynchronous or stale-synchronous server goes on")
-    cluster.add_argument("--steps-sample", type=int, default=1, metavar="K",
-                         help="steps.csv keeps every K-th node's rows (totals count all nodes)")
+    cluster.add_argument("--steps-sample", type=int, default=None, metavar="K",
+                         help="steps.csv keeps every K-th node's rows (totals count all nodes; "
+                              "default: every node, or about 1,000 under --engine analytic)")
+    cluster.add_argument("--engine", choices=("events", "analytic"), default="events",
+                         help="events: SimPy, every message and collective an event; analytic: "
+                              "numpy over the node axis for a synchronous ghost allreduce on a "
+                              "star (the closed form step by step: a million nodes in seconds)")
     return add_config_arguments(parser)
 
 
@@ -248,13 +254,16 @@ def main(argv=None):
         costs = profile.slowed_costs(slowdown) if costs else costs
         if size < 1:
             raise ValueError(f"--nodes must be >= 1, got {size}")
-        if cluster.steps_sample < 1:
+        if cluster.steps_sample is not None and cluster.steps_sample < 1:
             raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
         cfg.check_size(size)
         dataset, shared_model = _data_and_model(cfg, cluster)
         name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
-        check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
-        make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
+        if cluster.engine == "analytic":  # a few arrays over the nodes: no network, no nodes
+            check_analytic(cfg, cluster, network, costs)
+        else:
+            check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
+            make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
         compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
         faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
                                parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
@@ -270,7 +279,7 @@ def main(argv=None):
     try:
         nodes = [make_node(rank, size, cfg, dataset, shared_model or build_model(
                      cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed))
-                 for rank in range(size)]
+                 for rank in range(1 if cluster.engine == "analytic" else size)]
     except ValueError as err:
         parser.error(f"--topology {cfg.topology}: {err}")
     for note in cfg.fit_data(dataset.n_train // nodes[0].shards):  # before the lr schedule
@@ -297,18 +306,24 @@ def main(argv=None):
                  "profile": cluster.profile,
                  "compute": compute.kind, "measured_costs": sorted(costs),
                  "token_buckets": shaping is not None, "network_slowdown": slowdown,
-                 "collectives": cluster.collectives, "speeds": list(compute.speeds),
+                 "collectives": cluster.collectives,
+                 "speeds": list(compute.speeds) if size <= 10_000 else cluster.speeds,
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
-                 "steps_sample": cluster.steps_sample},
+                 "steps_sample": cluster.steps_sample or 1, "engine": cluster.engine},
         blas_threads=blas, versions={"simpy": importlib.metadata.version("simpy")})
+    if cluster.engine == "analytic":
+        summary = run_analytic(nodes[0], size, compute, latency_s, bandwidth_Bps, folder, header,
+                               cfg.target_accuracy, cluster.steps_sample)
+        print(_report(summary, size, folder.path))
+        return 0
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch,
                              resumed=bool(saved))}
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False, steps=steps_csv,
-                                     write_steps=rank % cluster.steps_sample == 0))
+                                     write_steps=rank % (cluster.steps_sample or 1) == 0))
     log = logs[reporter]
     for node, checkpoint in zip(nodes, saved, strict=False):
         restore(node, logs[node.rank], *checkpoint)
@@ -342,13 +357,17 @@ def main(argv=None):
         log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
                                 for r, t in simulator.failed.items()]
     log.finish("done", nodes[reporter].model.named_arrays())
-    s = log.summary()
-    accuracy = s["final_test_accuracy"]
-    accuracy = None if accuracy is None or np.isnan(accuracy) else accuracy
-    print(f"{s['dataset']}: {size} simulated node(s), {s['iterations']} steps in "
-          f"{s['time_s']:.4g} simulated s, test accuracy "
-          f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder.path}")
+    print(_report(log.summary(), size, folder.path))
     return 0
+
+
+def _report(summary, size, folder):
+    """The run's one line on stdout: what was simulated and where its folder is."""
+    accuracy = summary["final_test_accuracy"]
+    accuracy = None if accuracy is None or np.isnan(accuracy) else accuracy
+    return (f"{summary['dataset']}: {size} simulated node(s), {summary['iterations']} steps in "
+            f"{summary['time_s']:.4g} simulated s, test accuracy "
+            f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder}")
 
 
 def _model_size(cfg, dataset, shared_model):
