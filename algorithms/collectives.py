@@ -205,6 +205,164 @@ def _recursive_doubling(buf, rank, size, tag):
     return buf
 
 
+def rabenseifner_allreduce(buf, rank, size, tag=0):
+    """Sum ``buf`` over all ranks in place: reduce-scatter by recursive halving, then allgather
+    by recursive doubling (Rabenseifner's algorithm, as MPICH's
+    ``MPIR_Allreduce_intra_reduce_scatter_allgather`` runs it for long messages).
+
+    With p' the largest power of two <= ``size`` and r = size - p', the first 2r ranks fold in
+    and out as in `recursive_doubling_allreduce`. Among the p' others the buffer is cut into p'
+    blocks, ``n // p'`` elements each and the remainder in the last (MPICH's ``cnts``). In the
+    reduce-scatter, for mask = 1, 2, ... < p' a rank exchanges half of its current range of
+    blocks with newrank ``^ mask`` (`SendRecv`; the lower newrank keeps the lower half) and adds
+    what it gets into the half it keeps, so each ends holding the sum of one block; the
+    allgather retraces the steps in reverse, exchanging the summed ranges back. A rank adds
+    ``incoming + own``, MPICH's order (equal bits to ``own + incoming`` in IEEE arithmetic).
+
+    Cost on the alpha-beta model, p' = p: ``2 log2(p) alpha + 2 (p-1)/p n/beta`` (Thakur et al.
+    2005): the ring's bytes in log rounds; see `rabenseifner_time` for the exact figure with
+    uneven blocks and the fold. MPICH runs it when the message is over 2,048 bytes and has at
+    least p' elements (`mpich_allreduce`).
+
+    Yields Send, Recv and SendRecv; returns ``buf``. Collective: every rank must run it with the
+    same n and tag.
+
+    Examples
+    --------
+    >>> bufs = [np.arange(10, dtype=np.float64) * (r + 1) for r in range(4)]
+    >>> out = run_in_process([rabenseifner_allreduce(b, r, 4) for r, b in enumerate(bufs)])
+    >>> out[0].tolist() == (np.arange(10) * 10.0).tolist()
+    True
+    """
+    _check_rank(rank, size)
+    return _rabenseifner(buf, rank, size, tag)
+
+
+def _rabenseifner_blocks(n, pof2):
+    """MPICH's ``cnts`` and ``disps``: p' blocks of n // p', the remainder in the last."""
+    counts = [n // pof2] * pof2
+    counts[-1] = n - (n // pof2) * (pof2 - 1)
+    starts = [0]
+    for count in counts[:-1]:
+        starts.append(starts[-1] + count)
+    return counts, [*starts, n]
+
+
+def _rabenseifner_schedule(newrank, pof2):
+    """Per step of the reduce-scatter then the allgather: (partner newrank, send block range,
+    receive block range), as MPICH's index arithmetic gives them."""
+    steps, send_idx, recv_idx, last_idx, mask = [], 0, 0, pof2, 1
+    while mask < pof2:  # reduce-scatter: recursive halving
+        partner = newrank ^ mask
+        if newrank < partner:
+            send_idx = recv_idx + pof2 // (mask * 2)
+            steps.append((partner, (send_idx, last_idx), (recv_idx, send_idx)))
+        else:
+            recv_idx = send_idx + pof2 // (mask * 2)
+            steps.append((partner, (send_idx, recv_idx), (recv_idx, last_idx)))
+        send_idx = recv_idx
+        mask <<= 1
+        if mask < pof2:
+            last_idx = recv_idx + pof2 // mask
+    mask >>= 1
+    while mask > 0:  # allgather: recursive doubling, the steps in reverse
+        partner = newrank ^ mask
+        if newrank < partner:
+            if mask != pof2 // 2:
+                last_idx = last_idx + pof2 // (mask * 2)
+            recv_idx = send_idx + pof2 // (mask * 2)
+            steps.append((partner, (send_idx, recv_idx), (recv_idx, last_idx)))
+        else:
+            recv_idx = send_idx - pof2 // (mask * 2)
+            steps.append((partner, (send_idx, last_idx), (recv_idx, send_idx)))
+            send_idx = recv_idx
+        mask >>= 1
+    return steps
+
+
+def _rabenseifner(buf, rank, size, tag):
+    if size == 1:
+        return buf
+    pof2 = 1 << (size.bit_length() - 1)
+    rem = size - pof2
+    if rank < 2 * rem and rank % 2 == 0:  # sits out: fold in, wait for the sum
+        yield Send(dest=rank + 1, payload=buf, tag=tag)
+        yield Recv(source=rank + 1, tag=tag, buf=buf)
+        return buf
+    scratch = np.empty(len(buf), dtype=buf.dtype)
+    if rank < 2 * rem:  # odd: takes its even neighbour's share
+        yield Recv(source=rank - 1, tag=tag, buf=scratch)
+        np.add(scratch, buf, out=buf)
+        newrank = rank // 2
+    else:
+        newrank = rank - rem
+    _, bounds = _rabenseifner_blocks(len(buf), pof2)
+    schedule = _rabenseifner_schedule(newrank, pof2)
+    for i, (partner, (s0, s1), (r0, r1)) in enumerate(schedule):
+        dest = partner * 2 + 1 if partner < rem else partner + rem  # back to a real rank
+        lo, hi = bounds[r0], bounds[r1]
+        reducing = i < pof2.bit_length() - 1
+        into = scratch[lo:hi] if reducing else buf[lo:hi]
+        yield SendRecv(dest=dest, payload=buf[bounds[s0]:bounds[s1]], source=dest, buf=into,
+                       tag=tag)
+        if reducing:
+            np.add(into, buf[lo:hi], out=buf[lo:hi])
+    if rank < 2 * rem:  # fold out: the sum to the even neighbour that sat out
+        yield Send(dest=rank - 1, payload=buf, tag=tag)
+    return buf
+
+
+MPICH_SHORT_MSG_BYTES = 2048  # MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE, MPICH's default
+
+
+def mpich_allreduce(n, itemsize, size):
+    """The allreduce MPICH picks (``MPIR_Allreduce_intra_auto``) for n elements of ``itemsize``
+    bytes on ``size`` ranks: recursive doubling for messages of at most 2,048 bytes or fewer
+    elements than p' (the largest power of two <= size), Rabenseifner's otherwise.
+
+    >>> mpich_allreduce(512, 4, 8), mpich_allreduce(513, 4, 8), mpich_allreduce(4, 4, 16)
+    ('recursive-doubling', 'rabenseifner', 'recursive-doubling')
+    """
+    pof2 = 1 << (max(size, 1).bit_length() - 1)
+    if n * itemsize <= MPICH_SHORT_MSG_BYTES or n < pof2:
+        return "recursive-doubling"
+    return "rabenseifner"
+
+
+def rabenseifner_bytes(n, itemsize, rank, size):
+    """Bytes ``(sent, received)`` by ``rank`` in `rabenseifner_allreduce` of ``n`` elements."""
+    _check_rank(rank, size)
+    if size == 1:
+        return 0, 0
+    pof2 = 1 << (size.bit_length() - 1)
+    rem = size - pof2
+    if rank < 2 * rem and rank % 2 == 0:
+        return n * itemsize, n * itemsize
+    counts, _ = _rabenseifner_blocks(n, pof2)
+    newrank = rank // 2 if rank < 2 * rem else rank - rem
+    sent = received = n if rank < 2 * rem else 0  # the fold: in (received), out (sent)
+    for _, (s0, s1), (r0, r1) in _rabenseifner_schedule(newrank, pof2):
+        sent += sum(counts[s0:s1])
+        received += sum(counts[r0:r1])
+    return sent * itemsize, received * itemsize
+
+
+def rabenseifner_time(n_bytes, size, alpha, beta, itemsize=1):
+    """Seconds of `rabenseifner_allreduce` on the alpha-beta model: per step, alpha plus the
+    largest message of that step over beta (every rank exchanges at once), plus the fold in and
+    out (alpha + n/beta each) when size is not a power of two."""
+    if size == 1:
+        return 0.0
+    n, pof2 = n_bytes // itemsize, 1 << (size.bit_length() - 1)
+    counts, _ = _rabenseifner_blocks(n, pof2)
+    largest = {}
+    for newrank in range(pof2):
+        for step, (_, (s0, s1), (r0, r1)) in enumerate(_rabenseifner_schedule(newrank, pof2)):
+            largest[step] = max(largest.get(step, 0), sum(counts[s0:s1]), sum(counts[r0:r1]))
+    seconds = sum(alpha + count * itemsize / beta for count in largest.values())
+    return seconds + (0.0 if size == pof2 else 2 * (alpha + n_bytes / beta))
+
+
 def recursive_doubling_bytes(n, itemsize, rank, size):
     """Bytes ``(sent, received)`` by ``rank`` in `recursive_doubling_allreduce` of ``n`` elements.
 
@@ -336,7 +494,8 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
 
     Parameters
     ----------
-    algorithm : {"ring", "recursive-doubling", "binomial-bcast"}
+    algorithm : {"ring", "recursive-doubling", "rabenseifner", "mpi", "binomial-bcast"}
+        ("mpi": what MPICH picks, `mpich_allreduce`)
     n_bytes : int
         The buffer's size in bytes, a multiple of ``itemsize``.
     size : int
@@ -366,9 +525,9 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
     >>> alpha_beta_time("binomial-bcast", 4000, 6, alpha=1.0, beta=1000.0)
     15.0
     """
-    if algorithm not in ("ring", "recursive-doubling", "binomial-bcast"):
-        raise ValueError(f"algorithm must be ring, recursive-doubling or binomial-bcast, "
-                         f"got {algorithm!r}")
+    if algorithm not in ("ring", "recursive-doubling", "rabenseifner", "mpi", "binomial-bcast"):
+        raise ValueError(f"algorithm must be ring, recursive-doubling, rabenseifner, mpi or "
+                         f"binomial-bcast, got {algorithm!r}")
     if itemsize < 1:
         raise ValueError(f"itemsize must be >= 1, got {itemsize}")
     if n_bytes < 0 or n_bytes % itemsize:
@@ -384,6 +543,10 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
 
 
 def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize):
+    if algorithm == "mpi":
+        algorithm = mpich_allreduce(n_bytes // itemsize, itemsize, size)
+    if algorithm == "rabenseifner":
+        return rabenseifner_time(n_bytes, size, alpha, beta, itemsize)
     if algorithm == "ring":
         chunk = -(-n_bytes // itemsize // size)  # the largest of chunk_bounds' chunks, elements
         return 2 * (size - 1) * (alpha + chunk * itemsize / beta)
@@ -401,13 +564,18 @@ def _check_rank(rank, size, name="rank"):
         raise ValueError(f"{name} must be in [0, size={size}), got {rank}")
 
 
-ALLREDUCES = {"ring": ring_allreduce, "recursive-doubling": recursive_doubling_allreduce}
+ALLREDUCES = {"ring": ring_allreduce, "recursive-doubling": recursive_doubling_allreduce,
+              "rabenseifner": rabenseifner_allreduce}
 """``--allreduce`` name -> the generator both backends run (``mpi``: the MPI library's own)."""
 
 
 def allreduce_bytes(algorithm, n, itemsize, rank, size):
     """Bytes ``(sent, received)`` by ``rank`` in allreduce ``algorithm`` of ``n`` elements; MPI's
-    own (``"mpi"``, opaque) is counted as the bandwidth-optimal ring would send."""
+    own (``"mpi"``) is counted as the algorithm MPICH picks for it sends (`mpich_allreduce`)."""
+    if algorithm == "mpi":
+        algorithm = mpich_allreduce(n, itemsize, size)
+    if algorithm == "rabenseifner":
+        return rabenseifner_bytes(n, itemsize, rank, size)
     if algorithm == "recursive-doubling":
         return recursive_doubling_bytes(n, itemsize, rank, size)
     return ring_allreduce_bytes(n, itemsize, rank, size)

@@ -106,9 +106,11 @@ class SendRecv:
 class Allreduce:
     """Reduce ``buf`` over all ranks in place (``op`` "sum" or "mean"); gets back ``buf``.
 
-    ``algo`` "mpi" uses the MPI library's own Allreduce; "ring" the project's ring
-    (`algorithms.collectives.ring_allreduce`), whose order of additions is fixed, so a simulated
-    run adds in the same order as the real one. Collective: every rank yields it.
+    ``algo`` "mpi" uses the MPI library's own Allreduce (simulated as what MPICH picks for the
+    message, `algorithms.collectives.mpich_allreduce`); "ring", "recursive-doubling" and
+    "rabenseifner" the project's own (`algorithms.collectives`), whose order of additions is
+    fixed, so a simulated run adds in the same order as the real one. Collective: every rank
+    yields it.
     """
 
     buf: np.ndarray

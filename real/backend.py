@@ -307,7 +307,7 @@ class Driver:
             sent = received = 0
         elif op.algo == "mpi":
             self.comm.Allreduce(self.MPI.IN_PLACE, buf, op=self.MPI.SUM)
-            # MPI's own algorithm is opaque: counted as the bandwidth-optimal ring would send.
+            # counted as the algorithm MPICH picks for this message sends (mpich_allreduce)
             sent, received = allreduce_bytes("mpi", buf.size, buf.itemsize, self.rank, self.size)
         else:
             sent, received = run_collective_mpi(self.comm,

@@ -34,6 +34,7 @@ from algorithms.collectives import (
     alpha_beta_time,
     average_models,
     finish_reduction,
+    mpich_allreduce,
     run_in_process,
 )
 from algorithms.faults import Fault, FaultSchedule, InjectedFault
@@ -127,10 +128,13 @@ def _bytes_moved(op):
     return 0
 
 
-def _simulated(algorithm):
-    """The allreduce the simulator runs for ``--allreduce algorithm``: MPI's own is opaque, so
-    ``mpi`` is simulated as the ring."""
-    return algorithm if algorithm in ALLREDUCES else "ring"
+def _simulated(algorithm, buf, size):
+    """The allreduce the simulator runs for ``--allreduce algorithm`` over ``buf``: ``mpi`` is
+    what MPICH picks for that message (`mpich_allreduce`: recursive doubling up to 2,048 bytes,
+    Rabenseifner's above)."""
+    if algorithm in ALLREDUCES:
+        return algorithm
+    return mpich_allreduce(buf.size, buf.itemsize, size)
 
 
 class _Crash:
@@ -481,7 +485,8 @@ class Simulator:
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
-        program = ALLREDUCES[_simulated(op.algo)](op.buf, node.rank, node.size)
+        program = ALLREDUCES[_simulated(op.algo, op.buf, node.size)](op.buf, node.rank,
+                                                                    node.size)
         reply = None
         while True:
             try:
@@ -504,7 +509,7 @@ class Simulator:
         bufs.append((node.rank, op.buf))
         if len(bufs) == size:
             del self._collectives[key]
-            algorithm = _simulated(op.algo)
+            algorithm = _simulated(op.algo, op.buf, size)
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
                 run_in_process([ALLREDUCES[algorithm](buf, rank, size)
                                 for rank, buf in sorted(bufs, key=lambda b: b[0])])

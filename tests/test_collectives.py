@@ -17,9 +17,13 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from algorithms.collectives import (
+    allreduce_bytes,
     alpha_beta_time,
     binomial_bcast,
     binomial_bcast_bytes,
+    mpich_allreduce,
+    rabenseifner_allreduce,
+    rabenseifner_bytes,
     recursive_doubling_allreduce,
     recursive_doubling_bytes,
     ring_allreduce,
@@ -270,6 +274,63 @@ def test_recursive_doubling_property(contributions):
     assert sum(run.sent) == sum(run.received)
     for rank in range(size):
         assert (run.sent[rank], run.received[rank]) == recursive_doubling_bytes(n, 4, rank, size)
+
+
+# -- Rabenseifner (MPICH's long-message allreduce) -----------------------------------------------
+
+
+@pytest.mark.parametrize("n", [8, 9, 64, 101])
+@pytest.mark.parametrize("size", SIZES)
+def test_rabenseifner_sums_bytes_and_time(size, n):
+    contributions = np.random.default_rng([size, n]).standard_normal((size, n)).astype(np.float32)
+    bufs = list(contributions.copy())
+    run = _allreduce(rabenseifner_allreduce, bufs)
+    assert all(result is buf for result, buf in zip(run.results, bufs, strict=True))
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions)
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == rabenseifner_bytes(n, 4, rank, size)
+    pof2 = 1 << (size.bit_length() - 1)
+    expected = alpha_beta_time("rabenseifner", 4 * n, size, ALPHA, BETA, itemsize=4)
+    if n % pof2 == 0:  # equal blocks: 2 log2(p') rounds of halving sizes, and the fold
+        assert max(run.finished) == pytest.approx(expected, rel=1e-12)
+    else:  # the closed form charges each round's largest message
+        assert max(run.finished) <= expected * (1 + 1e-12)
+
+
+def test_rabenseifner_moves_the_rings_bytes_in_log_rounds():
+    """p = 8, n = 800 floats: each rank sends 2 (p-1)/p n floats, in 2 log2 p = 6 messages."""
+    assert rabenseifner_bytes(800, 4, 3, 8) == (2 * 7 * 100 * 4, 2 * 7 * 100 * 4)
+    assert alpha_beta_time("rabenseifner", 3200, 8, 1.0, 1.0, 4) == pytest.approx(
+        6 * 1.0 + 2 * 7 / 8 * 3200)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 16).flatmap(lambda size: st.integers(size, 60).flatmap(
+    lambda n: hnp.arrays(np.float32, (size, n),
+                         elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False)))))
+def test_rabenseifner_property(contributions):
+    size, n = contributions.shape
+    bufs = list(contributions.copy())
+    run = _allreduce(rabenseifner_allreduce, bufs)
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions)
+    assert sum(run.sent) == sum(run.received)
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == rabenseifner_bytes(n, 4, rank, size)
+
+
+@pytest.mark.parametrize(("n", "size", "picked"), [
+    (512, 8, "recursive-doubling"),  # 2,048 bytes: short
+    (513, 8, "rabenseifner"),
+    (1000, 1024, "recursive-doubling"),  # fewer elements than p'
+    (167_560, 16, "rabenseifner"),  # the MLP's gradient
+])
+def test_mpi_is_simulated_as_what_mpich_picks(n, size, picked):
+    assert mpich_allreduce(n, 4, size) == picked
+    assert allreduce_bytes("mpi", n, 4, 1, size) == allreduce_bytes(picked, n, 4, 1, size)
+    assert alpha_beta_time("mpi", 4 * n, size, 1e-6, 1e9, 4) == \
+        alpha_beta_time(picked, 4 * n, size, 1e-6, 1e9, 4)
 
 
 # -- binomial broadcast --------------------------------------------------------------------------

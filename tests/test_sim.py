@@ -128,6 +128,8 @@ def _simulated(n, out, argv):
     (4, ["--algorithm", "ps", "--servers", "2", "--optimizer", "momentum"]),
     (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
     (3, ["--algorithm", "allreduce", "--allreduce", "recursive-doubling"]),
+    (4, ["--algorithm", "allreduce", "--allreduce", "rabenseifner"]),
+    (3, ["--algorithm", "allreduce", "--allreduce", "rabenseifner", "--optimizer", "sgd"]),
     (3, ["--algorithm", "allreduce", "--local-steps", "4", "--optimizer", "sgd"]),
     (4, ["--algorithm", "gossip", "--topology", "ring"]),
     (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
