@@ -177,22 +177,34 @@ def recursive_doubling_allreduce(buf, rank, size, tag=0):
     return _recursive_doubling(buf, rank, size, tag)
 
 
-def _recursive_doubling(buf, rank, size, tag):
-    if size == 1:
-        return buf
+def _fold_in(buf, rank, size, tag, incoming_first=False):
+    """MPICH's fold to a power of two p' (recursive doubling, Rabenseifner): of the first 2r
+    ranks (r = size - p') each even one sends its buffer to rank+1 and sits out until the sum
+    comes back; each odd one adds it (``incoming + own`` if ``incoming_first``, MPICH's order in
+    Rabenseifner's). Returns (p', r, newrank or None for a rank that sat out, scratch buffer)."""
     pof2 = 1 << (size.bit_length() - 1)
     rem = size - pof2
     if rank < 2 * rem and rank % 2 == 0:  # sits out: fold in, wait for the sum
         yield Send(dest=rank + 1, payload=buf, tag=tag)
         yield Recv(source=rank + 1, tag=tag, buf=buf)
-        return buf
+        return pof2, rem, None, None
     scratch = np.empty(len(buf), dtype=buf.dtype)
     if rank < 2 * rem:  # odd: takes its even neighbour's share
         yield Recv(source=rank - 1, tag=tag, buf=scratch)
-        np.add(buf, scratch, out=buf)
-        newrank = rank // 2
-    else:
-        newrank = rank - rem
+        if incoming_first:
+            np.add(scratch, buf, out=buf)
+        else:
+            np.add(buf, scratch, out=buf)
+        return pof2, rem, rank // 2, scratch
+    return pof2, rem, rank - rem, scratch
+
+
+def _recursive_doubling(buf, rank, size, tag):
+    if size == 1:
+        return buf
+    pof2, rem, newrank, scratch = yield from _fold_in(buf, rank, size, tag)
+    if newrank is None:
+        return buf
     mask = 1
     while mask < pof2:
         partner = newrank ^ mask
@@ -283,19 +295,9 @@ def _rabenseifner_schedule(newrank, pof2):
 def _rabenseifner(buf, rank, size, tag):
     if size == 1:
         return buf
-    pof2 = 1 << (size.bit_length() - 1)
-    rem = size - pof2
-    if rank < 2 * rem and rank % 2 == 0:  # sits out: fold in, wait for the sum
-        yield Send(dest=rank + 1, payload=buf, tag=tag)
-        yield Recv(source=rank + 1, tag=tag, buf=buf)
+    pof2, rem, newrank, scratch = yield from _fold_in(buf, rank, size, tag, incoming_first=True)
+    if newrank is None:
         return buf
-    scratch = np.empty(len(buf), dtype=buf.dtype)
-    if rank < 2 * rem:  # odd: takes its even neighbour's share
-        yield Recv(source=rank - 1, tag=tag, buf=scratch)
-        np.add(scratch, buf, out=buf)
-        newrank = rank // 2
-    else:
-        newrank = rank - rem
     _, bounds = _rabenseifner_blocks(len(buf), pof2)
     schedule = _rabenseifner_schedule(newrank, pof2)
     for i, (partner, (s0, s1), (r0, r1)) in enumerate(schedule):

@@ -347,7 +347,7 @@ def scale(quick, bare_event_s):
         per_step = wall / (nodes * summary["iterations"])
         peaks[name, iterations] = peak_mb
         print(f"{name:<42} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
-              f"{per_step * 1e6:>12.1f} {per_step / bare_event_s:>12.1f} "
+              f"{per_step * 1e6:>12.3g} {per_step / bare_event_s:>12.3g} "
               f"{target or '-':>8} {f'{wall / target:.2f}' if target else '-':>11}")
     a_runs = sorted((it, mb) for (name, it), mb in peaks.items() if name.startswith("(a)"))
     if len(a_runs) == 2:
