@@ -43,13 +43,14 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
     if cfg.algorithm == "gossip":
         node.schedule = _schedule(cfg.topology, size, cfg.mixing, cfg.seed)
     if cfg.algorithm == "ps":
-        servers = cfg.servers
-        bounds = chunk_bounds(model.n_params, servers)
-        node.servers = range(servers)
-        node.slices = [slice(bounds[s], bounds[s + 1]) for s in node.servers]
+        shards, servers = cfg.servers, cfg.servers * cfg.replicas
+        bounds = chunk_bounds(model.n_params, shards)
+        node.servers = range(servers)  # every server rank; shard s lives on replicas_of[s]
+        node.replicas_of = [[s + j * shards for j in range(cfg.replicas)] for s in range(shards)]
+        node.slices = [slice(bounds[s], bounds[s + 1]) for s in range(shards)]
         node.reporter = 0 if servers == 1 else servers
         if rank < servers:
-            node.owned = node.slices[rank]
+            node.owned = node.slices[rank % shards]
         if not cfg.server_computes:
             node.shards, node.computes = size - servers, rank >= servers
             node.shard = max(rank - servers, 0)

@@ -82,6 +82,10 @@ class RunConfig:
         metavar="K", group="algorithm"))
     server_computes: bool = field(default=False, metadata=_flag(
         "the parameter server also trains on a shard (ps)", type=bool, group="algorithm"))
+    replicas: int = field(default=1, metadata=_flag(
+        "keep each server's shard on R servers (--mode sync): each applies every update and "
+        "sends the weights, a worker takes the first to come; a killed server loses no update "
+        "(simulated: MPICH ends a real job at a kill)", type=int, metavar="R", group="algorithm"))
     allreduce: str = field(default="ring", metadata=_flag(
         "allreduce implementation: ring or recursive-doubling (ours, the simulator's additions "
         "exactly) or mpi (the MPI library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
@@ -182,6 +186,14 @@ class RunConfig:
         _positive(servers=self.servers)
         if self.servers > 1 and self.algorithm != "ps":
             raise ValueError(f"--servers {self.servers} needs --algorithm ps, got {self.algorithm}")
+        _positive(replicas=self.replicas)
+        if self.replicas > 1 and (self.algorithm, self.mode) != ("ps", "sync"):
+            raise ValueError(f"--replicas {self.replicas} needs --algorithm ps --mode sync, got "
+                             f"--algorithm {self.algorithm}" +
+                             (f" --mode {self.mode}" if self.algorithm == "ps" else ""))
+        if self.replicas > 1 and self.server_computes:
+            raise ValueError(f"--server-computes needs a single server, got --replicas "
+                             f"{self.replicas}")
         if self.servers > 1 and self.server_computes:
             raise ValueError("--server-computes needs a single server, got --servers "
                              f"{self.servers}")
@@ -240,9 +252,11 @@ class RunConfig:
         if self.algorithm == "serial" and size != 1:
             raise ValueError(f"--algorithm serial runs on one process, got {size} ranks "
                              f"(use --algorithm allreduce or ps under mpirun)")
-        if self.algorithm == "ps" and size < self.servers + 1:
-            raise ValueError(f"--algorithm ps --servers {self.servers} needs at least "
-                             f"{self.servers + 1} ranks (servers and a worker), got {size}: run it "
+        servers = self.servers * self.replicas
+        if self.algorithm == "ps" and size < servers + 1:
+            replicas = f" --replicas {self.replicas}" if self.replicas > 1 else ""
+            raise ValueError(f"--algorithm ps --servers {self.servers}{replicas} needs at least "
+                             f"{servers + 1} ranks (servers and a worker), got {size}: run it "
                              f"under mpirun -n N")
         return self
 

@@ -21,6 +21,12 @@ balanced by bytes, and runs the mode's program on it alone; workers (ranks K..N-
 server its slice of the gradient and pull its slice of the weights. The bytes through each server
 fall as 1/K.
 
+With ``--replicas R`` (sync mode) each shard s lives on R servers, ranks s, s+K, ..., s+(R-1)K
+(the workers are ranks KR..N-1), as a replicated parameter server keeps a shard on several
+machines: every replica receives every gradient, applies the same update and sends the weights;
+a worker takes them from each live replica (the same bits) and, when one fails, goes on with the
+others. A killed server loses no update. Bytes through the workers grow R-fold.
+
 Optimizer state lives on the servers only (each for its slice); workers hold weights, no optimizer.
 Bytes per worker per step: ``4 * params`` up (gradient) and ``4 * params`` down (weights), split
 over the servers. With ``--compress`` each gradient slice goes up compressed (its own
@@ -52,21 +58,37 @@ def ps_worker(node):
     """
     params = node.model.params
     streams = [node.compressor(len(params[part])) for part in node.slices]
+    live = [list(replicas) for replicas in node.replicas_of]  # each shard's servers still up
     for step in node.steps():
         loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
                                    samples=len(step.y))
-        for server, stream in zip(node.servers, streams, strict=True):
-            part = grad[node.slices[server]]
+        for shard, stream in enumerate(streams):
+            part = grad[node.slices[shard]]
             payload = part if stream is None else stream.encode(part)
-            yield Send(dest=server, payload=payload, tag=GRADIENT)
-        for server in node.servers:
-            yield Recv(source=server, tag=WEIGHTS, buf=params[node.slices[server]])
+            for server in live[shard]:
+                yield Send(dest=server, payload=payload, tag=GRADIENT)
+        for shard, servers in enumerate(live):
+            yield from _pull(node, shard, servers, params[node.slices[shard]])
         node.end_step(step, loss)
         if node.cfg.mode == "sync":
             yield from node.maybe_evaluate(step)
         elif node.rank == node.reporter:
             yield from node.maybe_evaluate(step, collective=False)
     return params
+
+
+def _pull(node, shard, servers, buf):
+    """Receive the weights of ``shard`` from each of its live ``servers`` (replicas send the
+    same bits) into ``buf``; a replica that failed (`PeerFailed`) is dropped from ``servers``,
+    and the run goes on while one is left. Yields Recv."""
+    for server in list(servers):
+        try:
+            yield Recv(source=server, tag=WEIGHTS, buf=buf)
+        except PeerFailed as failure:
+            gone = {rank for rank, _ in failure.failed}
+            servers[:] = [s for s in servers if s not in gone]
+            if not servers:
+                raise
 
 
 def _workers(node):

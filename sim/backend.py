@@ -146,6 +146,20 @@ class _Killed(BaseException):
     an Exception: no program's ``except`` may catch a kill)."""
 
 
+def _peers(op):
+    """The nodes an operation waits on: a set of ranks (ANY_SOURCE among them for a receive from
+    anyone), or None for a collective (every node)."""
+    if isinstance(op, Recv):
+        return {op.source}
+    if isinstance(op, Send):
+        return {op.dest}
+    if isinstance(op, SendRecv):
+        return {op.dest, op.source}
+    if isinstance(op, Exchange):
+        return set(op.payloads)
+    return None
+
+
 def _snapshot(payload):
     """What travels: a read-only copy of an array (the sender may change the original, and an
     Exchange hands one copy to every peer), a message object as it is."""
@@ -206,6 +220,7 @@ class Simulator:
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
         self.failed = {}  # rank -> simulated time it failed at
         self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
+        self._current = [None] * len(nodes)  # each node's operation in progress
         self.faults = FaultSchedule()
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
@@ -258,18 +273,33 @@ class Simulator:
         finally:
             gc.set_threshold(*threshold)
         notices = 0
-        while waiting := [p for r, p in enumerate(processes)
+        while waiting := [r for r, p in enumerate(processes)
                           if p.is_alive and r not in self.failed]:
             if not self.failed:
-                raise RuntimeError(f"nodes {[processes.index(p) for p in waiting]} wait forever")
+                raise RuntimeError(f"nodes {waiting} wait forever")
             notices += 1  # a program that catches the notice must make progress or end
             if notices > 2 * len(processes):
-                raise RuntimeError(f"nodes {[processes.index(p) for p in waiting]} go on "
-                                   f"waiting after {notices - 1} failure notices")
-            waiting[0].interrupt(PeerFailed(sorted(self.failed.items()),
-                                            [self.failures[r] for r in sorted(self.failed)]))
+                raise RuntimeError(f"nodes {waiting} go on waiting after {notices - 1} failure "
+                                   f"notices")
+            notice = PeerFailed(sorted(self.failed.items()),
+                                [self.failures[r] for r in sorted(self.failed)])
+            for rank in self._told(waiting):
+                processes[rank].interrupt(notice)
             self.env.run()
         return [None if r in self.failed else p.value for r, p in enumerate(processes)]
+
+    def _told(self, waiting):
+        """Which of the ``waiting`` nodes learn of the failures: those whose operation involves a
+        failed node (as ULFM reports it to the operations that would need it), else those that
+        wait on any source (a server that cannot tell who will not come), else the lowest."""
+        involved, any_source = [], []
+        for rank in waiting:
+            peers = _peers(self._current[rank])
+            if peers is None or peers & self.failed.keys():
+                involved.append(rank)
+            elif ANY_SOURCE in peers:
+                any_source.append(rank)
+        return involved or any_source or waiting[:1]
 
     def _strike_at(self, process, fault):
         """Act out a fault scheduled at a time: a kill stops the node's program where it is, an
@@ -283,6 +313,18 @@ class Simulator:
     def _record_kill(self, fault):
         self.failed[fault.rank] = self.env.now
         self.failures[fault.rank] = fault.describe()
+        for key in [k for k in self._arrivals if len(k) == 2 and k[1] is True]:
+            arrived = self._arrivals[key]  # a collective evaluation now complete without it
+            if arrived and len(arrived) >= len(self.nodes) - len(self.failed):
+                self.env.process(self._release(key))
+
+    def _release(self, key):
+        """Evaluate the rendezvous ``key`` that the nodes still alive have all reached."""
+        yield self.env.timeout(0)
+        if key in self._arrivals:
+            arrived = self._arrivals.pop(key)
+            self._arrivals.setdefault((key, "done"), self.env.event()).succeed(
+                self._evaluate_now(arrived))
 
     def _strike(self, rank):
         """Act out the kill or exception of ``rank`` at the start of the step it is in (called
@@ -334,6 +376,7 @@ class Simulator:
                 program.close()
                 return None
             notice = None
+            self._current[node.rank] = op
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
                     own = (perf_counter() - t0) * (factor if cold else 1.0)
@@ -557,8 +600,8 @@ class Simulator:
         return [op.payload if r == node.rank else got[r] for r in range(node.size)]
 
     def _evaluate(self, node, op):
-        """A rendezvous of every node (or the reporter alone) that takes no simulated time."""
-        members = len(self.nodes) if op.collective else 1
+        """A rendezvous of every live node (or the reporter alone) that takes no simulated time."""
+        members = len(self.nodes) - len(self.failed) if op.collective else 1
         key = (op.iteration, op.collective)
         arrived = self._arrivals.setdefault(key, {})
         arrived[node.rank] = op

@@ -126,6 +126,7 @@ def _simulated(n, out, argv):
 @pytest.mark.parametrize(("n", "argv"), [
     (3, ["--algorithm", "ps"]),
     (4, ["--algorithm", "ps", "--servers", "2", "--optimizer", "momentum"]),
+    (4, ["--algorithm", "ps", "--replicas", "2"]),
     (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
     (3, ["--algorithm", "allreduce", "--allreduce", "recursive-doubling"]),
     (4, ["--algorithm", "allreduce", "--allreduce", "rabenseifner"]),

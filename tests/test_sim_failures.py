@@ -176,3 +176,41 @@ def test_async_ps_goes_on_without_a_worker_killed_at_a_step(tmp_path):
     assert config["failed"][0]["why"] == "rank 3 killed at step 2"
     assert sum(r["rank"] == "3" for r in steps) == 1
     assert max(int(r["iteration"]) for r in steps if r["rank"] == "0") == 2 * 10 + 1
+
+
+def _weights(folder):
+    import numpy as np
+
+    with np.load(folder / "model.npz") as npz:
+        return {k: npz[k] for k in npz.files}
+
+
+@pytest.mark.parametrize(("servers", "killed"), [
+    (1, [{"rank": 0, "step": 5, "kind": "kill"}]),  # the primary, at a step
+    (1, [{"rank": 1, "time": "33ms", "kind": "kill"}]),  # the replica, mid-step
+    (2, [{"rank": 1, "step": 3, "kind": "kill"}, {"rank": 2, "step": 7, "kind": "kill"}]),
+])
+def test_replicated_servers_lose_no_update_when_one_is_killed(tmp_path, servers, killed):
+    """--replicas 2: shard s on ranks s and s+K. Killing one replica of each shard leaves the
+    weights of a plain synchronous PS (2 workers) bit for bit: no update was lost."""
+    common = ["--algorithm", "ps", "--servers", str(servers), "--iterations", "12"]
+    plain_status, plain = _run(tmp_path / "plain", ["--nodes", str(servers + 2), *common])
+    assert plain_status == 0
+    faults = faults_file(tmp_path, *killed)
+    status, out = _run(tmp_path / "replicated", ["--nodes", str(2 * servers + 2), *common,
+                                                 "--replicas", "2", "--faults", faults])
+    assert status == 0
+    config, summary, steps = _read(out)
+    assert config["status"] == summary["status"] == "done"
+    assert sorted(f["rank"] for f in config["failed"]) == sorted(k["rank"] for k in killed)
+    a, b = _weights(plain), _weights(out)
+    assert a.keys() == b.keys() and all((a[k] == b[k]).all() for k in a)
+    workers = [str(r) for r in range(2 * servers, 2 * servers + 2)]
+    assert all(sum(r["rank"] == w for r in steps) == 12 for w in workers)
+
+
+def test_without_replicas_a_killed_server_stops_the_run(tmp_path):
+    faults = faults_file(tmp_path, {"rank": 0, "step": 5, "kind": "kill"})
+    status, out = _run(tmp_path, ["--nodes", "3", "--algorithm", "ps", "--iterations", "12",
+                                  "--faults", faults])
+    assert status == 3 and _read(out)[0]["status"] == "failed: rank 0 killed at step 5"
