@@ -43,8 +43,8 @@ def measure():
     """Under mpiexec: print one table row per size (rank 0)."""
     from mpi4py import MPI
 
-    from algorithms.collectives import recursive_doubling_allreduce
     from real.backend import ring_allreduce_mpi, run_collective_mpi
+    from twinsgd.algorithms.collectives import recursive_doubling_allreduce
 
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size

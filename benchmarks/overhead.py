@@ -20,10 +20,10 @@ ITERATIONS, ROUNDS = 100, 15
 
 
 def _setup(comm, measure_wait):
-    from algorithms import make_node
-    from algorithms.config import RunConfig
-    from data import load_dataset
     from models import build_model, make_optimizer
+    from twinsgd.algorithms import make_node
+    from twinsgd.algorithms.config import RunConfig
+    from twinsgd.data import load_dataset
 
     cfg = RunConfig(algorithm="allreduce", allreduce="mpi", dataset="mnist-subset",
                     iterations=ITERATIONS, eval_every=10**9, measure_wait=measure_wait,
@@ -54,10 +54,10 @@ def plain_loop(comm):
 
 def node_program(comm, measure_wait):
     """allreduce_sgd on the real backend, run folder and all: training seconds per iteration."""
-    from algorithms.allreduce import allreduce_sgd
-    from algorithms.runfolder import RunFolder
-    from algorithms.runlog import RunLog
     from real.backend import Driver
+    from twinsgd.algorithms.allreduce import allreduce_sgd
+    from twinsgd.algorithms.runfolder import RunFolder
+    from twinsgd.algorithms.runlog import RunLog
 
     cfg, node = _setup(comm, measure_wait)
     folder = RunFolder(cfg.out)
@@ -85,10 +85,10 @@ class _NullModel:
 
 def machinery_only(comm, steps=20_000):
     """Seconds per step of driver, node program, schedule and bookkeeping around a free model."""
-    from algorithms.allreduce import allreduce_sgd
-    from algorithms.runfolder import RunFolder
-    from algorithms.runlog import RunLog
     from real.backend import Driver
+    from twinsgd.algorithms.allreduce import allreduce_sgd
+    from twinsgd.algorithms.runfolder import RunFolder
+    from twinsgd.algorithms.runlog import RunLog
 
     cfg, node = _setup(comm.Split(comm.rank, 0), False)
     cfg.iterations, node.model = steps, _NullModel()

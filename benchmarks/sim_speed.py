@@ -48,11 +48,11 @@ from types import SimpleNamespace
 import numpy as np
 import simpy
 
-from algorithms.node import Step
-from algorithms.ops import ANY_SOURCE, Allreduce, Recv, Send
-from algorithms.runfolder import RunFolder
-from algorithms.runlog import RunLog
 from sim.backend import ComputeModel, Simulator
+from twinsgd.algorithms.node import Step
+from twinsgd.algorithms.ops import ANY_SOURCE, Allreduce, Recv, Send
+from twinsgd.algorithms.runfolder import RunFolder
+from twinsgd.algorithms.runlog import RunLog
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from runs import train
 
-from analysis.study import LOMONOSOV_CONFIGURATIONS as CONFIGURATIONS
+from twinsgd.analysis.study import LOMONOSOV_CONFIGURATIONS as CONFIGURATIONS
 
 
 def main(argv=None):

@@ -25,7 +25,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from analysis.study import SMOKE, Verdict, calibrate, markdown, measure, simulate, verdict_table
+from twinsgd.analysis.study import SMOKE, Verdict, calibrate, markdown, measure, simulate, verdict_table
 
 PROCESSES = [1, 2, 3, 5]
 LENGTH = ["--iterations", "20"] if SMOKE else ["--epochs", "3"]

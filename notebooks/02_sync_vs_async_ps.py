@@ -27,7 +27,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from analysis.study import (
+from twinsgd.analysis.study import (
     SMOKE,
     Verdict,
     calibrate,

@@ -34,8 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from analysis.recommend import rank
-from analysis.study import (
+from twinsgd.analysis.recommend import rank
+from twinsgd.analysis.study import (
     LOMONOSOV_CONFIGURATIONS,
     SMOKE,
     Verdict,
@@ -99,7 +99,7 @@ for cluster in CLUSTERS:
 # ## Measured on an emulated cluster (root only)
 # On each emulated network: calibrate it (`real.calibrate` on 2 of its hosts), predict the ten
 # on that profile with measured step times (`--compute empirical`) and rank them by predicted
-# time to the target, as `analysis.recommend` does; then measure the ten.
+# time to the target, as `twinsgd.analysis.recommend` does; then measure the ten.
 
 # %%
 def emulated(rate):
@@ -216,7 +216,7 @@ for label, (fastest, t_fast, pick, t_pick) in checks.items():
           f"recommended: {pick} (measured {seconds(t_pick)})")
 within = [t_pick / t_fast for _, t_fast, _, t_pick in checks.values() if t_fast and t_pick]
 recommendation = Verdict(
-    "(ours) analysis.recommend picks the measured fastest, or one within 10 %",
+    "(ours) twinsgd.analysis.recommend picks the measured fastest, or one within 10 %",
     span(within, "{:.2f}x the fastest"), "ranked on each network's calibrated profile",
     "not measured" if not checks else "yes" if len(within) == len(checks) and
     max(within) <= 1.10 else "no",

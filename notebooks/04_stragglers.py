@@ -32,9 +32,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from algorithms.collectives import alpha_beta_time
-from algorithms.ghost import ghost_model
-from analysis.study import SMOKE, Verdict, markdown, measure, simulate, verdict_table
+from twinsgd.algorithms.collectives import alpha_beta_time
+from twinsgd.algorithms.ghost import ghost_model
+from twinsgd.analysis.study import SMOKE, Verdict, markdown, measure, simulate, verdict_table
 
 NODES = [2, 8, 32] if SMOKE else [2, 4, 8, 16, 32, 64, 128, 256]
 ITERATIONS = 100 if SMOKE else 2000

@@ -23,15 +23,15 @@ from time import perf_counter
 
 import numpy as np
 
-from algorithms.collectives import (
+from twinsgd.algorithms.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     average_models,
     finish_reduction,
     ring_allreduce,
 )
-from algorithms.faults import InjectedFault
-from algorithms.ops import (
+from twinsgd.algorithms.faults import InjectedFault
+from twinsgd.algorithms.ops import (
     ANY_SOURCE,
     Allgather,
     Allreduce,

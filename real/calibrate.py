@@ -63,10 +63,10 @@ from pathlib import Path
 
 import numpy as np
 
-from algorithms.steptimes import step_times_from_run
-from data import NAMES, DataError, load_dataset
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
+from twinsgd.algorithms.steptimes import step_times_from_run
+from twinsgd.data import NAMES, DataError, load_dataset
 
 # Message sizes, bytes: 8 B .. 4 MiB (--quick: powers of 4 to 2 MiB), past the largest message
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
@@ -149,7 +149,7 @@ def main(argv=None):
 
 
 def _from_run_main(argv):
-    from algorithms.config import OneLineParser
+    from twinsgd.algorithms.config import OneLineParser
 
     parser = build_parser(OneLineParser)
     args = parser.parse_args(argv)
@@ -274,11 +274,11 @@ def _train_steps(args, comm, model, work):
 def _solo_own_code(argv, steps, dataset):
     """Seconds per step of the program's own code (all its compute but the gradient's) when
     it runs alone in this process with nothing else going on, as the simulator times it."""
-    from algorithms import attach_optimizer, make_node, node_program
-    from algorithms.config import parse_config
-    from algorithms.runfolder import RunFolder
-    from algorithms.runlog import RunLog, run_header
     from real.backend import Driver
+    from twinsgd.algorithms import attach_optimizer, make_node, node_program
+    from twinsgd.algorithms.config import parse_config
+    from twinsgd.algorithms.runfolder import RunFolder
+    from twinsgd.algorithms.runlog import RunLog, run_header
 
     cfg = parse_config(argv)
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
@@ -328,7 +328,7 @@ def _time_step(model, X, y, quick):
 # ---------------------------------------------------------------------------- the profile
 def _finish(args, measured, work, started):
     """Fit, write the profile atomically, print the summary (rank 0)."""
-    from algorithms.costfit import fit_segments
+    from twinsgd.algorithms.costfit import fit_segments
 
     models, _, _, dataset = work
     sizes = measured["sizes"]

@@ -4,7 +4,7 @@ import sys
 
 from mpi4py import MPI
 
-from algorithms.config import OneLineParser
+from twinsgd.algorithms.config import OneLineParser
 
 
 class RankZeroParser(OneLineParser):

@@ -26,19 +26,19 @@ import traceback
 
 from mpi4py import MPI
 
-from algorithms import attach_optimizer, make_node, node_program, updates_per_step
-from algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from algorithms.config import add_config_arguments, parse_config
-from algorithms.faults import InjectedFault
-from algorithms.runfolder import RunFolder, claim_run_folder
-from algorithms.runlog import RunLog, run_header
-from data import DataError, load_dataset
 from models import build_model
 from models.threads import one_blas_thread
 from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
 from real.watchdog import Heartbeat, Watchdog
+from twinsgd.algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
+from twinsgd.algorithms.config import add_config_arguments, parse_config
+from twinsgd.algorithms.faults import InjectedFault
+from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
+from twinsgd.algorithms.runlog import RunLog, run_header
+from twinsgd.data import DataError, load_dataset
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
 FORWARD_S = 0.2  # mpiexec forwards a rank's stderr line in this time; MPI_Abort may drop it
@@ -166,8 +166,8 @@ def _data_mismatch(found, name):
         if theirs is not None and found[0] is not None and theirs != found[0]:
             return (f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where rank 0 "
                     f"found {found[0][0]} ({found[0][1]}): give every node the same data "
-                    f"(--data-dir on a shared folder, or python -m data.download {name} on each "
-                    f"node)")
+                    f"(--data-dir on a shared folder, or python -m twinsgd.data.download {name} "
+                    f"on each node)")
     return None
 
 

@@ -20,5 +20,5 @@ echo "make demo: the twin on $WHERE"
 "${RUN[@]}" "$BIN/python" -m real.train "${TWIN[@]}" --out runs/twin-real
 "$BIN/python" -m sim.run --nodes 2 "${TWIN[@]}" --profile runs/this-machine.toml \
     --compute empirical --out runs/twin-sim
-"$BIN/python" -m analysis.compare runs/twin-real runs/twin-sim
+"$BIN/python" -m twinsgd.analysis.compare runs/twin-real runs/twin-sim
 echo "make demo: measured on $WHERE"

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import numpy as np
 
-from data.errors import DataError
-from data.idx import parse_idx
-from data.locations import find_files
-from data.sources import read_verified
-from data.subset import BUNDLED_PATH, BUNDLED_SHA256, arrays_sha256, make_subset
+from twinsgd.data.errors import DataError
+from twinsgd.data.idx import parse_idx
+from twinsgd.data.locations import find_files
+from twinsgd.data.sources import read_verified
+from twinsgd.data.subset import BUNDLED_PATH, BUNDLED_SHA256, arrays_sha256, make_subset
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -49,7 +49,8 @@ def main(argv=None):
     print(f"{args.out}: {args.out.stat().st_size} bytes, "
           f"{len(arrays['train_labels'])} train + {len(arrays['test_labels'])} test images")
     print(f"arrays SHA-256 {digest}"
-          + ("" if digest == BUNDLED_SHA256 else "  (differs from data.subset.BUNDLED_SHA256)"))
+          + ("" if digest == BUNDLED_SHA256 else
+             "  (differs from twinsgd.data.subset.BUNDLED_SHA256)"))
     return 0
 
 

@@ -21,8 +21,8 @@ import math
 
 import numpy as np
 
-from algorithms.collectives import allreduce_bytes, alpha_beta_time
-from algorithms.runlog import RunLog
+from twinsgd.algorithms.collectives import allreduce_bytes, alpha_beta_time
+from twinsgd.algorithms.runlog import RunLog
 
 SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
 

@@ -28,7 +28,8 @@ from time import perf_counter
 import numpy as np
 import simpy
 
-from algorithms.collectives import (
+from sim.network import make_network
+from twinsgd.algorithms.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     alpha_beta_time,
@@ -37,9 +38,9 @@ from algorithms.collectives import (
     mpich_allreduce,
     run_in_process,
 )
-from algorithms.faults import Fault, FaultSchedule, InjectedFault
-from algorithms.ghost import GhostArray
-from algorithms.ops import (
+from twinsgd.algorithms.faults import Fault, FaultSchedule, InjectedFault
+from twinsgd.algorithms.ghost import GhostArray
+from twinsgd.algorithms.ops import (
     ANY_SOURCE,
     Allgather,
     Allreduce,
@@ -51,7 +52,6 @@ from algorithms.ops import (
     Send,
     SendRecv,
 )
-from sim.network import make_network
 
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
 

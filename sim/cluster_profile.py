@@ -48,17 +48,18 @@ a FLOP rate a model of ``f`` forward FLOPs per sample takes ``3 f / flops_per_s`
 a measured ``seconds_per_sample`` for the run's model comes first.
 """
 
+import importlib.resources
 import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from algorithms.costfit import PiecewiseCost
-from algorithms.steptimes import StepTimes
-from algorithms.units import parse_bandwidth_Bps, parse_seconds
 from sim.shaping import ShapedPattern, Shaping
+from twinsgd.algorithms.costfit import PiecewiseCost
+from twinsgd.algorithms.steptimes import StepTimes
+from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_seconds
 
-PRESETS = Path(__file__).resolve().parents[1] / "profiles"
+PRESETS = importlib.resources.files("sim") / "profiles"  # package data: works installed
 PATTERNS = ("oneway", "sendrecv")  # message patterns a calibration measures a cost model of
 
 

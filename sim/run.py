@@ -23,22 +23,22 @@ from pathlib import Path
 import numpy as np
 import simpy
 
-from algorithms import attach_optimizer, make_node, node_program, updates_per_step
-from algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from algorithms.config import OneLineParser, add_config_arguments, parse_command
-from algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
-from algorithms.ghost import ghost_dataset, ghost_model
-from algorithms.ops import PeerFailed
-from algorithms.runfolder import RunFolder, claim_run_folder
-from algorithms.runlog import RunLog, run_header
-from algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
-from data import DataError, load_dataset
 from models import build_model
 from models.threads import one_blas_thread
 from sim.analytic import check_analytic, run_analytic
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
+from twinsgd.algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
+from twinsgd.algorithms.config import OneLineParser, add_config_arguments, parse_command
+from twinsgd.algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
+from twinsgd.algorithms.ghost import ghost_dataset, ghost_model
+from twinsgd.algorithms.ops import PeerFailed
+from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
+from twinsgd.algorithms.runlog import RunLog, run_header
+from twinsgd.algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
+from twinsgd.data import DataError, load_dataset
 
 DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
 
@@ -69,7 +69,7 @@ def build_parser(parser_class=OneLineParser):
                               "with --ghost), or each step drawn from the step times a real run "
                               "measured (--profile's [compute.steps.MODEL])")
     cluster.add_argument("--profile", metavar="NAME|FILE.toml",
-                         help="cluster profile: a preset of profiles/ (polus-like, "
+                         help="cluster profile: a preset of sim/profiles/ (polus-like, "
                               "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
                               "gives the network's and the nodes' defaults")
     cluster.add_argument("--speeds", default="1x", metavar="F,F,...|DIST|FILE",

@@ -53,7 +53,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from algorithms.config import CheckingParser, OneLineParser, option_actions, parse_command
+from twinsgd.algorithms.config import CheckingParser, OneLineParser, option_actions, parse_command
 
 SUMMARY_COLUMNS = ("status", "nodes", "iterations", "time_s", "compute_s", "comm_s", "wait_s",
                    "seconds_per_epoch", "iterations_per_s", "bytes_sent", "bytes_per_iteration",

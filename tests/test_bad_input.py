@@ -16,12 +16,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from algorithms import units
-from algorithms.config import CheckingParser
-from algorithms.faults import parse_fail_spec, parse_faults
-from analysis import compare
 from sim import run, sweep
 from sim.run import parse_stragglers
+from twinsgd.algorithms import units
+from twinsgd.algorithms.config import CheckingParser
+from twinsgd.algorithms.faults import parse_fail_spec, parse_faults
+from twinsgd.analysis import compare
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ["--dataset", "mnist-subset", "--iterations", "2", "--no-progress"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from algorithms.units import parse_bandwidth_Bps, parse_seconds
 from models import build_model
 from real.calibrate import _round
+from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -85,7 +85,7 @@ def test_flops_per_s_is_three_forward_passes_of_the_median_model(profile):
 @pytest.mark.mpi
 def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
     """Each model's recorded residuals are its own predictions against the measured points."""
-    from algorithms.costfit import PiecewiseCost
+    from twinsgd.algorithms.costfit import PiecewiseCost
 
     _, p = profile
     for pattern in ("oneway", "sendrecv"):
@@ -101,7 +101,7 @@ def test_step_times_come_from_the_real_program_beside_the_profile(profile):
     path, p = profile
     run = path.with_name(f"{path.stem}.steps-mlp")
     assert (run / "steps.csv").exists()
-    from algorithms.steptimes import step_times_from_run
+    from twinsgd.algorithms.steptimes import step_times_from_run
 
     times = step_times_from_run(run)
     steps = p["compute"]["steps"]["mlp"]

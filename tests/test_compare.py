@@ -1,9 +1,9 @@
-"""analysis.compare: run folders side by side, with ratios and the weights' verdict."""
+"""twinsgd.analysis.compare: run folders side by side, with ratios and the weights' verdict."""
 
 import pytest
 
-from analysis import compare
 from sim import run
+from twinsgd.analysis import compare
 
 
 def _sim(folder, *argv):
@@ -67,8 +67,9 @@ def test_a_full_disk_under_the_table_is_one_line_and_exit_1(tmp_path):
     (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
     _sim(tmp_path / "a")
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "analysis.compare", str(tmp_path / "a")],
-                              stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+        done = subprocess.run([sys.executable, "-m", "twinsgd.analysis.compare",
+                               str(tmp_path / "a")], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=60)
     assert done.returncode == 1
-    assert done.stderr == ("python -m analysis.compare: cannot write the table: No space left "
-                           "on device\n")
+    assert done.stderr == ("python -m twinsgd.analysis.compare: cannot write the table: No space "
+                           "left on device\n")

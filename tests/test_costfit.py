@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import lsq_linear
 
-from algorithms.costfit import PiecewiseCost, fit_segments
+from twinsgd.algorithms.costfit import PiecewiseCost, fit_segments
 
 SIZES = 2 ** np.arange(3, 24)  # 8 B .. 8 MiB, bytes
 

@@ -5,8 +5,8 @@ import re
 import numpy as np
 import pytest
 
-from data import DataError, Dataset, load_dataset
-from data.subset import (
+from twinsgd.data import DataError, Dataset, load_dataset
+from twinsgd.data.subset import (
     BUNDLED_PATH,
     BUNDLED_SHA256,
     KEYS,
@@ -14,7 +14,7 @@ from data.subset import (
     load_subset,
     select_balanced,
 )
-from data.synthetic import make_synthetic
+from twinsgd.data.synthetic import make_synthetic
 
 # ---- Dataset ---------------------------------------------------------------------------------
 
@@ -206,7 +206,7 @@ def test_select_balanced():
 def test_a_constant_channel_is_centred_not_blown_up():
     """A channel constant over the training set (real images can have one) has a float std of
     about 1e-17, not 0: dividing by it made the CNN's inputs 1e15 and its loss 1e7."""
-    from data.dataset import _channel_stats
+    from twinsgd.data.dataset import _channel_stats
 
     images = np.full((1000, 4, 4, 3), 21, np.uint8)  # 21: its float std is 1.4e-17, not 0
     images[..., 2] = 0

@@ -9,10 +9,10 @@ import tarfile
 import numpy as np
 import pytest
 
-from data.cifar import LAYOUTS, decode_records, encode_records, read_cifar
-from data.errors import DataError
-from data.idx import parse_idx, read_idx, write_idx
-from data.sources import FileSpec, md5_hex, read_verified, verify, verify_archive
+from twinsgd.data.cifar import LAYOUTS, decode_records, encode_records, read_cifar
+from twinsgd.data.errors import DataError
+from twinsgd.data.idx import parse_idx, read_idx, write_idx
+from twinsgd.data.sources import FileSpec, md5_hex, read_verified, verify, verify_archive
 
 
 def one_line(err):

@@ -1,5 +1,6 @@
 """load_dataset's resolution order, fallback to the bundled subset, verified atomic downloads
-(from a local HTTP server started on 127.0.0.1, or file:// URLs), python -m data.download."""
+(from a local HTTP server started on 127.0.0.1, or file:// URLs), python -m
+twinsgd.data.download."""
 
 import dataclasses
 import gzip
@@ -14,12 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import DataError, load_dataset, locations, sources
-from data.cifar import LAYOUTS, encode_records
-from data.download import main as download_main
-from data.fetch import fetch_dataset, fetch_file
-from data.idx import write_idx
-from data.sources import FileSpec, md5_hex
+from twinsgd.data import DataError, load_dataset, locations, sources
+from twinsgd.data.cifar import LAYOUTS, encode_records
+from twinsgd.data.download import main as download_main
+from twinsgd.data.fetch import fetch_dataset, fetch_file
+from twinsgd.data.idx import write_idx
+from twinsgd.data.sources import FileSpec, md5_hex
 
 NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
          "t10k-labels-idx1-ubyte")
@@ -178,7 +179,7 @@ def test_explicit_data_dir_without_the_files_is_an_error_not_a_fallback(fake_mni
     message = str(err.value)
     missing = tmp_path / "given" / "mnist" / "train-labels-idx1-ubyte.gz"
     assert message.startswith(f"{missing}: missing file") and "\n" not in message
-    assert f"python -m data.download mnist --dir {tmp_path / 'given'}" in message
+    assert f"python -m twinsgd.data.download mnist --dir {tmp_path / 'given'}" in message
 
     with pytest.raises(DataError, match="data directory does not exist"):
         load_dataset("mnist", tmp_path / "nowhere")
@@ -220,7 +221,7 @@ def test_corrupt_file_in_the_cache_says_how_to_repair_it(fake_mnist, tmp_path):
         load_dataset("mnist")
     message = str(err.value)
     assert message.startswith(f"{cache / 'train-labels-idx1-ubyte.gz'}: checksum mismatch")
-    assert message.endswith("; python -m data.download mnist replaces it")
+    assert message.endswith("; python -m twinsgd.data.download mnist replaces it")
 
 
 # ---- the bundled subset as the fallback ------------------------------------------------------
@@ -385,7 +386,7 @@ def test_extracted_cifar_folder_is_checked_by_record_counts(fake_mnist, tmp_path
     assert ds.files == [str(folder)]
 
 
-# ---- python -m data.download -----------------------------------------------------------------
+# ---- python -m twinsgd.data.download ---------------------------------------------------------
 
 
 def test_download_cli(fake_mnist, server, tmp_path, monkeypatch, capsys):
@@ -412,13 +413,13 @@ def test_download_cli_failure_is_one_line_and_status_2(fake_mnist, tmp_path, mon
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert err.startswith("data.download: could not fetch train-images-idx3-ubyte.gz from any "
-                          "mirror: http://127.0.0.1:")
+    assert err.startswith("twinsgd.data.download: could not fetch train-images-idx3-ubyte.gz "
+                          "from any mirror: http://127.0.0.1:")
     assert list((tmp_path / "D" / "mnist").iterdir()) == []
 
 
 def test_download_module_rejects_an_unknown_name():
-    done = subprocess.run([sys.executable, "-m", "data.download", "imagenet", "--dir", "x"],
+    done = subprocess.run([sys.executable, "-m", "twinsgd.data.download", "imagenet", "--dir", "x"],
                           capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 2 and "invalid choice: 'imagenet'" in done.stderr

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data import DataError, load_dataset, locations
-from data.idx import read_idx
-from data.sources import SOURCES, file_md5, read_verified
-from data.subset import BUNDLED_PATH, BUNDLED_SHA256, arrays_sha256, make_subset
+from twinsgd.data import DataError, load_dataset, locations
+from twinsgd.data.idx import read_idx
+from twinsgd.data.sources import SOURCES, file_md5, read_verified
+from twinsgd.data.subset import BUNDLED_PATH, BUNDLED_SHA256, arrays_sha256, make_subset
 
 pytestmark = pytest.mark.data
 

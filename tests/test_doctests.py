@@ -7,10 +7,13 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("algorithms", "data", "models", "topologies", "sim", "analysis")
+PACKAGES = ("twinsgd.algorithms", "twinsgd.data", "models", "topologies", "sim",
+            "twinsgd.analysis")
 HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must keep some
-    "algorithms.compression", "algorithms.units", "algorithms.collectives", "algorithms.ghost",
-    "data.errors", "data.dataset", "data.synthetic", "data.sharding", "data.subset",
+    "twinsgd.algorithms.compression", "twinsgd.algorithms.units",
+    "twinsgd.algorithms.collectives", "twinsgd.algorithms.ghost", "twinsgd.data.errors",
+    "twinsgd.data.dataset", "twinsgd.data.synthetic", "twinsgd.data.sharding",
+    "twinsgd.data.subset",
     "topologies.errors", "topologies.files", "topologies.families", "topologies.mixing",
     "topologies.schedule", "sim.network", "sim.sweep", "models.profiles"}
 

@@ -65,8 +65,8 @@ def test_ranks_whose_data_differ_are_refused_together(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert lines == ["python -m real.train: error: rank 1 found mnist-subset (10000 training "
                      "images) where rank 0 found mnist (60000): give every node the same data "
-                     "(--data-dir on a shared folder, or python -m data.download mnist on each "
-                     "node)"], done.stderr
+                     "(--data-dir on a shared folder, or python -m twinsgd.data.download mnist "
+                     "on each node)"], done.stderr
 
 
 def test_runs_without_out_never_share_a_folder(tmp_path):

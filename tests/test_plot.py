@@ -1,4 +1,5 @@
-"""analysis.plot: every figure is written, and what it draws is what the run folders hold."""
+"""twinsgd.analysis.plot: every figure is written, and what it draws is what the run folders
+hold."""
 
 import csv
 import json
@@ -8,8 +9,8 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
-from analysis.plot import KINDS, Run, main, plot
 from sim.run import main as simulate
+from twinsgd.analysis.plot import KINDS, Run, main, plot
 
 SIM = ["--dataset", "synthetic", "--iterations", "30", "--eval-every", "5", "--no-progress",
        "--algorithm", "allreduce", "--latency", "5us", "--bandwidth", "10Gbps"]

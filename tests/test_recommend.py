@@ -1,4 +1,5 @@
-"""analysis.recommend: the ranking is the simulated runs' own times to the target, best first."""
+"""twinsgd.analysis.recommend: the ranking is the simulated runs' own times to the target, best
+first."""
 
 import json
 import os
@@ -6,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from analysis.recommend import BASELINE, candidates, rank, report
+from twinsgd.analysis.recommend import BASELINE, candidates, rank, report
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,8 +41,8 @@ def test_candidates_cover_the_study_axes():
 
 def _recommend(*argv, timeout=600):
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "analysis.recommend", *argv], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "twinsgd.analysis.recommend", *argv], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def test_recommendation_is_the_fastest_run_folder(tmp_path):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from algorithms import attach_optimizer, make_node
-from algorithms.config import RunConfig
-from data import load_dataset
 from models import build_model
+from twinsgd.algorithms import attach_optimizer, make_node
+from twinsgd.algorithms.config import RunConfig
+from twinsgd.data import load_dataset
 
 
 @pytest.fixture(scope="module")

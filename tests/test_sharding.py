@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from data import shard_indices
+from twinsgd.data import shard_indices
 
 seeds = st.integers(0, 2**63 - 1)
 

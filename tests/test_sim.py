@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from algorithms.ops import Allreduce, Recv, Send
 from sim.backend import ComputeModel, Simulator
 from tests.programs import ping_pong
+from twinsgd.algorithms.ops import Allreduce, Recv, Send
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from algorithms.ops import Recv
 from sim import run
 from sim.backend import ComputeModel, Simulator
 from tests.programs import faults_file
+from twinsgd.algorithms.ops import Recv
 
 
 def _run(tmp_path, argv, profile_s=1e-3):

@@ -1,5 +1,6 @@
-"""analysis.validate: the prediction-error table from run folders, the runner's order of things
-(cluster up, calibrate, runs, cluster down), and one real end-to-end run on shared memory."""
+"""twinsgd.analysis.validate: the prediction-error table from run folders, the runner's order of
+things (cluster up, calibrate, runs, cluster down), and one real end-to-end run on shared
+memory."""
 
 import csv
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import validate
+from twinsgd.analysis import validate
 
 ROOT = Path(__file__).resolve().parents[1]
 ITERATIONS = 1000  # with seconds in quarters, every ms per iteration below is exact in binary
@@ -254,8 +255,8 @@ def test_without_root_emulated_networks_are_skipped_in_one_line(monkeypatch, cap
 @pytest.mark.slow
 def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
     out = tmp_path / "v"
-    done = subprocess.run([sys.executable, "-m", "analysis.validate", "--quick", "--networks",
-                           "shm", "--iterations", "20", "--out", str(out)], cwd=ROOT,
+    done = subprocess.run([sys.executable, "-m", "twinsgd.analysis.validate", "--quick",
+                           "--networks", "shm", "--iterations", "20", "--out", str(out)], cwd=ROOT,
                           capture_output=True, text=True, timeout=90,
                           env={**os.environ, "TWINSGD_OFFLINE": "1"})
     assert done.returncode == 0, done.stderr
@@ -272,6 +273,6 @@ def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
         sim = json.loads((cell / "sim" / "summary.json").read_text())
         assert float(row["sim_ms"]) == 1e3 * sim["time_s"] / sim["iterations"]
         assert sim["iterations"] == reals[0]["iterations"] == 20
-    again = subprocess.run([sys.executable, "-m", "analysis.validate", "--from", str(out)],
+    again = subprocess.run([sys.executable, "-m", "twinsgd.analysis.validate", "--from", str(out)],
                            cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert again.returncode == 0 and again.stdout == done.stdout

@@ -12,14 +12,14 @@ import tempfile
 import numpy as np
 from mpi4py import MPI
 
-from algorithms import make_node
-from algorithms.config import RunConfig
-from algorithms.gossip import gossip_sgd
-from algorithms.runfolder import RunFolder
-from algorithms.runlog import RunLog
-from data import load_dataset
 from models import make_optimizer
 from real.backend import Driver
+from twinsgd.algorithms import make_node
+from twinsgd.algorithms.config import RunConfig
+from twinsgd.algorithms.gossip import gossip_sgd
+from twinsgd.algorithms.runfolder import RunFolder
+from twinsgd.algorithms.runlog import RunLog
+from twinsgd.data import load_dataset
 
 ROUNDS = 40
 comm = MPI.COMM_WORLD

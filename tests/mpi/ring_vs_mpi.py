@@ -7,8 +7,13 @@ Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts t
 import numpy as np
 from mpi4py import MPI
 
-from algorithms.collectives import ALLREDUCES, allreduce_bytes, binomial_bcast, binomial_bcast_bytes
 from real.backend import run_collective_mpi
+from twinsgd.algorithms.collectives import (
+    ALLREDUCES,
+    allreduce_bytes,
+    binomial_bcast,
+    binomial_bcast_bytes,
+)
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size

@@ -1,0 +1,13 @@
+"""twinsgd: distributed SGD, measured under MPI and simulated in SimPy from one codebase.
+
+The command-line entry points keep the project card's short names: ``python -m real.train`` and
+``python -m sim.run`` (with ``real``, ``sim``, ``models`` and ``topologies`` beside this package).
+Everything else lives here, under one name that cannot collide with a user's ``data.py``:
+
+- `twinsgd.algorithms`: the node programs, the operations they yield, run configuration, run
+  folders, faults and checkpoints;
+- `twinsgd.data`: data set readers, downloads (checksummed), the bundled subset;
+- `twinsgd.analysis`: comparison, validation, plots, studies, recommendation.
+
+Cluster profile presets are package data of ``sim`` (``sim/profiles``).
+"""

@@ -1,0 +1,215 @@
+"""Time accounting and results of a run, written into its run folder as the run goes.
+
+Backends charge seconds and bytes to the step in progress (`RunLog.charge`), close steps
+(`RunLog.end_step`) and report evaluations (`RunLog.evaluation`); they own the clock (wall or
+simulated) and pass times in, so this module is the same for real and simulated runs. Training time
+excludes evaluation time, which is recorded apart (DESIGN.md, "Time accounting").
+
+Every rank appends its own rows to steps.csv; one rank, the reporter (rank 0 unless a sharded
+parameter server leaves no rank holding the whole model but the workers), creates the files and
+alone writes config.json, metrics.csv, summary.json and model.npz, from every rank's totals that
+the backend gathers at each evaluation.
+"""
+
+import datetime
+import importlib.metadata
+import math
+import platform
+import sys
+import time
+
+import numpy as np
+
+from twinsgd.algorithms.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
+
+KINDS = ("compute", "comm", "wait")
+_KEY = {kind: f"{kind}_s" for kind in KINDS}
+TOTALS = ("compute_s", "comm_s", "wait_s", "bytes_sent", "bytes_recv")
+STEPS_FLUSH_S = 1.0  # steps.csv rows reach the disk at least this often, and at each evaluation
+
+
+class RunLog:
+    """Accumulates the steps, metrics and summary of one rank of a run inside a `RunFolder`.
+
+    Parameters
+    ----------
+    folder : algorithms.runfolder.RunFolder
+    header : dict
+        The config.json document (resolved configuration, versions, clock, ...); its ``status`` is
+        kept up to date here.
+    target_accuracy : float or None
+        Test accuracy whose first crossing time goes into the summary.
+    steps_per_epoch : int
+        For the summary's seconds per epoch.
+    reporter : bool
+        True on the reporting rank, which creates the files; the other ranks append to
+        steps.csv, which must exist by then.
+    steps : algorithms.runfolder.CsvLog, optional
+        A steps.csv writer shared by the ranks of one process (the simulator's thousands of
+        nodes would otherwise hold a file each); its creator closes it.
+    write_steps : bool
+        False keeps this rank's rows out of steps.csv (``--steps-sample``); its totals still count.
+    """
+
+    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True,
+                 steps=None, write_steps=True, resumed=False):
+        self.folder, self.header = folder, dict(header, status="running")
+        self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
+        self.root = reporter
+        if self.root:  # a resumed run appends to the logs kept up to its checkpoint
+            folder.write_json("config.json", self.header)
+            self.metrics = folder.log("metrics.csv", METRICS_COLUMNS, append=resumed)
+        self._own_steps = steps is None
+        self.steps = steps if steps is not None else folder.log(
+            "steps.csv", STEPS_COLUMNS, append=resumed or not self.root, flush_s=STEPS_FLUSH_S)
+        self.write_steps = write_steps
+        self.totals = dict.fromkeys(TOTALS, 0)
+        self.overrides = {}  # summary fields a caller knows better (an analytic run's exact means)
+        self.all_totals = [self.totals]  # every rank's, as last gathered (rank 0)
+        self.eval_s = 0.0
+        self.iterations, self.time_s = 0, 0.0
+        self.last_eval = None
+        self.time_to_target_s = None
+        self._current = _new_step()
+        self._summary_written = -math.inf  # time.monotonic() of the last summary.json
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        """Add ``seconds`` of ``kind`` (compute, comm or wait) and bytes to the step in progress."""
+        step = self._current
+        step[_KEY[kind]] += seconds
+        if bytes_sent or bytes_recv:
+            step["bytes_sent"] += bytes_sent
+            step["bytes_recv"] += bytes_recv
+
+    def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
+        """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
+        row, totals = self._current, self.totals
+        if self.write_steps:
+            row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s,
+                       loss=float(loss), staleness=staleness)
+            self.steps.write_rows([row])
+        for key in TOTALS:
+            totals[key] += row[key]
+        self.iterations, self.time_s = max(self.iterations, iteration), time_s
+        self._current = _new_step()
+
+    def node_totals(self):
+        """This rank's totals so far (seconds per kind, bytes), for the gather to rank 0.
+
+        Called by every rank at each evaluation, so it also puts the rank's steps on disk.
+        """
+        self.steps.flush()
+        return dict(self.totals)
+
+    def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
+                   consensus_distance=None, node_totals=None, moved=None):
+        """Write one metrics.csv row and refresh summary.json (so a killed run keeps it; at most
+        once per ``STEPS_FLUSH_S`` of wall time, and always when the run ends).
+
+        ``node_totals`` is every rank's `node_totals` (rank order) when the evaluation was
+        collective; ``bytes`` in the row is then the bytes sent by all ranks so far. A node that
+        evaluates alone (an asynchronous parameter server) knows only its own traffic: the row
+        then holds the bytes it sent and received, which for a parameter server is all of it.
+        """
+        if moved is not None:  # known from outside (an analytic run: every node's bytes)
+            pass
+        elif node_totals is not None:
+            self.all_totals = node_totals
+            moved = sum(t["bytes_sent"] for t in node_totals)
+        else:
+            moved = self.totals["bytes_sent"] + self.totals["bytes_recv"]
+        row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
+               "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": moved,
+               "eval_s": eval_s, "consensus_distance": consensus_distance}
+        self.metrics.write_rows([row])
+        self.steps.flush()
+        self.eval_s += eval_s
+        self.last_eval = row
+        target = self.target_accuracy
+        if target is not None and self.time_to_target_s is None and test_accuracy >= target:
+            self.time_to_target_s = time_s
+        # At most once a second: with thousands of nodes the document is costly to write.
+        if time.monotonic() - self._summary_written >= STEPS_FLUSH_S:
+            self._summary_written = time.monotonic()
+            self.folder.write_json("summary.json", self.summary())
+
+    def summary(self):
+        """Totals and means of the run so far (summary.json).
+
+        Seconds per kind are means over the nodes (``per_node`` lists each); bytes are totals over
+        all nodes, ``bytes_per_iteration`` their sum per step.
+        """
+        t, n, last = self.time_s, self.iterations, self.last_eval or {}
+        per_node = {key: [totals[key] for totals in self.all_totals] for key in TOTALS}
+        sent = sum(per_node["bytes_sent"])
+        return {
+            "status": self.header["status"],
+            "dataset": self.header.get("dataset"),
+            "algorithm": self.header.get("config", {}).get("algorithm"),
+            "nodes": len(self.all_totals),
+            "iterations": n,
+            "epochs": n / self.steps_per_epoch,
+            "time_s": t,
+            **{f"{kind}_s": float(np.mean(per_node[f"{kind}_s"])) for kind in KINDS},
+            "eval_s": self.eval_s,
+            "seconds_per_epoch": t / n * self.steps_per_epoch if n else None,
+            "iterations_per_s": n / t if t > 0 else None,
+            "bytes_sent": sent,
+            "bytes_per_iteration": sent / n if n else None,
+            "final_train_loss": last.get("train_loss"),
+            "final_test_loss": last.get("test_loss"),
+            "final_test_accuracy": last.get("test_accuracy"),
+            "final_consensus_distance": last.get("consensus_distance"),
+            "target_accuracy": self.target_accuracy,
+            "time_to_target_s": self.time_to_target_s,
+            "per_node": per_node,
+            **self.overrides,
+        }
+
+    def finish(self, status, arrays=None, timeline=None):
+        """Close the logs; the reporter saves weights and timeline and marks the run ``status``."""
+        if self._own_steps:
+            self.steps.close()
+        if not self.root:
+            return
+        self.metrics.close()
+        if arrays is not None:
+            self.folder.save_arrays("model.npz", arrays)
+        if timeline is not None:
+            self.folder.write_json("timeline.json", timeline)
+        self.header["status"] = status
+        self.folder.write_json("summary.json", self.summary())
+        self.folder.write_json("config.json", self.header)
+
+    def fail(self, why):
+        """Mark the run failed from any rank (config.json; the reporter also summary.json)."""
+        self.header["status"] = f"failed: {why}"
+        self.folder.write_json("config.json", self.header)
+        if self.root:
+            self.folder.write_json("summary.json", self.summary())
+
+
+def _new_step():
+    return {"compute_s": 0.0, "comm_s": 0.0, "wait_s": 0.0, "bytes_sent": 0, "bytes_recv": 0}
+
+
+def run_header(cfg, dataset, model, size, clock, command, **extra):
+    """The config.json document both front ends write: the resolved configuration, the data set
+    actually used, where and with what the run happened; ``extra`` adds front-end keys (the MPI
+    library, the simulated cluster) and versions (``versions={...}`` is merged)."""
+    versions = {"twinsgd": importlib.metadata.version("twinsgd"),
+                "python": platform.python_version(), "numpy": np.__version__,
+                **extra.pop("versions", {})}
+    return {
+        "config": cfg.as_dict(),
+        "dataset": dataset.name,
+        "data_files": [str(f) for f in dataset.files],
+        "nodes": size,
+        "params": model.n_params,
+        "clock": clock,
+        "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": ["python", "-m", command, *sys.argv[1:]],
+        "host": platform.node(),
+        **extra,
+        "versions": versions,
+    }

@@ -1,0 +1,236 @@
+"""The prediction-error table of `analysis.validate`: numbers from run folders, the table, the
+summary per network and the targets, apart from running anything (so ``--from`` and the tests
+use them alone).
+
+A cell's folder holds ``real-K`` run folders (measured) and ``sim`` (simulated) and a
+``row.json`` (the cell, its commands, its status); a row is the cell with `NUMBERS`.
+"""
+
+import csv
+import json
+import statistics
+from pathlib import Path
+
+from twinsgd.analysis.compare import read_run
+
+CALIBRATION_HOSTS = 2  # the profile is measured on this many hosts; other counts extrapolate
+# Targets, |error| in %: (median, worst) on an emulated network, the median on shared memory, the
+# median over the extrapolated rows of any network.
+EMULATED_MEDIAN_PCT, EMULATED_WORST_PCT, SHM_MEDIAN_PCT, EXTRAPOLATED_MEDIAN_PCT = 5, 15, 10, 10
+NUMBERS = ("measured_ms", "spread_pct", "sim_ms", "error_pct",
+           "measured_compute_ms", "sim_compute_ms", "compute_error_pct",
+           "measured_comm_ms", "sim_comm_ms", "comm_error_pct",
+           "measured_wait_ms", "sim_wait_ms", "wait_diff_ms")
+PARTS = ("time", "compute", "comm", "wait")  # summary.json's PART_s, seconds
+CSV_COLUMNS = ("network", "config", "hosts", "extrapolated", "status", "repeats", *NUMBERS)
+
+
+# -- numbers from run folders --------------------------------------------------------------------
+
+def row_numbers(real_dirs, sim_dir):
+    """Prediction and measurement of one cell, per iteration, from its run folders.
+
+    Parameters
+    ----------
+    real_dirs : list of path
+        The repeats of the real run (``real.train`` folders, status done).
+    sim_dir : path
+        The simulated run (``sim.run`` folder).
+
+    Returns
+    -------
+    dict
+        `NUMBERS`: times per iteration in ms (the measured ones the median over the repeats,
+        each of total, compute, comm and wait on its own), ``spread_pct`` = 100 (max - min) /
+        median of the repeats' times, errors in % of the measured value (None when that is 0),
+        ``wait_diff_ms`` = sim - measured; and ``repeats``.
+
+    Raises
+    ------
+    ValueError
+        No repeats, or a folder that is not a finished run (naming it).
+    """
+    if not real_dirs:
+        raise ValueError(f"no real runs beside {sim_dir}")
+    reals = [_per_iteration_ms(read_run(d)[0]) for d in real_dirs]
+    sim = _per_iteration_ms(read_run(sim_dir)[0])
+    numbers = {"repeats": len(reals)}
+    for part in PARTS:
+        name = "" if part == "time" else f"{part}_"  # measured_ms, measured_compute_ms, ...
+        numbers[f"measured_{name}ms"] = statistics.median(r[part] for r in reals)
+        numbers[f"sim_{name}ms"] = sim[part]
+        if part != "wait":  # wait's measured value may be ~0: its difference instead
+            numbers[f"{name}error_pct"] = _percent(sim[part] - numbers[f"measured_{name}ms"],
+                                                   numbers[f"measured_{name}ms"])
+    times = [r["time"] for r in reals]
+    numbers["spread_pct"] = _percent(max(times) - min(times), numbers["measured_ms"])
+    numbers["wait_diff_ms"] = numbers["sim_wait_ms"] - numbers["measured_wait_ms"]
+    return numbers
+
+
+def _per_iteration_ms(summary):
+    """{part: ms per iteration} of a run's summary.json (per-rank means), for `PARTS`."""
+    return {part: 1e3 * summary[f"{part}_s"] / summary["iterations"] for part in PARTS}
+
+
+def _percent(part, whole):
+    return None if not whole else 100 * part / whole
+
+
+def read_cell(cell_dir):
+    """The table's row of one cell folder (``row.json`` and the run folders beside it)."""
+    cell_dir = Path(cell_dir)
+    meta = json.loads((cell_dir / "row.json").read_text())
+    row = {key: meta[key] for key in ("network", "config", "hosts", "status")}
+    if row["status"] == "running":
+        row["status"] = "failed: interrupted (row.json still says running)"
+    if row["status"] == "ok":
+        reals = sorted(cell_dir.glob("real-*[0-9]"), key=lambda p: int(p.name.split("-")[-1]))
+        try:
+            row.update(row_numbers([p for p in reals if p.is_dir()], cell_dir / "sim"))
+        except ValueError as err:
+            row["status"] = f"failed: {err}"
+    return row
+
+
+def read_rows(folder, order=None):
+    """The rows of every cell under ``folder`` (``NET/CONFIG-H/row.json``), sorted by ``order``
+    (a key function; unsorted without one)."""
+    cells = [read_cell(p.parent) for p in Path(folder).glob("*/*/row.json")]
+    return sorted(cells, key=order) if order else cells
+
+
+# -- the table and the summary -------------------------------------------------------------------
+
+COLUMNS = (  # (header, row key, format)
+    ("measured (ms/it)", "measured_ms", "{:.3f}"), ("spread (%)", "spread_pct", "{:.1f}"),
+    ("simulated (ms/it)", "sim_ms", "{:.3f}"), ("error (%)", "error_pct", "{:+.1f}"),
+    ("compute error (%)", "compute_error_pct", "{:+.1f}"),
+    ("comm error (%)", "comm_error_pct", "{:+.1f}"),
+    ("wait sim - measured (ms/it)", "wait_diff_ms", "{:+.3f}"))
+
+
+def table(rows):
+    """The Markdown table of ``rows`` (dicts of `read_cell`), one line per row."""
+    head = ["network", "config", "hosts", *(c[0] for c in COLUMNS), "note"]
+    lines = ["| " + " | ".join(head) + " |", "|---" * len(head) + "|"]
+    for row in rows:
+        cells = [row["network"], row["config"], str(row["hosts"])]
+        cells += ["-" if row.get(key) is None else fmt.format(row[key]) for _, key, fmt in COLUMNS]
+        cells.append("" if row["status"] == "ok" else row["status"])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary(rows):
+    """Per network, the median and worst |error| over the calibrated and the extrapolated rows.
+
+    Examples
+    --------
+    >>> rows = [{"network": "shm", "config": c, "hosts": h, "status": "ok", "error_pct": e,
+    ...          "spread_pct": 1.0} for c, h, e in [("a", 2, 4.0), ("b", 2, -9.0), ("a", 4, 20.0)]]
+    >>> print("\\n".join(summary(rows)))
+    shm, 2 hosts (calibrated): median |error| 6.5 %, worst 9.0 % (b), 2 of 2 rows; median spread 1.0 %
+    shm, 4 hosts (extrapolated from 2): median |error| 20.0 %, worst 20.0 % (a), 1 of 1 rows; median spread 1.0 %
+    """  # noqa: E501
+    lines = []
+    for net in networks_of(rows):
+        for label, group in _groups(rows, net):
+            if not group:
+                continue
+            done = _measured(group)
+            if not done:
+                lines.append(f"{net}, {label}: no rows measured (of {len(group)})")
+                continue
+            worst = max(done, key=lambda r: abs(r["error_pct"]))
+            lines.append(f"{net}, {label}: median |error| {_median_error(done):.1f} %, worst "
+                         f"{abs(worst['error_pct']):.1f} % ({worst['config']}), {len(done)} of "
+                         f"{len(group)} rows; median spread {_median_spread(done):.1f} %")
+    return lines
+
+
+def targets(rows):
+    """One line per target, each "met", "missed" or "not measured" (no exit status rides on it).
+
+    Targets on |error| of the time per iteration: an emulated network's calibrated rows, median
+    <= max(5 %, their median spread) and worst <= 15 %; shared memory's, median <= 10 %; any
+    network's extrapolated rows (2 -> 4 hosts), median <= 10 %.
+    """
+    lines = []
+    for net in networks_of(rows):
+        (_, calibrated), (label, extrapolated) = _groups(rows, net)
+        done = _measured(calibrated)
+        median = _median_error(done) if done else None
+        if net == "shm":
+            lines.append(_target(f"{net}: median |error| <= {SHM_MEDIAN_PCT} %", SHM_MEDIAN_PCT,
+                                 median))
+        else:
+            spread = _median_spread(done) if done else 0.0
+            limit = max(EMULATED_MEDIAN_PCT, spread)
+            lines.append(_target(f"{net}: median |error| <= max({EMULATED_MEDIAN_PCT} %, median "
+                                 f"spread {spread:.1f} %) = {limit:.1f} %", limit, median))
+            worst = max(abs(r["error_pct"]) for r in done) if done else None
+            lines.append(_target(f"{net}: worst |error| <= {EMULATED_WORST_PCT} %",
+                                 EMULATED_WORST_PCT, worst))
+        if extrapolated:
+            far = _measured(extrapolated)
+            lines.append(_target(f"{net}: extrapolation {CALIBRATION_HOSTS} -> "
+                                 f"{label.split(' hosts')[0]} hosts, median |error| <= "
+                                 f"{EXTRAPOLATED_MEDIAN_PCT} %", EXTRAPOLATED_MEDIAN_PCT,
+                                 _median_error(far) if far else None))
+    return lines
+
+
+def _target(text, limit, value):
+    if value is None:
+        return f"{text}: not measured"
+    return f"{text}: {'met' if value <= limit else 'missed'} ({value:.1f} %)"
+
+
+def _measured(rows):
+    """The rows that have an error to count."""
+    return [r for r in rows if r["status"] == "ok" and r.get("error_pct") is not None]
+
+
+def networks_of(rows):
+    """The networks of ``rows``, in their order."""
+    return list(dict.fromkeys(r["network"] for r in rows))
+
+
+def _groups(rows, net):
+    """[("2 hosts (calibrated)", rows), ("4 hosts (extrapolated from 2)", rows)] of a network."""
+    mine = [r for r in rows if r["network"] == net]
+    far = [r for r in mine if r["hosts"] != CALIBRATION_HOSTS]
+    counts = ", ".join(str(h) for h in sorted({r["hosts"] for r in far}))
+    near = [r for r in mine if r["hosts"] == CALIBRATION_HOSTS]
+    return [(f"{CALIBRATION_HOSTS} hosts (calibrated)", near),
+            (f"{counts or 'other'} hosts (extrapolated from {CALIBRATION_HOSTS})", far)]
+
+
+def _median_error(rows):
+    return statistics.median(abs(r["error_pct"]) for r in rows)
+
+
+def _median_spread(rows):
+    return statistics.median(r["spread_pct"] or 0.0 for r in rows)
+
+
+def render(rows):
+    """What is printed and written to validation.md: the table, the summary, the targets."""
+    errors = "\n".join(f"- {line}" for line in summary(rows)) or "- no rows"
+    goals = "\n".join(f"- {line}" for line in targets(rows)) or "- no rows"
+    return (f"{table(rows)}\n\nTime per iteration, |error| per network:\n{errors}\n\n"
+            f"Targets:\n{goals}\n")
+
+
+def write_outputs(rows, folder):
+    """Write ``folder/validation.md`` (`render`) and ``folder/validation.csv`` (`CSV_COLUMNS`,
+    floats in full precision, empty where there is no number)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "validation.md").write_text(render(rows))
+    with open(folder / "validation.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, CSV_COLUMNS, extrasaction="ignore")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**row, "extrapolated": row["hosts"] != CALIBRATION_HOSTS})

@@ -1,0 +1,130 @@
+"""What the notebooks in ``notebooks/`` share: run a configuration for real and simulated, and
+end a study with its verdict table.
+
+A study is a few runs of the command-line programs (``real.train`` under ``mpiexec`` or an
+emulated cluster, ``sim.run`` on a calibrated profile), each writing a run folder, and a table
+of the source study's claims beside our measured and simulated numbers. The programs run as
+subprocesses so that a notebook measures exactly what a user's command would.
+
+``TWINSGD_SMOKE=1`` (set by the tests) shrinks every study to seconds: fewer iterations and
+points, the same code path.
+"""
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SMOKE = os.environ.get("TWINSGD_SMOKE") == "1"
+
+
+def _env():
+    """The programs' environment: one BLAS thread per rank, the project importable."""
+    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+            "PYTHONPATH": path}
+
+
+def _launch(ranks, cluster=False):
+    """The launcher prefix for ``ranks`` processes: none for one, ``mpiexec -n``, or the
+    emulated cluster's ``real.cluster run -n`` (one rank per emulated host)."""
+    if cluster:
+        return [sys.executable, "-m", "real.cluster", "run", "-n", str(ranks), "--"]
+    if ranks == 1:
+        return []
+    return [str(Path(sys.executable).parent / "mpiexec"), "-n", str(ranks)]
+
+
+def _run(cmd, timeout_s):
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True,
+                          timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
+                           f"{done.stderr.strip().splitlines()[-1:] or ''}")
+    return done
+
+
+def summary(folder):
+    """A run folder's summary.json as a dict."""
+    return json.loads((Path(folder) / "summary.json").read_text())
+
+
+def measure(ranks, flags, out, cluster=False, timeout_s=1800):
+    """``real.train flags`` on ``ranks`` processes into run folder ``out``; its summary."""
+    shutil.rmtree(out, ignore_errors=True)
+    _run([*_launch(ranks, cluster), sys.executable, "-m", "real.train", "--no-progress",
+          "--out", str(out), *flags], timeout_s)
+    return summary(out)
+
+
+def simulate(nodes, flags, out, timeout_s=1800):
+    """``sim.run --nodes nodes flags`` into run folder ``out``; its summary."""
+    shutil.rmtree(out, ignore_errors=True)
+    _run([sys.executable, "-m", "sim.run", "--no-progress", "--nodes", str(nodes),
+          "--out", str(out), *flags], timeout_s)
+    return summary(out)
+
+
+def calibrate(out, cluster=False, timeout_s=600):
+    """Measure this machine (or the emulated cluster) on 2 ranks into profile ``out``
+    (``real.calibrate --quick --models mlp``); its path."""
+    _run([*_launch(2, cluster), sys.executable, "-m", "real.calibrate", "--quick",
+          "--models", "mlp", "--out", str(out)], timeout_s)
+    return Path(out)
+
+
+# The Lomonosov-2 study's ten configurations (MLP, batch 32 per rank): Local-SGD(p) over
+# allreduce, over gossip with partners at a rotating distance, and over that gossip with
+# threshold sparsification (CHOCO per edge); and Local-SGD(32) over allreduce.
+LOMONOSOV_CONFIGURATIONS = [
+    *((f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
+      for p in ("1", "4", "16")),
+    *((f"Local-SGD({p}), gossip", ["--algorithm", "gossip", "--topology", "rotating",
+                                   "--local-steps", p]) for p in ("1", "4", "16")),
+    *((f"Local-SGD({p}), gossip + threshold", ["--algorithm", "gossip", "--topology", "rotating",
+                                               "--local-steps", p, "--compress",
+                                               "threshold:0.01"]) for p in ("1", "4", "16")),
+    ("Local-SGD(32), allreduce", ["--algorithm", "allreduce", "--local-steps", "32"]),
+]
+
+
+@dataclass
+class Verdict:
+    """One claim of a source study beside our numbers."""
+
+    claim: str
+    measured: str
+    simulated: str
+    reproduced: str  # "yes", "no" or "partly"
+    why: str
+
+
+def verdict_table(verdicts):
+    """The Markdown table that ends every notebook."""
+    rows = ["| the study's claim | measured | simulated | reproduced | why |",
+            "|---|---|---|---|---|"]
+    rows += [f"| {v.claim} | {v.measured} | {v.simulated} | {v.reproduced} | {v.why} |"
+             for v in verdicts]
+    return "\n".join(rows)
+
+
+def markdown(header, rows):
+    """A Markdown table of ``rows`` (sequences of cells) under ``header``."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def iterations_to_target(folder, target):
+    """The first evaluated iteration of run ``folder`` whose test accuracy reaches ``target``
+    (a fraction), or None: metrics.csv's rows in order."""
+    with open(Path(folder) / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["test_accuracy"] and float(row["test_accuracy"]) >= target:
+                return int(row["iteration"])
+    return None
