@@ -37,7 +37,7 @@ from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, r
 from twinsgd.algorithms.config import add_config_arguments, parse_config
 from twinsgd.algorithms.faults import InjectedFault
 from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, run_header
+from twinsgd.algorithms.runlog import RunLog, chrome_trace, run_header
 from twinsgd.data import DataError, load_dataset
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
@@ -104,7 +104,8 @@ def main(argv=None):
     totals = comm.gather(log.node_totals(), root=node.reporter)
     if reporter:
         log.all_totals = totals
-        log.finish("done", model.named_arrays(), _trace(timeline, cfg))
+        log.finish("done", model.named_arrays(),
+                   chrome_trace(dict(enumerate(timeline)), cfg.algorithm, "wall"))
         print(_report(log.summary(), folder.path))
     else:
         log.finish("done")
@@ -280,15 +281,6 @@ def boot_id():
             return fh.read().strip()
     except OSError:
         return MPI.Get_processor_name()
-
-
-def _trace(per_rank, cfg):
-    """timeline.json in Chrome trace format: one track (thread) per rank, times in microseconds."""
-    names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": rank,
-              "args": {"name": f"rank {rank}"}} for rank in range(len(per_rank))]
-    events = [event for rank_events in per_rank for event in rank_events]
-    return {"traceEvents": names + events, "displayTimeUnit": "ms",
-            "otherData": {"algorithm": cfg.algorithm, "clock": "wall"}}
 
 
 def _progress(total):

@@ -111,6 +111,24 @@ class ComputeModel:
         return np.resize(np.asarray(self.speeds, np.float64), n)
 
 
+TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly spaced
+
+
+class _Traced:
+    """A node's run log that also notes each charge (kind, seconds) of the operation in
+    progress, so the simulator can lay them end to end as that operation's timeline events."""
+
+    def __init__(self, log):
+        self._log, self.charges = log, []
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.charges.append((kind, seconds))
+        self._log.charge(kind, seconds, bytes_sent, bytes_recv)
+
+    def __getattr__(self, name):
+        return getattr(self._log, name)
+
+
 COLD_BYTES = 64 * 1024  # an operation that moves this much leaves the next own code cold
 
 
@@ -229,7 +247,11 @@ class Simulator:
         self._step_rng = [np.random.default_rng([self.compute.seed, r, 3])
                           if self.compute.step_times is not None else None
                           for r in range(len(nodes))]
-        self.nodes, self.logs = nodes, logs
+        self.nodes, self.logs = nodes, list(logs)
+        every = max(1, math.ceil(len(nodes) / TIMELINE_RANKS))
+        self.timeline = {rank: [] for rank in range(0, len(nodes), every)}  # rank -> events
+        for rank in self.timeline:
+            self.logs[rank] = _Traced(self.logs[rank])
         self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
                                     costs, shaping)
         self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
@@ -287,6 +309,17 @@ class Simulator:
                 processes[rank].interrupt(notice)
             self.env.run()
         return [None if r in self.failed else p.value for r, p in enumerate(processes)]
+
+    def _trace(self, rank, name, start):
+        """Lay the charges of ``rank``'s operation that began at ``start`` end to end as its
+        timeline events (the program's own code first, as it ran before the operation)."""
+        log, events = self.logs[rank], self.timeline[rank]
+        for kind, seconds in log.charges:
+            if seconds > 0:
+                events.append(("local", "compute", start, start + seconds) if kind == "local"
+                              else (name, kind, start, start + seconds))
+                start += seconds
+        log.charges.clear()
 
     def _told(self, waiting):
         """Which of the ``waiting`` nodes learn of the failures: those whose operation involves a
@@ -377,13 +410,18 @@ class Simulator:
                 return None
             notice = None
             self._current[node.rank] = op
+            start = self.env.now
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
                     own = (perf_counter() - t0) * (factor if cold else 1.0)
                     log.charge("compute", own)
+                    if node.rank in self.timeline:
+                        log.charges[-1] = ("local", own)  # the program's own code
                     yield self.env.timeout(own)
                 reply = yield from handlers[type(op)](node, op)
                 cold = _bytes_moved(op) >= COLD_BYTES
+                if node.rank in self.timeline:
+                    self._trace(node.rank, type(op).__name__.lower(), start)
             except simpy.Interrupt as interrupt:
                 if isinstance(interrupt.cause, _Crash):
                     program.close()

@@ -36,7 +36,7 @@ from twinsgd.algorithms.faults import FaultSchedule, InjectedFault, parse_fail_s
 from twinsgd.algorithms.ghost import ghost_dataset, ghost_model
 from twinsgd.algorithms.ops import PeerFailed
 from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, run_header
+from twinsgd.algorithms.runlog import RunLog, chrome_trace, run_header
 from twinsgd.algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
 from twinsgd.data import DataError, load_dataset
 
@@ -356,7 +356,8 @@ def main(argv=None):
     if simulator.failed:
         log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
                                 for r, t in simulator.failed.items()]
-    log.finish("done", nodes[reporter].model.named_arrays())
+    log.finish("done", nodes[reporter].model.named_arrays(),
+               chrome_trace(simulator.timeline, cfg.algorithm, "simulated"))
     print(_report(log.summary(), size, folder.path))
     return 0
 

@@ -1,5 +1,7 @@
 """The simulator held to the truth: alpha-beta formulas, contention, and the real run's weights."""
 
+import csv
+import itertools
 import os
 import subprocess
 import sys
@@ -413,3 +415,30 @@ def test_a_run_whose_every_node_failed_is_not_done(tmp_path):
     assert done.returncode == 3
     status = json.loads((tmp_path / "run" / "summary.json").read_text())["status"]
     assert status == "failed: rank 0 killed at 0.001 s; rank 1 killed at 0.001 s"
+
+
+@pytest.mark.parametrize("collectives", ["message", "closed-form"])
+def test_a_simulated_run_writes_a_timeline_that_tiles_each_nodes_time(tmp_path, collectives):
+    """timeline.json as real runs write it (Chrome trace): each drawn node's events follow one
+    another without overlap and add up to the run's time, as every second is charged once (the
+    program's own code after a step's last operation is charged, and drawn, with the next)."""
+    import json
+
+    _simulated(100, tmp_path / "run", ["--dataset", "mnist-subset", "--algorithm", "allreduce",
+                                       "--iterations", "3", "--batch-size", "10",
+                                       "--collectives", collectives, *FREE_NETWORK])
+    trace = json.loads((tmp_path / "run" / "timeline.json").read_text())
+    with open(tmp_path / "run" / "steps.csv") as fh:
+        ends = {int(r["rank"]): float(r["time_s"]) for r in csv.DictReader(fh)}  # last step's
+    assert trace["otherData"] == {"algorithm": "allreduce", "clock": "simulated"}
+    tracks = [e["tid"] for e in trace["traceEvents"] if e["ph"] == "M"]
+    assert tracks == list(range(0, 100, 2))  # 100 nodes: every 2nd, at most 64 drawn
+    for rank in tracks:
+        events = sorted((e["ts"], e["dur"], e["cat"]) for e in trace["traceEvents"]
+                        if e["ph"] == "X" and e["tid"] == rank)
+        assert {cat for _, _, cat in events} <= {"compute", "comm", "wait"}
+        for (ts, dur, _), (next_ts, _, _) in itertools.pairwise(events):
+            assert next_ts == pytest.approx(ts + dur, abs=2e-3)  # microseconds, each rounded
+        end = ends[rank] * 1e6  # its last step's end (the own code after it is drawn after it)
+        total = sum(dur for ts, dur, _ in events if ts < end - 1e-3)
+        assert total == pytest.approx(end, rel=1e-6)

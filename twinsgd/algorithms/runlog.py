@@ -213,3 +213,16 @@ def run_header(cfg, dataset, model, size, clock, command, **extra):
         **extra,
         "versions": versions,
     }
+
+
+def chrome_trace(per_rank, algorithm, clock):
+    """timeline.json in Chrome trace format (chrome://tracing, Perfetto): one track (thread) per
+    rank, times in microseconds. ``per_rank``: {rank: [(name, kind, start s, end s), ...]}
+    (kind: compute, comm or wait), the same from the real and the simulated backend."""
+    names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": rank,
+              "args": {"name": f"rank {rank}"}} for rank in sorted(per_rank)]
+    events = [{"name": name, "cat": kind, "ph": "X", "pid": 0, "tid": rank,
+               "ts": round(start * 1e6, 3), "dur": round((end - start) * 1e6, 3)}
+              for rank in sorted(per_rank) for name, kind, start, end in per_rank[rank]]
+    return {"traceEvents": names + events, "displayTimeUnit": "ms",
+            "otherData": {"algorithm": algorithm, "clock": clock}}
