@@ -37,7 +37,7 @@ from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, r
 from twinsgd.algorithms.config import add_config_arguments, parse_config
 from twinsgd.algorithms.faults import InjectedFault
 from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, chrome_trace, run_header
+from twinsgd.algorithms.runlog import RunLog, chrome_trace, progress_bar, run_header
 from twinsgd.data import DataError, load_dataset
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
@@ -80,7 +80,7 @@ def main(argv=None):
     watchdog = Watchdog(Heartbeat(folder.path, rank), size, cfg.watchdog_seconds(),
                         on_fire=lambda why, say: _stop(log, comm, why, say, status=3))
     _start_sentinel(folder.path, where, comm)
-    bar = _progress(node.total_steps * ups) if cfg.progress and reporter else None
+    bar = progress_bar(node.total_steps * ups) if cfg.progress and reporter else None
     comm.Barrier()  # a common start for every rank's clock
     driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()),
                     watchdog=watchdog, faults=cfg.fault_schedule(),
@@ -281,12 +281,6 @@ def boot_id():
             return fh.read().strip()
     except OSError:
         return MPI.Get_processor_name()
-
-
-def _progress(total):
-    from tqdm import tqdm
-
-    return tqdm(total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr)
 
 
 def _report(summary, path):

@@ -239,6 +239,7 @@ class Simulator:
         self.failed = {}  # rank -> simulated time it failed at
         self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
         self._current = [None] * len(nodes)  # each node's operation in progress
+        self.on_step = {}  # rank -> called as it ends each step (sim.run's progress bar)
         self.faults = FaultSchedule()
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
@@ -378,6 +379,8 @@ class Simulator:
                                           loss, staleness)
             if checkpoint is not None:
                 checkpoint(step)
+            if node.rank in self.on_step:
+                self.on_step[node.rank]()
             self._step_no[node.rank] = step.iteration + 1
             if self.faults:
                 self._strike(node.rank)

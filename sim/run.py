@@ -36,7 +36,7 @@ from twinsgd.algorithms.faults import FaultSchedule, InjectedFault, parse_fail_s
 from twinsgd.algorithms.ghost import ghost_dataset, ghost_model
 from twinsgd.algorithms.ops import PeerFailed
 from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, chrome_trace, run_header
+from twinsgd.algorithms.runlog import RunLog, chrome_trace, progress_bar, run_header
 from twinsgd.algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
 from twinsgd.data import DataError, load_dataset
 
@@ -335,6 +335,10 @@ def main(argv=None):
                           entry_barrier=cfg.measure_wait and cluster.collectives == "message",
                           shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0,
                           start_s=saved[reporter][1]["time_s"] if saved else 0.0)
+    bar = progress_bar(nodes[reporter].total_steps * updates_per_step(cfg, size, reporter)) \
+        if cfg.progress else None
+    if bar is not None:  # the reporter's steps, as real.train counts them
+        simulator.on_step[reporter] = lambda: bar.update()
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
@@ -346,6 +350,9 @@ def main(argv=None):
     except BaseException as err:
         log.fail(f"{type(err).__name__}: {err}")
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     log.all_totals = [logs[r].node_totals() for r in range(size)]
     if reporter in simulator.failed:  # nobody left to report the result: the run failed
         why = "; ".join(simulator.failures[r] for r in sorted(simulator.failed))

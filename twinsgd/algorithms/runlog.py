@@ -226,3 +226,12 @@ def chrome_trace(per_rank, algorithm, clock):
               for rank in sorted(per_rank) for name, kind, start, end in per_rank[rank]]
     return {"traceEvents": names + events, "displayTimeUnit": "ms",
             "otherData": {"algorithm": algorithm, "clock": clock}}
+
+
+def progress_bar(total):
+    """A tqdm bar of ``total`` steps on stderr for both front ends; off when stderr is not a
+    terminal (a log file, CI), so it never fills one with carriage returns."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr,
+                disable=None)
