@@ -14,6 +14,7 @@ mirror is tried. ``timeout_s`` bounds each connect and each read, not the whole 
 
 import http.client
 import os
+import sys
 import tempfile
 import urllib.error
 import urllib.request
@@ -118,9 +119,12 @@ def _fetch_one(url, spec, dest, timeout_s):
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with os.fdopen(fd, "wb") as out, \
+                urllib.request.urlopen(url, timeout=timeout_s) as response, \
+                _progress(spec.name, response) as bar:
             while chunk := response.read(_CHUNK_NBYTES):
                 out.write(chunk)
+                bar.update(len(chunk))
         _check_length(response, tmp)
         try:
             verify(tmp, spec)
@@ -129,6 +133,15 @@ def _fetch_one(url, spec, dest, timeout_s):
         os.replace(tmp, dest)
     finally:
         tmp.unlink(missing_ok=True)     # after os.replace the name is gone: nothing to remove
+
+
+def _progress(name, response):
+    """A byte-count bar for one download on stderr (tqdm; off when stderr is not a terminal)."""
+    from tqdm import tqdm
+
+    length = response.headers.get("Content-Length") if response.headers else None
+    return tqdm(total=int(length) if length and length.isdigit() else None, unit="B",
+                unit_scale=True, desc=name, file=sys.stderr, disable=None, leave=False)
 
 
 def _check_length(response, tmp):
