@@ -48,7 +48,8 @@ def build_parser(parser_class=OneLineParser):
                      description="Run the node programs in a SimPy model of a cluster and write "
                                  "a run folder with simulated times.")
     cluster = parser.add_argument_group("cluster")
-    cluster.add_argument("--nodes", type=int, default=4, help="number of nodes (ranks)")
+    cluster.add_argument("--nodes", type=int, default=4,
+                         help="number of nodes (ranks) (default: 4)")
     cluster.add_argument("--latency", default=None, type=flag_type(parse_seconds),
                          help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, "
                               "else 5us)")
@@ -61,7 +62,8 @@ def build_parser(parser_class=OneLineParser):
                               "(--latency per hop, --bandwidth per link); default: the "
                               "profile's, else star")
     cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
-                         help="allreduce as the ring's messages, or one alpha-beta event (scale)")
+                         help="allreduce as the ring's messages, or one alpha-beta event (scale) "
+                              "(default: message)")
     cluster.add_argument("--compute", choices=("measured", "profile", "empirical"),
                          default=None,
                          help="compute time: the real kernel timed in process (the default), "
@@ -75,10 +77,10 @@ def build_parser(parser_class=OneLineParser):
     cluster.add_argument("--speeds", default="1x", metavar="F,F,...|DIST|FILE",
                          help="relative speed per node (0.5x: half speed): a list cycled over "
                               "the nodes, a file of one factor a line, or drawn per node "
-                              "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI")
+                              "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI (default: 1x)")
     cluster.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
                          help="ranks sharing one host's cores (oversubscription slows compute "
-                              "by R/cores when R > cores)")
+                              "by R/cores when R > cores; default: 1)")
     cluster.add_argument("--cores-per-host", type=int, default=None, metavar="C",
                          help="cores of a host (default: the profile's [cluster] cores, else R)")
     cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
@@ -98,7 +100,8 @@ def build_parser(parser_class=OneLineParser):
     cluster.add_argument("--engine", choices=("events", "analytic"), default="events",
                          help="events: SimPy, every message and collective an event; analytic: "
                               "numpy over the node axis for a synchronous ghost allreduce on a "
-                              "star (the closed form step by step: a million nodes in seconds)")
+                              "star (the closed form step by step: a million nodes in seconds) "
+                              "(default: events)")
     return add_config_arguments(parser)
 
 

@@ -87,8 +87,9 @@ class RunConfig:
         "sends the weights, a worker takes the first to come; a killed server loses no update "
         "(simulated: MPICH ends a real job at a kill)", type=int, metavar="R", group="algorithm"))
     allreduce: str = field(default="ring", metadata=_flag(
-        "allreduce implementation: ring or recursive-doubling (ours, the simulator's additions "
-        "exactly) or mpi (the MPI library's)", choices=ALLREDUCE_ALGOS, group="algorithm"))
+        "allreduce implementation: ring, recursive-doubling or rabenseifner (ours: the simulator "
+        "adds exactly as they do) or mpi (the MPI library's; simulated as what MPICH picks)",
+        choices=ALLREDUCE_ALGOS, group="algorithm"))
     topology: str = field(default="ring", metadata=_flag(
         "gossip graph: ring, torus, hypercube, exponential, complete, star, random-regular:D, "
         "rotating, or an edge-list/GraphML FILE", metavar="NAME|FILE", group="algorithm"))
@@ -325,6 +326,15 @@ def _positive(**values):
             raise ValueError(f"--{_dash(name)} must be a finite number > 0, got {value}")
 
 
+def _with_default(text, default):
+    """``--help`` text ending in the default, unless it already says what the default is."""
+    if "default" in text or default is None:
+        return text
+    shown = {True: "on", False: "off"}.get(default, default) if isinstance(default, bool) \
+        else default
+    return f"{text} (default: {shown})"
+
+
 def add_config_arguments(parser, groups=("algorithm", "compression", "training", "faults",
                                          "output")):
     """Add ``--config`` and one flag per RunConfig field of the given groups to ``parser``.
@@ -340,13 +350,13 @@ def add_config_arguments(parser, groups=("algorithm", "compression", "training",
         if meta["group"] not in sections:
             continue
         section = sections[meta["group"]]
+        text = _with_default(meta["help"], f.default)
         if meta["type"] is bool:
             section.add_argument(f"--{_dash(f.name)}", action=argparse.BooleanOptionalAction,
-                                 default=argparse.SUPPRESS, help=meta["help"])
+                                 default=argparse.SUPPRESS, help=text)
         else:
             section.add_argument(f"--{_dash(f.name)}", type=meta["type"], choices=meta["choices"],
-                                 default=argparse.SUPPRESS, metavar=meta["metavar"],
-                                 help=meta["help"])
+                                 default=argparse.SUPPRESS, metavar=meta["metavar"], help=text)
     return parser
 
 
