@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from twinsgd.algorithms.collectives import allreduce_bytes, alpha_beta_time
+from twinsgd.algorithms.node import Step
 from twinsgd.algorithms.runlog import RunLog
 
 SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
@@ -79,7 +80,8 @@ def run_analytic(node, size, compute, latency_s, bandwidth_Bps, folder, header, 
             for r, (sent, received) in zip(sampled, bytes_of, strict=True)])
         t = t_next
         log.iterations, log.time_s = step, t
-        if node.evaluation_due(_Step(epoch, step, (step - 1) % per_epoch == per_epoch - 1)):
+        if node.evaluation_due(Step(epoch, step, None, None,
+                                    last_in_epoch=(step - 1) % per_epoch == per_epoch - 1)):
             _keep_totals(log, totals, sampled, bytes_of, step, size, every, sent_per_step)
             log.evaluation(epoch, step, t, math.nan, math.nan, math.nan, 0.0,
                            moved=sent_per_step * step)
@@ -99,10 +101,3 @@ def _keep_totals(log, totals, sampled, bytes_of, steps, size, every, sent_per_st
                      **{k: float(np.mean(v)) for k, v in totals.items()},
                      "bytes_sent": sent_per_step * steps,
                      "bytes_per_iteration": float(sent_per_step)}
-
-
-class _Step:
-    """The fields of `algorithms.node.Step` that `Node.evaluation_due` reads."""
-
-    def __init__(self, epoch, iteration, last_in_epoch):
-        self.epoch, self.iteration, self.last_in_epoch = epoch, iteration, last_in_epoch

@@ -276,8 +276,8 @@ class Simulator:
         there; an exception raises `InjectedFault` from here; a slow fault multiplies the
         node's compute time. A kill shows when the simulation has nothing left to do but nodes
         still wait (as ULFM MPI reports a failed peer to a blocked operation): `PeerFailed` is
-        thrown into the lowest-ranked waiting program (a parameter server, if one waits), which
-        goes on without the failed nodes or (uncaught) ends the run by raising it from here.
+        thrown into the programs whose operation involves a failed node (`_told`), which go on
+        without the failed nodes or (uncaught) end the run by raising it from here.
         Nodes that wait forever with no node failed are a bug in a program: RuntimeError.
         """
         self.faults = faults or FaultSchedule()

@@ -345,24 +345,17 @@ def main(argv=None):
     try:
         simulator.run([node_program(cfg)(node) for node in nodes], faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
-        log.all_totals = [logs[r].node_totals() for r in range(size)]
-        log.fail(str(failure))
-        print(f"python -m sim.run: run stopped: {failure} (run folder {folder.path})",
-              file=sys.stderr)
-        return 3
+        return _stopped(log, [logs[r] for r in range(size)], str(failure))
     except BaseException as err:
         log.fail(f"{type(err).__name__}: {err}")
         raise
     finally:
         if bar is not None:
             bar.close()
-    log.all_totals = [logs[r].node_totals() for r in range(size)]
     if reporter in simulator.failed:  # nobody left to report the result: the run failed
-        why = "; ".join(simulator.failures[r] for r in sorted(simulator.failed))
-        log.fail(why)
-        print(f"python -m sim.run: run stopped: {why} (run folder {folder.path})",
-              file=sys.stderr)
-        return 3
+        return _stopped(log, [logs[r] for r in range(size)],
+                        "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
+    log.all_totals = [logs[r].node_totals() for r in range(size)]
     if simulator.failed:
         log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
                                 for r, t in simulator.failed.items()]
@@ -370,6 +363,14 @@ def main(argv=None):
                chrome_trace(simulator.timeline, cfg.algorithm, "simulated"))
     print(_report(log.summary(), size, folder.path))
     return 0
+
+
+def _stopped(log, logs, why):
+    """Mark the run ``failed: why`` with every node's totals, say so in one line; exit status 3."""
+    log.all_totals = [node_log.node_totals() for node_log in logs]
+    log.fail(why)
+    print(f"python -m sim.run: run stopped: {why} (run folder {log.folder.path})", file=sys.stderr)
+    return 3
 
 
 def _report(summary, size, folder):

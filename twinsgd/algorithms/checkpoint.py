@@ -51,26 +51,37 @@ def check_checkpointable(cfg):
                          f"{cfg.local_steps} (checkpoints are taken at synchronisation steps)")
 
 
+def checkpoint_path(run_dir, rank, iteration):
+    """Where ``rank``'s checkpoint of step ``iteration`` lives in run folder ``run_dir``."""
+    return Path(run_dir) / "checkpoint" / f"rank{rank}-step{iteration}.npz"
+
+
 class Checkpointer:
-    """Writes one rank's checkpoints every ``every`` steps (`Node.end_step` calls `after`).
+    """Writes one rank's checkpoints every ``every`` steps (`Node.checkpoint`, which the backends
+    call as each step is logged, calls `after`).
 
     ``log``: the rank's `algorithms.runlog.RunLog` (its totals and clock go in too).
     """
 
     def __init__(self, folder, every, log):
-        self.folder, self.every, self.log = Path(folder) / "checkpoint", every, log
-        self.folder.mkdir(exist_ok=True)
+        self.folder, self.every, self.log = Path(folder), every, log
+        (self.folder / "checkpoint").mkdir(exist_ok=True)
+        self._kept = None  # this rank's checkpoints on disk, oldest first (read once)
 
     def after(self, node, step):
-        """Write ``node``'s checkpoint if ``step`` is a checkpoint step (not the last one)."""
+        """Write ``node``'s checkpoint if ``step`` is a checkpoint step (not the last one), and
+        remove this rank's older ones beyond `KEEP`."""
         if step.iteration % self.every or step.iteration == node.last_iteration:
             return
+        if self._kept is None:  # a resumed run finds its earlier ones
+            self._kept = [checkpoint_path(self.folder, node.rank, i)
+                          for i in sorted(_steps_on_disk(self.folder).get(node.rank, ()))]
         self.log.steps.flush()  # the steps up to the checkpoint are on disk before it is
-        save(self.folder / f"rank{node.rank}-step{step.iteration}.npz", node, step, self.log)
-        mine = sorted((int(m[2]), p) for p in self.folder.iterdir()
-                      if (m := _NAME.match(p.name)) and int(m[1]) == node.rank)
-        for _, old in mine[:-KEEP]:
-            old.unlink(missing_ok=True)
+        path = checkpoint_path(self.folder, node.rank, step.iteration)
+        save(path, node, step, self.log)
+        self._kept.append(path)
+        while len(self._kept) > KEEP:
+            self._kept.pop(0).unlink(missing_ok=True)
 
 
 def save(path, node, step, log):
@@ -102,19 +113,24 @@ def save(path, node, step, log):
 
 def newest_complete(run_dir, size):
     """The newest step every rank ``0 .. size-1`` has a checkpoint of in ``run_dir``, or None."""
-    folder = Path(run_dir) / "checkpoint"
-    have = {}
+    by_rank = _steps_on_disk(run_dir)
+    complete = set.intersection(*(by_rank.get(rank, set()) for rank in range(size)))
+    return max(complete, default=None)
+
+
+def _steps_on_disk(run_dir):
+    """{rank: set of steps} of the checkpoints in ``run_dir``."""
+    folder, found = Path(run_dir) / "checkpoint", {}
     for path in folder.iterdir() if folder.is_dir() else ():
         if match := _NAME.match(path.name):
-            have.setdefault(int(match[2]), set()).add(int(match[1]))
-    complete = [step for step, ranks in have.items() if ranks >= set(range(size))]
-    return max(complete, default=None)
+            found.setdefault(int(match[1]), set()).add(int(match[2]))
+    return found
 
 
 def load(run_dir, rank, iteration):
     """(arrays dict, meta dict) of ``rank``'s checkpoint at ``iteration``; ValueError naming the
     file if it does not read."""
-    path = Path(run_dir) / "checkpoint" / f"rank{rank}-step{iteration}.npz"
+    path = checkpoint_path(run_dir, rank, iteration)
     try:
         with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as npz:
             arrays = {key: npz[key] for key in npz.files}

@@ -17,13 +17,13 @@ import argparse
 import dataclasses
 import math
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from twinsgd.algorithms.checkpoint import check_checkpointable
 from twinsgd.algorithms.compression import make_codec
 from twinsgd.algorithms.faults import FaultSchedule, load_faults
+from twinsgd.algorithms.tomlfile import read_toml
 from twinsgd.algorithms.units import parse_seconds
 
 ALGORITHMS = ("auto", "serial", "ps", "allreduce", "gossip")
@@ -363,13 +363,7 @@ def add_config_arguments(parser, groups=("algorithm", "compression", "training",
 def load_toml(path, own=()):
     """Read a TOML config file into (dict of RunConfig field values, dict of the front end's
     own options, by dest: those named in ``own``); ValueError naming the file on any problem."""
-    try:
-        with open(path, "rb") as fh:
-            raw = tomllib.load(fh)
-    except OSError as err:
-        raise ValueError(f"--config {path}: cannot read ({err.strerror})") from err
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"--config {path}: not valid TOML ({err})") from err
+    raw = read_toml(path, f"--config {path}")
     values, others = {}, {}
     for key, value in raw.items():
         name = key.replace("-", "_")

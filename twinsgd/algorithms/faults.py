@@ -31,9 +31,9 @@ Fault(rank=3, kind='kill', step=None, time_s=12.5, factor=1.0, steps=1)
 """
 
 import math
-import tomllib
 from dataclasses import dataclass
 
+from twinsgd.algorithms.tomlfile import read_toml
 from twinsgd.algorithms.units import parse_seconds
 
 KINDS = ("kill", "exception", "slow")
@@ -105,13 +105,7 @@ def load_faults(path):
     """Read ``--faults FILE.toml`` into a `FaultSchedule`; ValueError naming the file and the
     rule broken."""
     where = f"--faults {path}"
-    try:
-        with open(path, "rb") as fh:
-            document = tomllib.load(fh)
-    except OSError as err:
-        raise ValueError(f"{where}: cannot read ({err.strerror})") from err
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as err:
-        raise ValueError(f"{where}: not valid TOML ({err})") from err
+    document = read_toml(path, where)
     unknown = set(document) - {"fault"}
     if unknown:
         raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} (faults are [[fault]] "

@@ -168,5 +168,10 @@ class PeerFailed(Exception):
             tuple(f"rank {rank} failed at {time_s:g} s" for rank, time_s in self.failed)
         super().__init__(self.failed, self.why)  # args rebuild it (SimPy re-raises a copy)
 
+    @property
+    def ranks(self):
+        """The failed nodes' ranks, a set."""
+        return {rank for rank, _ in self.failed}
+
     def __str__(self):
         return "; ".join(self.why)

@@ -85,7 +85,7 @@ def _pull(node, shard, servers, buf):
         try:
             yield Recv(source=server, tag=WEIGHTS, buf=buf)
         except PeerFailed as failure:
-            gone = {rank for rank, _ in failure.failed}
+            gone = failure.ranks
             servers[:] = [s for s in servers if s not in gone]
             if not servers:
                 raise
@@ -192,7 +192,7 @@ def ssp_ps_server(node):
         try:
             worker, grad = yield from _gradient(node, ANY_SOURCE, incoming)
         except PeerFailed as failure:  # go on with the live workers
-            gone = {rank for rank, _ in failure.failed}
+            gone = failure.ranks
             workers = [w for w in workers if w not in gone]
             held = [w for w in held if w not in gone]
             if not workers:

@@ -111,13 +111,11 @@ class RunLog:
         evaluates alone (an asynchronous parameter server) knows only its own traffic: the row
         then holds the bytes it sent and received, which for a parameter server is all of it.
         """
-        if moved is not None:  # known from outside (an analytic run: every node's bytes)
-            pass
-        elif node_totals is not None:
+        if node_totals is not None:
             self.all_totals = node_totals
-            moved = sum(t["bytes_sent"] for t in node_totals)
-        else:
-            moved = self.totals["bytes_sent"] + self.totals["bytes_recv"]
+        if moved is None:  # else known from outside (an analytic run: every node's bytes)
+            moved = sum(t["bytes_sent"] for t in node_totals) if node_totals is not None else \
+                self.totals["bytes_sent"] + self.totals["bytes_recv"]
         row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
                "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": moved,
                "eval_s": eval_s, "consensus_distance": consensus_distance}
