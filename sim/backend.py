@@ -317,8 +317,11 @@ class Simulator:
         log, events = self.logs[rank], self.timeline[rank]
         for kind, seconds in log.charges:
             if seconds > 0:
-                events.append(("local", "compute", start, start + seconds) if kind == "local"
-                              else (name, kind, start, start + seconds))
+                event_name, kind = ("local", "compute") if kind == "local" else (name, kind)
+                if events and events[-1][:2] == (event_name, kind) and events[-1][3] == start:
+                    events[-1] = (event_name, kind, events[-1][2], start + seconds)  # one stretch
+                else:
+                    events.append((event_name, kind, start, start + seconds))
                 start += seconds
         log.charges.clear()
 

@@ -109,9 +109,10 @@ class RunFolder:
             why = err.strerror
             raise ValueError(f"--out {path}: cannot create the run folder ({why})") from err
 
-    def write_json(self, name, document):
-        """Replace ``name`` with ``document`` as indented JSON, atomically."""
-        text = json.dumps(_jsonable(document), indent=2, allow_nan=False) + "\n"
+    def write_json(self, name, document, indent=2):
+        """Replace ``name`` with ``document`` as JSON (indented, unless ``indent`` is None: a
+        large machine-read file such as timeline.json), atomically."""
+        text = json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n"
         self._replace(name, lambda fh: fh.write(text.encode()))
 
     def save_arrays(self, name, arrays):

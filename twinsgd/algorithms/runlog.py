@@ -174,7 +174,7 @@ class RunLog:
         if arrays is not None:
             self.folder.save_arrays("model.npz", arrays)
         if timeline is not None:
-            self.folder.write_json("timeline.json", timeline)
+            self.folder.write_json("timeline.json", timeline, indent=None)
         self.header["status"] = status
         self.folder.write_json("summary.json", self.summary())
         self.folder.write_json("config.json", self.header)
