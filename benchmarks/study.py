@@ -12,9 +12,9 @@ import os
 import tempfile
 from pathlib import Path
 
-from runs import train
-
 from twinsgd.analysis.study import LOMONOSOV_CONFIGURATIONS as CONFIGURATIONS
+
+from runs import train
 
 
 def main(argv=None):
