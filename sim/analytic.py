@@ -81,7 +81,8 @@ def run_analytic(node, size, compute, latency_s, bandwidth_Bps, folder, header, 
         t = t_next
         log.iterations, log.time_s = step, t
         if node.evaluation_due(Step(epoch, step, None, None,
-                                    last_in_epoch=(step - 1) % per_epoch == per_epoch - 1)):
+                                    last_in_epoch=(step - 1) % per_epoch == per_epoch - 1,
+                                    last_in_run=step == node.total_steps)):
             _keep_totals(log, totals, sampled, bytes_of, step, size, every, sent_per_step)
             log.evaluation(epoch, step, t, math.nan, math.nan, math.nan, 0.0,
                            moved=sent_per_step * step)

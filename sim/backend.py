@@ -236,11 +236,16 @@ class Simulator:
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
+        self._allreduce_bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
         self.failed = {}  # rank -> simulated time it failed at
         self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
         self._current = [None] * len(nodes)  # each node's operation in progress
         self.on_step = {}  # rank -> called as it ends each step (sim.run's progress bar)
         self.faults = FaultSchedule()
+        self._faulty = False  # bool(self.faults), asked at every compute and step
+        # whether compute times vary from node to node or draw to draw (stragglers, speeds)
+        self._scaled = bool(self.compute.straggle_probability) or any(
+            speed != 1.0 for speed in self.compute.speeds)
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
         self._computes = [0] * len(nodes)  # computes each node has begun (straggler draws)
@@ -259,7 +264,7 @@ class Simulator:
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
-        self._handlers = {Compute: self._compute, Send: self._send, Recv: self._recv,
+        self._handlers = {Send: self._send, Recv: self._recv,
                           SendRecv: self._sendrecv,
                           Allreduce: (self._allreduce_closed_form if collectives == "closed-form"
                                       else self._allreduce),
@@ -281,6 +286,7 @@ class Simulator:
         Nodes that wait forever with no node failed are a bug in a program: RuntimeError.
         """
         self.faults = faults or FaultSchedule()
+        self._faulty = bool(self.faults)
         processes = [self.env.process(self._process(node, program))
                      for node, program in zip(self.nodes, programs, strict=True)]
         for fault in self.faults.faults:
@@ -375,18 +381,18 @@ class Simulator:
         raise InjectedFault(fault.describe())
 
     def _step_ender(self, node):
+        rank, env, step_no, log = node.rank, self.env, self._step_no, self.logs[node.rank]
         checkpoint = getattr(node, "checkpoint", None)  # bare test nodes have none
 
         def end_step(step, loss, staleness):
-            self.logs[node.rank].end_step(node.rank, step.epoch, step.iteration, self.env.now,
-                                          loss, staleness)
+            log.end_step(rank, step.epoch, step.iteration, env.now, loss, staleness)
             if checkpoint is not None:
                 checkpoint(step)
-            if node.rank in self.on_step:
-                self.on_step[node.rank]()
-            self._step_no[node.rank] = step.iteration + 1
-            if self.faults:
-                self._strike(node.rank)
+            if rank in self.on_step:
+                self.on_step[rank]()
+            step_no[rank] = step.iteration + 1
+            if self._faulty:
+                self._strike(rank)
         return end_step
 
     def _process(self, node, program):
@@ -400,13 +406,18 @@ class Simulator:
             not times.own_code or not getattr(node, "computes", True)))
         factor = times.own_factor if times is not None and not times.own_code else 1.0
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
+        rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
         try:
-            self._strike(node.rank)  # a fault at step 1 strikes before the program starts
+            self._strike(rank)  # a fault at step 1 strikes before the program starts
         except _Killed:
             program.close()
             return None
+        # NOTE: this loop runs twice per step per node (10,000 nodes: 2 million times a run), so
+        # what only the measured or traced nodes need is done on those alone
+        t0 = start = 0.0
         while True:
-            t0 = perf_counter()
+            if measured:
+                t0 = perf_counter()
             try:
                 op = program.send(reply) if notice is None else program.throw(notice)
             except StopIteration as stop:
@@ -415,19 +426,26 @@ class Simulator:
                 program.close()
                 return None
             notice = None
-            self._current[node.rank] = op
-            start = self.env.now
+            current[rank] = op
+            if traced:
+                start = env.now
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
                     own = (perf_counter() - t0) * (factor if cold else 1.0)
                     log.charge("compute", own)
-                    if node.rank in self.timeline:
+                    if traced:
                         log.charges[-1] = ("local", own)  # the program's own code
-                    yield self.env.timeout(own)
-                reply = yield from handlers[type(op)](node, op)
-                cold = _bytes_moved(op) >= COLD_BYTES
-                if node.rank in self.timeline:
-                    self._trace(node.rank, type(op).__name__.lower(), start)
+                    yield env.timeout(own)
+                if type(op) is Compute:  # time alone: no handler's generator for it
+                    reply, seconds = self._compute(node, op)
+                    if seconds:  # free compute (a ghost without a profile) schedules no event
+                        yield env.timeout(seconds)
+                else:
+                    reply = yield from handlers[type(op)](node, op)
+                if measured:
+                    cold = _bytes_moved(op) >= COLD_BYTES
+                if traced:
+                    self._trace(rank, type(op).__name__.lower(), start)
             except simpy.Interrupt as interrupt:
                 if isinstance(interrupt.cause, _Crash):
                     program.close()
@@ -439,8 +457,11 @@ class Simulator:
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
 
     def _compute(self, node, op):
+        """Run a Compute's function; returns (its result, the simulated seconds it takes)."""
         model = self.compute
-        if model.step_times is not None:  # a draw from the steps a real run measured
+        if model.seconds_per_sample is not None and model.step_times is None:  # a profile
+            result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
+        elif model.step_times is not None:  # a draw from the steps a real run measured
             times = model.step_times
             result = op.fn(*op.args)
             seconds = times.draw(self._step_rng[node.rank]) * op.samples / times.batch_size
@@ -448,15 +469,12 @@ class Simulator:
             t0 = perf_counter()
             result = op.fn(*op.args)
             seconds = perf_counter() - t0
-        else:
-            result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
-        seconds *= self._scale(node.rank)
-        if self.faults:  # a slow fault: this node runs at 1/factor of its speed
+        if self._scaled:
+            seconds *= self._scale(node.rank)
+        if self._faulty:  # a slow fault: this node runs at 1/factor of its speed
             seconds *= self.faults.slowdown(node.rank, self._step_no[node.rank])
         self.logs[node.rank].charge("compute", seconds)
-        if seconds:  # free compute (a ghost without a profile) schedules no event
-            yield self.env.timeout(seconds)
-        return result
+        return result, seconds
 
     def _scale(self, rank):
         """Factor on node ``rank``'s next compute time: its straggler draw over its speed."""
@@ -588,12 +606,13 @@ class Simulator:
         and starts one timer of its alpha-beta time (`alpha_beta_time`) that releases them all:
         one event per collective, so 10,000 nodes cost O(p) per collective. A node's wait is
         from its arrival to the last one's; its comm is the algorithm's time."""
-        self._calls[node.rank] += 1
-        key, size, entered = self._calls[node.rank], node.size, self.env.now
-        if key not in self._collectives:
-            self._collectives[key] = ([], self.env.event())
-        bufs, done = self._collectives[key]
-        bufs.append((node.rank, op.buf))
+        rank, size, entered = node.rank, node.size, self.env.now
+        self._calls[rank] = key = self._calls[rank] + 1
+        pending = self._collectives.get(key)
+        if pending is None:
+            pending = self._collectives[key] = ([], self.env.event())
+        bufs, done = pending
+        bufs.append((rank, op.buf))
         if len(bufs) == size:
             del self._collectives[key]
             algorithm = _simulated(op.algo, op.buf, size)
@@ -602,12 +621,21 @@ class Simulator:
                                 for rank, buf in sorted(bufs, key=lambda b: b[0])])
             seconds = alpha_beta_time(algorithm, op.buf.nbytes, size, *self._alpha_beta(),
                                       op.buf.itemsize)
-            self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(seconds))
-        seconds, log = (yield done), self.logs[node.rank]
+            released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
+            self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))
+        (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
         log.charge("wait", self.env.now - seconds - entered)
-        sent, received = allreduce_bytes(op.algo, op.buf.size, op.buf.itemsize, node.rank, size)
-        log.charge("comm", seconds, sent, received)
+        log.charge("comm", seconds, *bytes_by_rank[rank])
         return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
+
+    def _bytes_by_rank(self, algorithm, n, itemsize, size):
+        """Every rank's (sent, received) bytes in one allreduce, worked out once per shape."""
+        key = (algorithm, n, itemsize, size)
+        table = self._allreduce_bytes.get(key)
+        if table is None:
+            table = self._allreduce_bytes[key] = [
+                allreduce_bytes(algorithm, n, itemsize, rank, size) for rank in range(size)]
+        return table
 
     def _alpha_beta(self):
         """The (alpha s, beta B/s) the closed forms charge: on the star the flags' own; on a

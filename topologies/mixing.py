@@ -16,7 +16,6 @@ from fractions import Fraction
 
 import networkx as nx
 import numpy as np
-import scipy.linalg
 
 from topologies.errors import TopologyError
 
@@ -160,6 +159,9 @@ def spectral_gap(W):
 
 
 def _gap(W):
+    import scipy.linalg  # here, not at the top: it is 0.3 s of every run's start-up, and only
+    # the spectral gap needs it
+
     if W.shape[0] == 1:
         return 1.0
     if np.array_equal(W, W.T):

@@ -5,7 +5,6 @@ its own arithmetic, so the MPI backend and the simulator run the same sequence o
 same additions in the same order: the simulated result equals the real one bit for bit.
 """
 
-import functools
 from collections import defaultdict, deque
 
 import numpy as np
@@ -572,7 +571,6 @@ ALLREDUCES = {"ring": ring_allreduce, "recursive-doubling": recursive_doubling_a
 """``--allreduce`` name -> the generator both backends run (``mpi``: the MPI library's own)."""
 
 
-@functools.lru_cache(maxsize=1 << 16)  # asked per node per step with the same arguments
 def allreduce_bytes(algorithm, n, itemsize, rank, size):
     """Bytes ``(sent, received)`` by ``rank`` in allreduce ``algorithm`` of ``n`` elements; MPI's
     own (``"mpi"``) is counted as the algorithm MPICH picks for it sends (`mpich_allreduce`)."""

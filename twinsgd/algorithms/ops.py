@@ -5,8 +5,10 @@ backend to do something whose duration or effect lies outside the program: run a
 whose time matters, evaluate the model (time kept apart from training), and, from the MPI issue on,
 communicate. The backend sends the result back as the value of the ``yield``.
 
-Operations are frozen dataclasses with keyword fields (h11's events are the model); they carry data
-and never act.
+Operations are dataclasses with keyword fields (h11's events are the model); they carry data and
+never act, and no backend writes to one. They are slotted rather than frozen: a node program makes
+two or three per step, and a frozen dataclass takes 1.5 us to build against 0.4 us, a sixth of a
+simulated node-step at 10,000 nodes.
 """
 
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Compute:
     """Run ``fn(*args)`` and send back its result; its duration is compute time.
 
@@ -28,7 +30,7 @@ class Compute:
     samples: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Evaluate:
     """Evaluate the model on the test set; its time is excluded from training time.
 
@@ -55,7 +57,7 @@ class Evaluate:
 ANY_SOURCE = -1
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Send:
     """Send ``payload`` to rank ``dest``; gets back None.
 
@@ -74,7 +76,7 @@ class Send:
     buffered: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Recv:
     """Receive one message from ``source`` (or `ANY_SOURCE`) with ``tag``; gets back
     ``(source, payload)``.
@@ -88,7 +90,7 @@ class Recv:
     buf: np.ndarray | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class SendRecv:
     """Send ``payload`` to ``dest`` while receiving from ``source`` into ``buf``; gets back ``buf``.
 
@@ -102,7 +104,7 @@ class SendRecv:
     tag: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Allreduce:
     """Reduce ``buf`` over all ranks in place (``op`` "sum" or "mean"); gets back ``buf``.
 
@@ -118,7 +120,7 @@ class Allreduce:
     algo: str = "ring"
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Exchange:
     """Send ``payloads[peer]`` to every peer and receive one message from each; gets back
     ``{peer: payload}``, each an array equal to what the peer sent, to be read only: the
@@ -134,7 +136,7 @@ class Exchange:
     tag: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Allgather:
     """Every rank's ``payload``, in rank order, to every rank; gets back that list. Collective.
 

@@ -70,7 +70,8 @@ class RunLog:
         self.iterations, self.time_s = 0, 0.0
         self.last_eval = None
         self.time_to_target_s = None
-        self._current = _new_step()
+        # the step in progress; a rank whose rows are not written charges its totals directly
+        self._current = _new_step() if write_steps else self.totals
         self._summary_written = -math.inf  # time.monotonic() of the last summary.json
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
@@ -83,15 +84,17 @@ class RunLog:
 
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
-        row, totals = self._current, self.totals
         if self.write_steps:
+            row, totals = self._current, self.totals
             row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s,
                        loss=float(loss), staleness=staleness)
             self.steps.write_rows([row])
-        for key in TOTALS:
-            totals[key] += row[key]
-        self.iterations, self.time_s = max(self.iterations, iteration), time_s
-        self._current = _new_step()
+            for key in TOTALS:
+                totals[key] += row[key]
+            self._current = _new_step()
+        if iteration > self.iterations:
+            self.iterations = iteration
+        self.time_s = time_s
 
     def node_totals(self):
         """This rank's totals so far (seconds per kind, bytes), for the gather to rank 0.
