@@ -32,7 +32,7 @@ from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
 from real.watchdog import Heartbeat, Watchdog
-from twinsgd.algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from twinsgd.algorithms import node_program, prepare_nodes, updates_per_step
 from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
 from twinsgd.algorithms.config import add_config_arguments, parse_config
 from twinsgd.algorithms.faults import InjectedFault
@@ -137,18 +137,14 @@ def _prepare(argv, parser, comm):
     model = node = None
     if problem is None:
         model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+        def say(note):  # what a default chose: once, from rank 0
+            if rank == 0:
+                print(f"{prog}: {note}", file=sys.stderr)
+
         try:
-            node = make_node(rank, size, cfg, dataset, model)
-            for note in cfg.fit_data(dataset.n_train // node.shards):  # before the lr schedule
-                if rank == 0:
-                    print(f"{prog}: {note}", file=sys.stderr)
-            attach_optimizer(node)
-            if node.steps_per_epoch < 1:
-                problem = (f"--batch-size {cfg.batch_size} is larger than a node's shard "
-                           f"({dataset.n_train // node.shards} samples of {dataset.name} over "
-                           f"{node.shards} shards)")
-        except ValueError as err:  # a topology that cannot be made or read
-            problem = f"--topology {cfg.topology}: {err}"
+            (node,) = prepare_nodes([rank], size, cfg, dataset, lambda _: model, say)
+        except ValueError as err:
+            problem = str(err)
     agree(comm, problem, prog)
     return cfg, dataset, model, node
 

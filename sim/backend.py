@@ -28,7 +28,7 @@ from time import perf_counter
 import numpy as np
 import simpy
 
-from sim.network import make_network
+from sim.network import RoutedNetwork, make_network
 from twinsgd.algorithms.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -205,8 +205,10 @@ class Simulator:
         Allreduce decomposed into the ring's messages, or one event per collective lasting the
         ring's alpha-beta cost ``2(p-1)(alpha + n/(p beta))`` after the last node arrives (for
         scale; the arithmetic is the ring's either way). They agree on a contention-free network.
-    network : str
-        ``--network``: star, fat-tree:K, torus, ring or a file (`sim.network.make_network`).
+    network : str or sim.network.RoutedNetwork
+        ``--network``: star, fat-tree:K, torus, ring or a file (`sim.network.make_network`), or
+        that network already made (with no clock: ``make_network(None, ...)``), which then
+        runs on this simulator's clock and keeps its own latency, bandwidth, costs and shaping.
     costs : dict, optional
         Measured cost models by message pattern, from a calibrated profile: ``oneway`` for Send
         and Recv, ``sendrecv`` for SendRecv and Exchange (a ring step, a gossip exchange: both
@@ -258,8 +260,12 @@ class Simulator:
         self.timeline = {rank: [] for rank in range(0, len(nodes), every)}  # rank -> events
         for rank in self.timeline:
             self.logs[rank] = _Traced(self.logs[rank])
-        self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
-                                    costs, shaping)
+        if isinstance(network, RoutedNetwork):
+            network.attach(self.env)
+            self.network = network
+        else:
+            self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
+                                        costs, shaping)
         self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:

@@ -156,7 +156,8 @@ class RoutedNetwork:
 
     Parameters
     ----------
-    env : simpy.Environment
+    env : simpy.Environment or None
+        The clock it runs on; None for a network checked now and run later (`attach`).
     graph : networkx.Graph
         Connected and undirected; its nodes are hosts and switches, each edge a full-duplex link.
         An edge attribute ``bandwidth_Bps`` overrides ``bandwidth_Bps`` for that link.
@@ -217,16 +218,27 @@ class RoutedNetwork:
                  router=None, costs=None, shaping=None):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
-        self.env, self.latency_s, self.bandwidth_Bps = env, latency_s, bandwidth_Bps
+        self.latency_s, self.bandwidth_Bps = latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
-        self._fluid = FluidStar(env, shaping) if shaping is not None else None
         self.graph, self.hosts = graph, hosts
-        self.mailbox = [Mailbox(env) for _ in hosts]
+        self.env = self._fluid = self.mailbox = None
+        if env is not None:
+            self.attach(env)
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
         self._router = router or partial(nx.bidirectional_shortest_path, graph)
         self._order = {node: i for i, node in enumerate(graph)}  # links sort by their ends' order
         self._links = {}  # (u, v) -> the Link of the direction u -> v, made on first use
         self._routes = {}  # (source, dest) ranks -> Route, made on first use
+
+    def attach(self, env):
+        """Run on the clock ``env``: the mailboxes and shared NICs live there. The graph, its
+        checks and its routes do not, so a front end checks a network once, before it has a
+        clock, and hands the same object to the simulator."""
+        if self.env is not None:
+            raise RuntimeError("this network already runs on a clock")
+        self.env = env
+        self._fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
+        self.mailbox = [Mailbox(env) for _ in self.hosts]
 
     def transfer(self, source, dest, nbytes, tag, payload, pattern="oneway"):
         """Process: move ``nbytes`` from rank source to rank dest; done when they have left.
@@ -351,7 +363,8 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=Non
 
     Parameters
     ----------
-    env : simpy.Environment
+    env : simpy.Environment or None
+        None: checked now, run later (`RoutedNetwork.attach`).
     spec : str or os.PathLike
         - ``"star"``: n hosts on one switch, one link each: n bytes between idle hosts take
           ``latency_s + n / bandwidth_Bps``; N messages into one host queue at its link.

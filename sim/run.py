@@ -14,14 +14,15 @@ stopped at a fault (``--faults FILE``, ``--fail``, acted out as ``real.train`` a
 folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 """
 
+import argparse
 import importlib.metadata
 import math
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import simpy
 
 from models import build_model
 from models.threads import one_blas_thread
@@ -29,9 +30,9 @@ from sim.analytic import check_analytic, run_analytic
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
-from twinsgd.algorithms import attach_optimizer, make_node, node_program, updates_per_step
+from twinsgd.algorithms import node_program, prepare_nodes, updates_per_step
 from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from twinsgd.algorithms.config import OneLineParser, add_config_arguments, parse_command
+from twinsgd.algorithms.config import OneLineParser, RunConfig, add_config_arguments, parse_command
 from twinsgd.algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
 from twinsgd.algorithms.ghost import ghost_dataset, ghost_model
 from twinsgd.algorithms.ops import PeerFailed
@@ -243,69 +244,87 @@ def _node_speeds(cluster, seed):
     return speeds, probability, slowdown
 
 
-def main(argv=None):
+class RunStopped(Exception):
+    """The simulated run stopped at a fault (``sim.run`` exits 3); its folder's status and this
+    message say why."""
+
+
+@dataclass
+class Simulation:
+    """A simulated run set up and checked (`prepare_simulation`), ready to run: everything a bad
+    input could be refused for has been refused, and its run folder claimed."""
+
+    cfg: RunConfig
+    cluster: argparse.Namespace  # sim.run's cluster options (`build_parser`'s "cluster" group)
+    nodes: list  # one `Node` per rank (rank 0 alone under the analytic engine)
+    network: object  # a `sim.network.RoutedNetwork` with no clock yet (None: analytic engine)
+    network_spec: str
+    latency_s: float
+    bandwidth_Bps: float
+    costs: dict  # measured cost models by message pattern ({} unless a calibrated profile's)
+    shaping: object  # `sim.shaping.Shaping` of a calibrated profile's token buckets, or None
+    slowdown: float  # the measured network costs' slow-down for this many ranks per core
+    eager_bytes: int
+    compute: ComputeModel
+    faults: FaultSchedule
+    folder: RunFolder
+    saved: list  # each rank's checkpoint (arrays, meta) of a resumed run, else []
+    header: dict  # the run's config.json document
+
+
+def _stderr(note):
+    print(f"python -m sim.run: {note}", file=sys.stderr)
+
+
+def prepare_simulation(cfg, cluster, say=_stderr):
+    """Check a simulated run and set it up: profile, network (made once, here), data, nodes,
+    compute model, faults, resume point, and last its run folder, so that bad input leaves no
+    folder behind. ValueError or `DataError` naming the flag; ``say(note)`` gets the lines
+    saying what a default chose to fit the data, and the data set's note."""
     blas = one_blas_thread()  # measured compute is timed as a rank with one BLAS thread runs
-    parser = build_parser()
-    cfg, cluster = parse_command(argv, parser)
     size = cluster.nodes
-    try:
-        profile = load_profile(cluster.profile) if cluster.profile else None
-        network, latency_s, bandwidth_Bps = network_model(cluster, profile)
-        costs = network_costs(cluster, profile)
-        slowdown = _network_slowdown(cluster, profile) if costs else 1.0
-        shaping = profile.shaping(slowdown) if costs else None
-        costs = profile.slowed_costs(slowdown) if costs else costs
-        if size < 1:
-            raise ValueError(f"--nodes must be >= 1, got {size}")
-        if cluster.steps_sample is not None and cluster.steps_sample < 1:
-            raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
-        cfg.check_size(size)
-        dataset, shared_model = _data_and_model(cfg, cluster)
-        name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
-        if cluster.engine == "analytic":  # a few arrays over the nodes: no network, no nodes
-            check_analytic(cfg, cluster, network, costs)
-        else:
-            check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
-            make_network(simpy.Environment(), network, size, latency_s, bandwidth_Bps)
-        compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
-        faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
-                               parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
-        if shared_model is not None and (cfg.checkpoint_every or cfg.resume):
-            raise ValueError("--ghost carries no weights to checkpoint or resume")
-        folder = RunFolder(Path(cfg.resume) if cfg.resume else
-                           claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
-        cfg.out = str(folder.path)
-    except (DataError, ValueError) as err:
-        parser.error(str(err))
+    if size < 1:
+        raise ValueError(f"--nodes must be >= 1, got {size}")
+    if cluster.steps_sample is not None and cluster.steps_sample < 1:
+        raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
+    profile = load_profile(cluster.profile) if cluster.profile else None
+    network_spec, latency_s, bandwidth_Bps = network_model(cluster, profile)
+    costs = network_costs(cluster, profile)
+    slowdown = _network_slowdown(cluster, profile) if costs else 1.0
+    shaping = profile.shaping(slowdown) if costs else None
+    costs = profile.slowed_costs(slowdown) if costs else costs
+    cfg.check_size(size)
+    dataset, shared_model = _data_and_model(cfg, cluster)
+    name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
+    analytic = cluster.engine == "analytic"
+    network = None
+    if analytic:  # a few arrays over the nodes: no network, no nodes
+        check_analytic(cfg, cluster, network_spec, costs)
+    else:
+        check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
+        network = make_network(None, network_spec, size, latency_s, bandwidth_Bps, costs,
+                               shaping)
+    compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
+    faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
+                           parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
+    if shared_model is not None and (cfg.checkpoint_every or cfg.resume):
+        raise ValueError("--ghost carries no weights to checkpoint or resume")
     if dataset.note:
-        print(dataset.note, file=sys.stderr)
-    try:
-        nodes = [make_node(rank, size, cfg, dataset, shared_model or build_model(
-                     cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed))
-                 for rank in range(1 if cluster.engine == "analytic" else size)]
-    except ValueError as err:
-        parser.error(f"--topology {cfg.topology}: {err}")
-    for note in cfg.fit_data(dataset.n_train // nodes[0].shards):  # before the lr schedule
-        print(f"python -m sim.run: {note}", file=sys.stderr)
-    for node in nodes:
-        attach_optimizer(node)
-    if nodes[0].steps_per_epoch < 1:
-        parser.error(f"--batch-size {cfg.batch_size} is larger than a node's shard "
-                     f"({dataset.n_train // nodes[0].shards} samples of {dataset.name} over "
-                     f"{nodes[0].shards} shards)")
-    saved = []  # each rank's checkpoint (arrays, meta) of a resumed run
+        say(dataset.note)
+    nodes = prepare_nodes(range(1 if analytic else size), size, cfg, dataset, lambda _: (
+        shared_model or build_model(cfg.model, dataset.input_shape, dataset.n_classes,
+                                    seed=cfg.seed)), say)
+    saved = []
     if cfg.resume:
-        try:
-            step = resume_point(cfg, size)  # after fit_data: the options as the run had them
-            saved = [load(folder.path, rank, step) for rank in range(size)]
-        except ValueError as err:
-            parser.error(str(err))
-        keep_logs_until(folder.path, step)
-    reporter = nodes[0].reporter
-    per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
+        step = resume_point(cfg, size)  # after fit_data: the options as the run had them
+        saved = [load(cfg.resume, rank, step) for rank in range(size)]
+        keep_logs_until(cfg.resume, step)
+    folder = RunFolder(Path(cfg.resume) if cfg.resume else
+                       claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+    cfg.out = str(folder.path)
     header = run_header(
         cfg, dataset, nodes[0].model, size, "simulated", "sim.run", mpi=None,
-        cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network,
+        cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network_spec,
                  "profile": cluster.profile,
                  "compute": compute.kind, "measured_costs": sorted(costs),
                  "token_buckets": shaping is not None, "network_slowdown": slowdown,
@@ -314,38 +333,52 @@ def main(argv=None):
                  "stragglers": cluster.stragglers,
                  "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
                  "steps_sample": cluster.steps_sample or 1, "engine": cluster.engine},
-        blas_threads=blas, versions={"simpy": importlib.metadata.version("simpy")})
+        blas_threads=blas,
+        versions={"simpy": importlib.metadata.version("simpy")})
+    return Simulation(cfg, cluster, nodes, network, network_spec, latency_s, bandwidth_Bps, costs,
+                      shaping, slowdown, profile.eager_bytes if costs else 0, compute, faults,
+                      folder, saved, header)
+
+
+def run_simulation(run):
+    """Run a prepared `Simulation` to its end, writing its run folder as it goes; returns the
+    summary (summary.json's document, as written). `RunStopped` when a fault stopped it (its
+    folder says why, with every node's totals); any other exception marks the folder failed and
+    propagates."""
+    cfg, cluster, nodes, folder, header = run.cfg, run.cluster, run.nodes, run.folder, run.header
+    size, reporter = cluster.nodes, nodes[0].reporter
+    per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     if cluster.engine == "analytic":
-        summary = run_analytic(nodes[0], size, compute, latency_s, bandwidth_Bps, folder, header,
-                               cfg.target_accuracy, cluster.steps_sample)
-        print(_report(summary, size, folder.path))
-        return 0
+        run_analytic(nodes[0], size, run.compute, run.latency_s, run.bandwidth_Bps, folder,
+                     header, cfg.target_accuracy, cluster.steps_sample)
+        return folder.read_json("summary.json")
     logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch,
-                             resumed=bool(saved))}
+                             resumed=bool(run.saved))}
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
         logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
                                      reporter=False, steps=steps_csv,
                                      write_steps=rank % (cluster.steps_sample or 1) == 0))
+    logs = [logs[rank] for rank in range(size)]
     log = logs[reporter]
-    for node, checkpoint in zip(nodes, saved, strict=False):
+    for node, checkpoint in zip(nodes, run.saved, strict=False):
         restore(node, logs[node.rank], *checkpoint)
     if cfg.checkpoint_every:
         for node in nodes:
             node.checkpointer = Checkpointer(folder.path, cfg.checkpoint_every, logs[node.rank])
-    simulator = Simulator(nodes, [logs[r] for r in range(size)], latency_s, bandwidth_Bps,
-                          compute, cluster.collectives, network, costs,
+    simulator = Simulator(nodes, logs, run.latency_s, run.bandwidth_Bps, run.compute,
+                          cluster.collectives, run.network,
                           entry_barrier=cfg.measure_wait and cluster.collectives == "message",
-                          shaping=shaping, eager_bytes=profile.eager_bytes if costs else 0,
-                          start_s=saved[reporter][1]["time_s"] if saved else 0.0)
+                          eager_bytes=run.eager_bytes,
+                          start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0)
     bar = progress_bar(nodes[reporter].total_steps * updates_per_step(cfg, size, reporter)) \
         if cfg.progress else None
     if bar is not None:  # the reporter's steps, as real.train counts them
         simulator.on_step[reporter] = lambda: bar.update()
     try:
-        simulator.run([node_program(cfg)(node) for node in nodes], faults)
+        simulator.run([node_program(cfg)(node) for node in nodes], run.faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
-        return _stopped(log, [logs[r] for r in range(size)], str(failure))
+        _stopped(log, logs, str(failure))
     except BaseException as err:
         log.fail(f"{type(err).__name__}: {err}")
         raise
@@ -353,24 +386,57 @@ def main(argv=None):
         if bar is not None:
             bar.close()
     if reporter in simulator.failed:  # nobody left to report the result: the run failed
-        return _stopped(log, [logs[r] for r in range(size)],
-                        "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
-    log.all_totals = [logs[r].node_totals() for r in range(size)]
+        _stopped(log, logs, "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
+    log.all_totals = [node_log.node_totals() for node_log in logs]
     if simulator.failed:
         log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
                                 for r, t in simulator.failed.items()]
     log.finish("done", nodes[reporter].model.named_arrays(),
                chrome_trace(simulator.timeline, cfg.algorithm, "simulated"))
-    print(_report(log.summary(), size, folder.path))
+    return folder.read_json("summary.json")
+
+
+def simulate(cfg, cluster, say=_stderr):
+    """Simulate the run ``cfg`` (a `RunConfig`) on ``cluster`` (sim.run's cluster options) and
+    write its run folder; returns its summary. `prepare_simulation`, then `run_simulation`
+    (their errors: ValueError or `DataError` for bad input, `RunStopped` at a fault).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from twinsgd.algorithms.config import parse_command
+    >>> cfg, cluster = parse_command(["--nodes", "8", "--algorithm", "allreduce", "--ghost",
+    ...                               "resnet50", "--iterations", "5", "--no-progress",
+    ...                               "--out", tempfile.mkdtemp()], build_parser())
+    >>> summary = simulate(cfg, cluster)
+    >>> summary["nodes"], summary["iterations"], summary["time_s"] > 0
+    (8, 5, True)
+    """
+    return run_simulation(prepare_simulation(cfg, cluster, say))
+
+
+def main(argv=None):
+    parser = build_parser()
+    cfg, cluster = parse_command(argv, parser)
+    try:
+        run = prepare_simulation(cfg, cluster)
+    except (DataError, ValueError) as err:
+        parser.error(str(err))
+    try:
+        summary = run_simulation(run)
+    except RunStopped as stop:
+        print(f"python -m sim.run: run stopped: {stop} (run folder {run.folder.path})",
+              file=sys.stderr)
+        return 3
+    print(_report(summary, cluster.nodes, run.folder.path))
     return 0
 
 
 def _stopped(log, logs, why):
-    """Mark the run ``failed: why`` with every node's totals, say so in one line; exit status 3."""
+    """Mark the run ``failed: why`` with every node's totals; raise `RunStopped`."""
     log.all_totals = [node_log.node_totals() for node_log in logs]
     log.fail(why)
-    print(f"python -m sim.run: run stopped: {why} (run folder {log.folder.path})", file=sys.stderr)
-    return 3
+    raise RunStopped(why)
 
 
 def _report(summary, size, folder):

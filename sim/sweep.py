@@ -219,26 +219,33 @@ def point_argv(point, shared, run_dir, flags):
 
 
 def run_point(argv):
-    """Run ``sim.run.main(argv)`` in this process and report how it went; never raises an Exception.
+    """Simulate one point, ``sim.run``'s command line ``argv``, in this process
+    (`sim.run.simulate`) and report how it went; never raises an Exception.
 
-    Its printing is captured (the last line explains a failure). Returns ``{"status": "done" or
+    Its printing is captured (the last line explains a refusal). Returns ``{"status": "done" or
     "failed: <one line>", "summary": summary.json as a dict, or None when the run wrote none}``.
     Runs in a worker process: the sweep's executor calls it.
     """
     for variable in _BLAS_THREADS:
         os.environ.setdefault(variable, "1")  # only takes effect before numpy's first import
+    from sim.run import RunStopped, build_parser, simulate
+    from twinsgd.data import DataError
+
     printed = io.StringIO()
     try:
         with _as_command_line(argv), contextlib.redirect_stdout(printed), \
                 contextlib.redirect_stderr(printed):
-            from sim.run import main as sim_run
-
-            code = sim_run(argv)
-    except SystemExit as stop:
-        code = stop.code
+            summary = simulate(*parse_command(argv, build_parser()))
+    except SystemExit as stop:  # refused as it was parsed: the parser's line says why
+        return _refused(stop.code, printed.getvalue())
+    except (DataError, ValueError) as err:
+        return {"status": f"failed: {_one_line(str(err))}", "summary": None}
+    except RunStopped:  # stopped at a fault: its folder says so
+        summary = _read_summary(Path(argv[argv.index("--out") + 1]))
+        return {"status": summary["status"] if summary else "failed", "summary": summary}
     except Exception as err:
         return {"status": f"failed: {_one_line(f'{type(err).__name__}: {err}')}", "summary": None}
-    return _outcome(code, printed.getvalue(), Path(argv[argv.index("--out") + 1]))
+    return {"status": summary.get("status", "done"), "summary": summary}
 
 
 @contextlib.contextmanager
@@ -252,15 +259,8 @@ def _as_command_line(argv):
         sys.argv = saved
 
 
-def _outcome(code, printed, run_dir):
-    """The status and summary of a point that exited with ``code`` after printing ``printed``."""
-    if code in (0, None):
-        summary = _read_summary(run_dir)
-        return {"status": summary.get("status", "done") if summary else "done", "summary": summary}
-    if code == 3:  # stopped because a node failed: its folder says so
-        summary = _read_summary(run_dir)
-        if summary and summary.get("status", "").startswith("failed"):
-            return {"status": summary["status"], "summary": summary}
+def _refused(code, printed):
+    """The status of a point its parser refused (exit ``code``), from the last line printed."""
     lines = [line for line in printed.splitlines() if line.strip()]
     why = lines[-1].removeprefix(_SIM_RUN_ERROR) if lines else f"exit status {code}"
     return {"status": f"failed: {_one_line(why)}", "summary": None}

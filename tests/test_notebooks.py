@@ -67,10 +67,13 @@ def test_straggler_study_meets_the_formulas():
 def test_lomonosov_study_local_sgd_exchanges_less():
     out = run_notebook("03_lomonosov2_ten_configurations.py", timeout_s=1200)
     row = table_rows(out, r"Local-SGD\(4\) speeds communication")[0]
-    for cell in (row[1], row[2]):  # measured (or "not measured"), simulated: ranges of ratios
-        if cell != "not measured":
-            # exchanging every 4th step: at most 4x less communication, and clearly less
-            assert all(1.5 < float(x.rstrip("x")) <= 4.0 for x in cell.split("–")), row
+    measured, simulated = ([] if cell == "not measured" else
+                           [float(x.rstrip("x")) for x in cell.split("–")]
+                           for cell in (row[1], row[2]))
+    # exchanging every 4th step: at most 4x less communication, and clearly less; a measured
+    # ratio is of wall times on a shared machine, so only "clearly less" holds for it exactly
+    assert all(1.5 < x <= 4.0 for x in simulated), row
+    assert all(x > 1.5 for x in measured), row
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.py")), ids=lambda p: p.name)

@@ -87,11 +87,11 @@ def test_bad_grid_or_shared_flags_raise_one_line(specs, shared, message):
 
 
 def test_a_point_that_raises_gets_a_one_line_failure_and_the_caller_state_back(monkeypatch):
-    def broken_run(argv):
+    def broken_run(cfg, cluster, say=None):
         print("some output")
         raise RuntimeError("a bug\non two lines")
 
-    monkeypatch.setattr("sim.run.main", broken_run)
+    monkeypatch.setattr("sim.run.simulate", broken_run)
     argv_before, stdout_before = list(sys.argv), sys.stdout
     outcome = sweep.run_point(["--nodes=2", "--out", "nowhere"])
     assert outcome == {"status": "failed: RuntimeError: a bug on two lines", "summary": None}

@@ -115,6 +115,10 @@ class RunFolder:
         text = json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n"
         self._replace(name, lambda fh: fh.write(text.encode()))
 
+    def read_json(self, name):
+        """The JSON document ``name`` as written (NaN as None, numpy scalars plain)."""
+        return json.loads((self.path / name).read_text())
+
     def save_arrays(self, name, arrays):
         """Replace ``name`` (an .npz, as `numpy.savez` writes it) with the named arrays,
         atomically. The archive's entries carry a fixed date, so the same weights give the same

@@ -3,8 +3,9 @@ end a study with its verdict table.
 
 A study is a few runs of the command-line programs (``real.train`` under ``mpiexec`` or an
 emulated cluster, ``sim.run`` on a calibrated profile), each writing a run folder, and a table
-of the source study's claims beside our measured and simulated numbers. The programs run as
-subprocesses so that a notebook measures exactly what a user's command would.
+of the source study's claims beside our measured and simulated numbers. Measured runs are
+subprocesses, so that a notebook measures exactly what a user's command would; simulated runs
+call `sim.run.simulate` in this process.
 
 ``TWINSGD_SMOKE=1`` (set by the tests) shrinks every study to seconds: fewer iterations and
 points, the same code path.
@@ -62,12 +63,17 @@ def measure(ranks, flags, out, cluster=False, timeout_s=1800):
     return summary(out)
 
 
-def simulate(nodes, flags, out, timeout_s=1800):
-    """``sim.run --nodes nodes flags`` into run folder ``out``; its summary."""
+def simulate(nodes, flags, out):
+    """``sim.run --nodes nodes flags`` into run folder ``out``, in this process
+    (`sim.run.simulate`: a simulated time does not depend on what else the process holds); its
+    summary. ValueError for flags sim.run refuses."""
+    from sim.run import build_parser
+    from sim.run import simulate as simulate_run
+    from twinsgd.algorithms.config import CheckingParser, parse_command
+
     shutil.rmtree(out, ignore_errors=True)
-    _run([sys.executable, "-m", "sim.run", "--no-progress", "--nodes", str(nodes),
-          "--out", str(out), *flags], timeout_s)
-    return summary(out)
+    argv = ["--no-progress", "--nodes", str(nodes), "--out", str(out), *flags]
+    return simulate_run(*parse_command(argv, build_parser(CheckingParser)), say=lambda _: None)
 
 
 def calibrate(out, cluster=False, timeout_s=600):
