@@ -15,7 +15,6 @@ node's ``on_step_end`` hook, called from inside the program, so the seconds char
 up to the training clock (wall time since the start minus evaluation time) exactly.
 """
 
-import math
 import os
 import signal
 import time
@@ -26,7 +25,7 @@ import numpy as np
 from twinsgd.algorithms.collectives import (
     ALLREDUCES,
     allreduce_bytes,
-    average_models,
+    evaluate_for_log,
     finish_reduction,
     ring_allreduce,
 )
@@ -323,24 +322,21 @@ class Driver:
         Also gathers every rank's totals to rank 0 for the summary. Its whole time, including this
         bookkeeping, is evaluation time, off the training clock.
         """
-        params, consensus, comm, root = op.params, None, self.comm, self.node.reporter
-        losses, totals = [op.train_loss], None
-        if op.collective and self.size > 1:
+        comm, root, collective = self.comm, self.node.reporter, op.collective and self.size > 1
+        models, losses, totals = [op.params], [op.train_loss], None
+        if collective:
             if op.average:
                 models = comm.gather(op.params, root=root)
-                if self.rank == root:
-                    params, consensus = average_models(models)
             losses = comm.gather(op.train_loss, root=root)
             totals = comm.gather(self.log.node_totals(), root=root)
-        result = op.fn(params) if self.rank == root else None
-        if op.collective and self.size > 1:
-            result = comm.bcast(result, root=root)
+        result = None
         if self.rank == root:
-            trained = [x for x in losses if not math.isnan(x)]
-            train_loss = float(np.mean(trained)) if trained else float("nan")
+            result, train_loss, consensus = evaluate_for_log(op.fn, models, losses, op.average)
             self.log.evaluation(op.epoch, op.iteration, self.training_clock(t0), train_loss,
                                 *result, eval_s=perf_counter() - t0, consensus_distance=consensus,
                                 node_totals=totals)
+        if collective:
+            result = comm.bcast(result, root=root)
         t1 = perf_counter()
         self.eval_s += t1 - t0
         if self.watchdog is not None:

@@ -33,7 +33,7 @@ from twinsgd.algorithms.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     alpha_beta_time,
-    average_models,
+    evaluate_for_log,
     finish_reduction,
     mpich_allreduce,
     run_in_process,
@@ -673,7 +673,11 @@ class Simulator:
         yield self.env.all_of(sending)
         self._charge(node, t0, messages.values(),
                      sum(payload.nbytes for payload in op.payloads.values()))
-        return {peer: m.payload for peer, m in messages.items()}  # read-only, not copied again
+        if all(op.bufs.get(peer) is not None for peer in messages):  # into the buffers, as MPI
+            for peer, message in messages.items():
+                np.copyto(op.bufs[peer], message.payload)
+            return {peer: op.bufs[peer] for peer in messages}
+        return {peer: m.payload for peer, m in messages.items()}  # objects: read-only copies
 
     def _allgather(self, node, op):
         yield from self._enter_collective(node)
@@ -705,15 +709,10 @@ class Simulator:
         reporter = self.nodes[0].reporter
         ops = [arrived[r] for r in sorted(arrived)]
         op = arrived.get(reporter, ops[0])
-        params, consensus = op.params, None
-        if op.average and len(ops) > 1:
-            params, consensus = average_models([o.params for o in ops])
-        test_loss, test_accuracy = op.fn(params)
-        losses = [o.train_loss for o in ops if not np.isnan(o.train_loss)]
-        log = self.logs[reporter]
+        result, train_loss, consensus = evaluate_for_log(
+            op.fn, [o.params for o in ops] if op.average else [op.params],
+            [o.train_loss for o in ops], op.average)
         totals = [self.logs[r].node_totals() for r in sorted(arrived)] if len(ops) > 1 else None
-        log.evaluation(op.epoch, op.iteration, self.env.now,
-                       float(np.mean(losses)) if losses else float("nan"), test_loss,
-                       test_accuracy, 0.0, consensus_distance=consensus,
-                       node_totals=totals)
-        return test_loss, test_accuracy
+        self.logs[reporter].evaluation(op.epoch, op.iteration, self.env.now, train_loss, *result,
+                                       0.0, consensus_distance=consensus, node_totals=totals)
+        return result

@@ -13,7 +13,7 @@ import pytest
 
 from sim.backend import ComputeModel, Simulator
 from tests.programs import ping_pong
-from twinsgd.algorithms.ops import Allreduce, Recv, Send
+from twinsgd.algorithms.ops import Allreduce, Exchange, Recv, Send
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -64,6 +64,32 @@ def test_ping_pong_takes_two_alpha_beta_messages():
     nbytes = 4 * 100_000
     sim, _ = simulate(2, ping_pong(nbytes))
     assert sim.env.now == pytest.approx(2 * (ALPHA + nbytes / BETA), rel=1e-12)
+
+
+def test_an_exchange_fills_the_buffers_it_names_as_mpi_does():
+    """A ring of 3 exchanging with both neighbours: the reply is the buffers, filled with what
+    each neighbour sent (then changed by the sender, which the copy must not see); without
+    buffers, the messages themselves."""
+    got = {}
+
+    def program(rank):
+        left, right = (rank - 1) % 3, (rank + 1) % 3
+        x = np.full(5, float(rank), np.float32)
+        bufs = {left: np.empty(5, np.float32), right: np.empty(5, np.float32)}
+        reply = yield Exchange({left: x, right: x}, bufs, tag=1)
+        x[:] = -1.0  # the neighbours keep what was sent
+        mine = np.array([rank])  # with no buffers named: the messages (read-only copies)
+        objects = yield Exchange({left: mine, right: mine}, dict.fromkeys((left, right)), tag=2)
+        got[rank] = (reply, bufs, objects)
+
+    simulate(3, program)
+    assert sorted(got) == [0, 1, 2]
+    for reply, bufs, objects in got.values():
+        assert reply.keys() == bufs.keys() and all(reply[p] is bufs[p] for p in bufs)
+        for peer, buf in bufs.items():
+            np.testing.assert_array_equal(buf, np.full(5, float(peer), np.float32))
+        assert {peer: int(m[0]) for peer, m in objects.items()} == {peer: peer for peer in bufs}
+        assert not any(m.flags.writeable for m in objects.values())
 
 
 @pytest.mark.parametrize("workers", [1, 4, 15])

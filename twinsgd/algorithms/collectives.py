@@ -5,6 +5,7 @@ its own arithmetic, so the MPI backend and the simulator run the same sequence o
 same additions in the same order: the simulated result equals the real one bit for bit.
 """
 
+import math
 from collections import defaultdict, deque
 
 import numpy as np
@@ -114,6 +115,22 @@ def average_models(models):
         mean += weights
     finish_reduction(mean, "mean", len(models))
     return mean, float(np.mean([np.linalg.norm(weights - mean) for weights in models]))
+
+
+def evaluate_for_log(fn, models, train_losses, average):
+    """What an evaluation computes on the reporting rank, the same in both backends.
+
+    ``models``: every rank's weights in rank order when ``average`` (the evaluated model is
+    then their mean, `average_models`), else the reporter's alone.
+    ``train_losses``: each rank's mean training loss since the last evaluation (NaN: a rank that
+    trained on nothing, such as a server). Returns ``((test_loss, test_accuracy), train loss
+    averaged over the ranks that trained (NaN if none), consensus distance or None)``.
+    """
+    params, consensus = models[0], None
+    if average and len(models) > 1:
+        params, consensus = average_models(models)
+    trained = [x for x in train_losses if not math.isnan(x)]
+    return fn(params), float(np.mean(trained)) if trained else math.nan, consensus
 
 
 # -- recursive doubling and the binomial tree ----------------------------------------------------

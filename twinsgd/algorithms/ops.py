@@ -123,9 +123,10 @@ class Allreduce:
 @dataclass(slots=True)
 class Exchange:
     """Send ``payloads[peer]`` to every peer and receive one message from each; gets back
-    ``{peer: payload}``, each an array equal to what the peer sent, to be read only: the
-    ``bufs[peer]`` arrays filled (MPI), or the messages' own read-only copies (the simulator,
-    which saves a copy per message that way; ``bufs`` may then stay untouched).
+    ``{peer: payload}``, what each peer sent, the same way in every backend: with a ``bufs[peer]``
+    array for every peer, those arrays, filled (as a Recv fills its ``buf``); with ``bufs`` of
+    None (message objects, such as compressed payloads), the messages themselves, to be read
+    only.
 
     The neighbour exchange of gossip: all transfers proceed together, so no ordering of the nodes
     deadlocks. Every peer must name this node in its own Exchange of the same round.
