@@ -51,23 +51,33 @@ def measure():
     factor = 2 * (size - 1) / size
     if rank == 0:
         print(f"\nN = {size} ranks ({MPI.Get_library_version().splitlines()[0].strip()}), float32")
-        print(f"{'size':>8} {'ring us':>10} {'rd us':>10} {'MPI us':>10} {'ring/MPI':>9} "
-              f"{'rd/MPI':>7} {'ring busbw GB/s':>16} {'MPI busbw GB/s':>15}")
+        print(
+            f"{'size':>8} {'ring us':>10} {'rd us':>10} {'MPI us':>10} {'ring/MPI':>9} "
+            f"{'rd/MPI':>7} {'ring busbw GB/s':>16} {'MPI busbw GB/s':>15}"
+        )
     for nbytes in SIZES:
         # Zeros: repeated in-place sums stay zero (no growth, no denormals), and time is the same.
         buf = np.zeros(nbytes // 4, dtype=np.float32)
         reps, warmup = _repetitions(nbytes)
-        t_ring = _time(comm, lambda buf=buf: ring_allreduce_mpi(comm, buf, rank, size), reps,
-                       warmup)
-        t_rd = _time(comm, lambda buf=buf: run_collective_mpi(
-            comm, recursive_doubling_allreduce(buf, rank, size)), reps, warmup)
-        t_mpi = _time(comm, lambda buf=buf: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM), reps,
-                      warmup)
+        t_ring = _time(
+            comm, lambda buf=buf: ring_allreduce_mpi(comm, buf, rank, size), reps, warmup
+        )
+        t_rd = _time(
+            comm,
+            lambda buf=buf: run_collective_mpi(comm, recursive_doubling_allreduce(buf, rank, size)),
+            reps,
+            warmup,
+        )
+        t_mpi = _time(
+            comm, lambda buf=buf: comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM), reps, warmup
+        )
         if rank == 0:
-            print(f"{_human(nbytes):>8} {t_ring * 1e6:10.1f} {t_rd * 1e6:10.1f} "
-                  f"{t_mpi * 1e6:10.1f} {t_ring / t_mpi:9.2f} {t_rd / t_mpi:7.2f} "
-                  f"{factor * nbytes / t_ring / 1e9:16.2f} "
-                  f"{factor * nbytes / t_mpi / 1e9:15.2f}")
+            print(
+                f"{_human(nbytes):>8} {t_ring * 1e6:10.1f} {t_rd * 1e6:10.1f} "
+                f"{t_mpi * 1e6:10.1f} {t_ring / t_mpi:9.2f} {t_rd / t_mpi:7.2f} "
+                f"{factor * nbytes / t_ring / 1e9:16.2f} "
+                f"{factor * nbytes / t_mpi / 1e9:15.2f}"
+            )
 
 
 def _human(nbytes):
@@ -81,13 +91,18 @@ def _human(nbytes):
 def main():
     """Without mpiexec: run the table for N = 2, 4, 8 by starting mpiexec for each."""
     mpiexec = Path(sys.executable).parent / "mpiexec"
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_ALLREDUCE_BENCH": "1",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    print(f"ring = twinsgd's reduce-scatter + allgather over Sendrecv; MPI = MPI_Allreduce; "
-          f"{os.cpu_count()} cores on this machine (N > cores is oversubscribed)")
+    env = {
+        **os.environ,
+        "OPENBLAS_NUM_THREADS": "1",
+        "TWINSGD_ALLREDUCE_BENCH": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
+    print(
+        f"ring = twinsgd's reduce-scatter + allgather over Sendrecv; MPI = MPI_Allreduce; "
+        f"{os.cpu_count()} cores on this machine (N > cores is oversubscribed)"
+    )
     for n in (2, 4, 8):
-        subprocess.run([str(mpiexec), "-n", str(n), sys.executable, __file__], env=env,
-                       check=True)
+        subprocess.run([str(mpiexec), "-n", str(n), sys.executable, __file__], env=env, check=True)
 
 
 if __name__ == "__main__":

@@ -48,15 +48,24 @@ def median_seconds(fn, reps):
 def gradients(n, seed=0):
     """The two test gradients, name -> (n,) float32."""
     rng = np.random.default_rng(seed)
-    return {"normal": rng.standard_normal(n).astype(np.float32),
-            "t(3)": (1e-3 * rng.standard_t(3, n)).astype(np.float32)}
+    return {
+        "normal": rng.standard_normal(n).astype(np.float32),
+        "t(3)": (1e-3 * rng.standard_t(3, n)).astype(np.float32),
+    }
 
 
 def cases(g):
     """(label, codec, error feedback?) for one gradient."""
     threshold = float(np.quantile(np.abs(g), 0.99))
-    specs = ["none", "topk:0.01", f"threshold:{threshold:.4g}", "randomk:0.01", "qsgd:16",
-             "sign", "fp16"]
+    specs = [
+        "none",
+        "topk:0.01",
+        f"threshold:{threshold:.4g}",
+        "randomk:0.01",
+        "qsgd:16",
+        "sign",
+        "fp16",
+    ]
     rows = [(spec, make_codec(spec), False) for spec in specs]
     rows.append(("topk:0.01+EF", make_codec("topk:0.01"), True))
     return rows
@@ -79,16 +88,22 @@ def environment():
     """One line: Python, numpy, BLAS (as threadpoolctl sees it), CPU, load average."""
     try:
         from threadpoolctl import threadpool_info
-        blas = [f"{i['internal_api']} {i['version']} ({i.get('architecture')}, "
-                f"{i['num_threads']} thread)" for i in threadpool_info()]
+
+        blas = [
+            f"{i['internal_api']} {i['version']} ({i.get('architecture')}, "
+            f"{i['num_threads']} thread)"
+            for i in threadpool_info()
+        ]
     except ImportError:
         blas = ["threadpoolctl not installed"]
     cpu = platform.processor() or platform.machine()
     with open("/proc/cpuinfo") if Path("/proc/cpuinfo").exists() else open(os.devnull) as f:
         names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    return (f"Python {platform.python_version()}, numpy {np.__version__}, {'; '.join(blas)}\n"
-            f"CPU {names[0] if names else cpu}; load average {load}")
+    return (
+        f"Python {platform.python_version()}, numpy {np.__version__}, {'; '.join(blas)}\n"
+        f"CPU {names[0] if names else cpu}; load average {load}"
+    )
 
 
 def main(argv=None):
@@ -103,16 +118,22 @@ def main(argv=None):
     n = args.n
     gb = 4 * n / 1e9
     print(environment())
-    print(f"n = {n} float32 ({4 * n / 2**20:.2f} MiB), median of {args.reps} after {WARMUP} "
-          f"warm-up; target encode >= {TARGET_GBPS} GB/s\n")
-    print(f"{'gradient':<8} {'codec':<18} {'encode GB/s':>11} {'decode GB/s':>11} "
-          f"{'add_into GB/s':>13} {'wire bytes':>11} {'wire/dense':>10}")
+    print(
+        f"n = {n} float32 ({4 * n / 2**20:.2f} MiB), median of {args.reps} after {WARMUP} "
+        f"warm-up; target encode >= {TARGET_GBPS} GB/s\n"
+    )
+    print(
+        f"{'gradient':<8} {'codec':<18} {'encode GB/s':>11} {'decode GB/s':>11} "
+        f"{'add_into GB/s':>13} {'wire bytes':>11} {'wire/dense':>10}"
+    )
     slow = []
     for gname, g in gradients(n).items():
         for label, codec, feedback in cases(g):
             t_enc, t_dec, t_add, nbytes = measure(g, codec, feedback, args.reps)
-            print(f"{gname:<8} {label:<18} {gb / t_enc:>11.2f} {gb / t_dec:>11.2f} "
-                  f"{gb / t_add:>13.2f} {nbytes:>11d} {nbytes / (4 * n):>10.4f}")
+            print(
+                f"{gname:<8} {label:<18} {gb / t_enc:>11.2f} {gb / t_dec:>11.2f} "
+                f"{gb / t_add:>13.2f} {nbytes:>11d} {nbytes / (4 * n):>10.4f}"
+            )
             if gb / t_enc < TARGET_GBPS:
                 slow.append(f"{gname} {label}")
     print("\nbelow target: " + (", ".join(slow) if slow else "none"))

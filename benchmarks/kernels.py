@@ -32,8 +32,9 @@ _THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 def _reexec_without_coretype():
     """Replace this process by itself with one BLAS thread and no OpenBLAS coretype override."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+    }
     env.update(dict.fromkeys(_THREAD_VARS, "1"), **{_CHILD: "1"})
     os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
@@ -50,8 +51,13 @@ from models import build_model, make_optimizer  # noqa: E402
 BATCH = 100
 # (model, input shape, torch memory format): PyTorch's default NCHW, and channels_last (NHWC, which
 # oneDNN sometimes runs faster) so that the ratio is also given against the faster of the two.
-CASES = [("mlp", (28, 28, 1), "nchw"), ("cnn", (28, 28, 1), "nchw"), ("cnn", (28, 28, 1), "nhwc"),
-         ("cnn", (32, 32, 3), "nchw"), ("cnn", (32, 32, 3), "nhwc")]
+CASES = [
+    ("mlp", (28, 28, 1), "nchw"),
+    ("cnn", (28, 28, 1), "nchw"),
+    ("cnn", (28, 28, 1), "nhwc"),
+    ("cnn", (32, 32, 3), "nchw"),
+    ("cnn", (32, 32, 3), "nhwc"),
+]
 
 
 def gemm_peak_flops(n=1024, reps=15):
@@ -99,13 +105,27 @@ def torch_step(name, input_shape, memory_format="nchw"):
     nn = torch.nn
     H, W, C = input_shape
     if name == "mlp":
-        net = nn.Sequential(nn.Flatten(), nn.Linear(H * W * C, 200), nn.ReLU(), nn.Linear(200, 50),
-                            nn.ReLU(), nn.Linear(50, 10), nn.LogSoftmax(dim=1))
+        net = nn.Sequential(
+            nn.Flatten(),
+            nn.Linear(H * W * C, 200),
+            nn.ReLU(),
+            nn.Linear(200, 50),
+            nn.ReLU(),
+            nn.Linear(50, 10),
+            nn.LogSoftmax(dim=1),
+        )
     else:
-        net = nn.Sequential(nn.Conv2d(C, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                            nn.Conv2d(16, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-                            nn.Flatten(), nn.Linear(32 * (H // 4) * (W // 4), 10),
-                            nn.LogSoftmax(dim=1))
+        net = nn.Sequential(
+            nn.Conv2d(C, 16, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(16, 32, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(32 * (H // 4) * (W // 4), 10),
+            nn.LogSoftmax(dim=1),
+        )
     X, y = torch.rand(BATCH, C, H, W), torch.randint(0, 10, (BATCH,))
     if memory_format == "nhwc":
         net, X = net.to(memory_format=torch.channels_last), X.to(memory_format=torch.channels_last)
@@ -172,9 +192,12 @@ def layer_breakdown(model, reps=10):
 
 def blas_description():
     """One line per BLAS library numpy loaded: API, kernel architecture, version, threads."""
-    return [f"{i.get('internal_api')} {i.get('version')}, kernel {i.get('architecture')}, "
-            f"{i.get('num_threads')} thread(s)" for i in threadpool_info()
-            if i.get("user_api") == "blas"]
+    return [
+        f"{i.get('internal_api')} {i.get('version')}, kernel {i.get('architecture')}, "
+        f"{i.get('num_threads')} thread(s)"
+        for i in threadpool_info()
+        if i.get("user_api") == "blas"
+    ]
 
 
 def main(argv=None):
@@ -184,24 +207,34 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     with open("/proc/cpuinfo") as info:
-        cpu = next((line.split(":", 1)[1].strip() for line in info
-                    if line.startswith("model name")), "unknown CPU")
+        cpu = next(
+            (line.split(":", 1)[1].strip() for line in info if line.startswith("model name")),
+            "unknown CPU",
+        )
     print(f"CPU: {cpu}; numpy {np.__version__}")
     for line in blas_description():
         print(f"BLAS: {line}")
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
-          f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}")
+    print(
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, "
+        f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}"
+    )
     peak = gemm_peak_flops()
     print(f"float32 GEMM peak (numpy 1024^3 sgemm, 1 thread): {peak / 1e9:.1f} GFLOP/s")
     try:
         import torch
-        print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s) after "
-              "set_num_threads(1), mkldnn " f"{torch.backends.mkldnn.is_available()}")
+
+        print(
+            f"torch {torch.__version__}, {torch.get_num_threads()} thread(s) after "
+            "set_num_threads(1), mkldnn "
+            f"{torch.backends.mkldnn.is_available()}"
+        )
     except ImportError:
         print("torch is not installed: torch columns are empty (pip install torch)")
 
-    header = (f"{'model (torch layout)':<24} {'ours samples/s':>14} {'torch samples/s':>15} "
-              f"{'ratio':>6} {'ours GFLOP/s':>12} {'% of peak':>9} {'ms/step':>8}")
+    header = (
+        f"{'model (torch layout)':<24} {'ours samples/s':>14} {'torch samples/s':>15} "
+        f"{'ratio':>6} {'ours GFLOP/s':>12} {'% of peak':>9} {'ms/step':>8}"
+    )
     print(f"\nbatch {BATCH}, float32, Adam; medians of {args.rounds} rounds x {args.steps} steps")
     print(header)
     print("-" * len(header))
@@ -216,14 +249,18 @@ def main(argv=None):
         label = f"{name} {'x'.join(map(str, shape))} ({memory_format.upper()})"
         torch_rate = f"{BATCH / t[1]:15,.0f}" if peer else f"{'-':>15}"
         ratio = f"{t[1] / t[0]:6.2f}" if peer else f"{'-':>6}"
-        print(f"{label:<24} {BATCH / t[0]:14,.0f} {torch_rate} {ratio} {flops / 1e9:12.1f} "
-              f"{100 * flops / peak:8.0f}% {1e3 * t[0]:8.2f}")
+        print(
+            f"{label:<24} {BATCH / t[0]:14,.0f} {torch_rate} {ratio} {flops / 1e9:12.1f} "
+            f"{100 * flops / peak:8.0f}% {1e3 * t[0]:8.2f}"
+        )
 
     for key in (("cnn", (28, 28, 1)), ("cnn", (32, 32, 3))):
         rows = layer_breakdown(models[key])
         total = sum(rows.values())
-        print(f"\nwhere our cnn {'x'.join(map(str, key[1]))} step goes (ms, median of 10; "
-              f"total {total:.2f} ms)")
+        print(
+            f"\nwhere our cnn {'x'.join(map(str, key[1]))} step goes (ms, median of 10; "
+            f"total {total:.2f} ms)"
+        )
         for row, ms in sorted(rows.items(), key=lambda kv: -kv[1]):
             if ms >= 0.05:
                 print(f"  {row:<24} {ms:7.2f}  {100 * ms / total:5.1f}%")

@@ -25,11 +25,16 @@ def _setup(comm, measure_wait):
     from twinsgd.algorithms.config import RunConfig
     from twinsgd.data import load_dataset
 
-    cfg = RunConfig(algorithm="allreduce", allreduce="mpi", dataset="mnist-subset",
-                    iterations=ITERATIONS, eval_every=10**9, measure_wait=measure_wait,
-                    progress=False,
-                    out=comm.bcast(tempfile.mkdtemp(prefix="twinsgd-overhead-") if comm.rank == 0
-                                   else None))
+    cfg = RunConfig(
+        algorithm="allreduce",
+        allreduce="mpi",
+        dataset="mnist-subset",
+        iterations=ITERATIONS,
+        eval_every=10**9,
+        measure_wait=measure_wait,
+        progress=False,
+        out=comm.bcast(tempfile.mkdtemp(prefix="twinsgd-overhead-") if comm.rank == 0 else None),
+    )
     dataset = load_dataset("mnist-subset")
     model = build_model("mlp", dataset.input_shape, dataset.n_classes, seed=0)
     optimizer = make_optimizer("adam", model.n_params, lr=cfg.lr)
@@ -105,9 +110,11 @@ def measure():
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    sides = {"plain mpi4py loop": lambda: plain_loop(comm),
-             "node program, --no-measure-wait": lambda: node_program(comm, False),
-             "node program, --measure-wait": lambda: node_program(comm, True)}
+    sides = {
+        "plain mpi4py loop": lambda: plain_loop(comm),
+        "node program, --no-measure-wait": lambda: node_program(comm, False),
+        "node program, --measure-wait": lambda: node_program(comm, True),
+    }
     times = {name: [] for name in sides}
     for _ in range(ROUNDS):
         for name, run in sides.items():
@@ -115,19 +122,27 @@ def measure():
     alone = machinery_only(comm)
     if comm.rank == 0:
         base = np.median(times["plain mpi4py loop"])
-        print(f"MLP 784-200-50-10, batch 100, Adam, MPI Allreduce, {comm.size} ranks, "
-              f"{ITERATIONS} iterations x {ROUNDS} alternating rounds (median)")
+        print(
+            f"MLP 784-200-50-10, batch 100, Adam, MPI Allreduce, {comm.size} ranks, "
+            f"{ITERATIONS} iterations x {ROUNDS} alternating rounds (median)"
+        )
         print(f"{'side':<34} {'ms/iteration':>13} {'vs plain':>9}")
         for name, values in times.items():
             median = np.median(values)
             print(f"{name:<34} {median * 1e3:13.3f} {median / base:9.3f}")
-        print(f"machinery alone (a model that costs nothing): {alone * 1e6:.1f} us per step = "
-              f"{alone / base:.1%} of a plain MLP step")
+        print(
+            f"machinery alone (a model that costs nothing): {alone * 1e6:.1f} us per step = "
+            f"{alone / base:.1%} of a plain MLP step"
+        )
 
 
 def main():
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OVERHEAD_BENCH": "1",
-           "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {
+        **os.environ,
+        "OPENBLAS_NUM_THREADS": "1",
+        "TWINSGD_OVERHEAD_BENCH": "1",
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+    }
     mpiexec = Path(sys.executable).parent / "mpiexec"
     subprocess.run([str(mpiexec), "-n", "2", sys.executable, __file__], env=env, check=True)
 

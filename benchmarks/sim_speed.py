@@ -69,6 +69,7 @@ def _events(env):
 
 # -- the bare SimPy peers --------------------------------------------------------------------------
 
+
 def bare_link_and_store(messages):
     """PAIRS senders, each into its own Store: bytes on the link, latency, put; receivers get.
     Returns (messages, SimPy events)."""
@@ -106,6 +107,7 @@ def bare_timeouts(events):
 
 
 # -- node programs on bare nodes -------------------------------------------------------------------
+
 
 class _CountingLog:
     """A log that keeps nothing but the number of messages sent (tests/test_sim.py's, lighter)."""
@@ -159,9 +161,11 @@ def ring_allreduces(node, rounds):
 
 
 # case -> (program, ranks, messages per round)
-CASES = {"ping-pong": (ping_pong, 2 * PAIRS, 2 * PAIRS),
-         "incast": (incast, WORKERS + 1, WORKERS),
-         "ring allreduce": (ring_allreduces, RING, 2 * RING * (RING - 1))}
+CASES = {
+    "ping-pong": (ping_pong, 2 * PAIRS, 2 * PAIRS),
+    "incast": (incast, WORKERS + 1, WORKERS),
+    "ring allreduce": (ring_allreduces, RING, 2 * RING * (RING - 1)),
+}
 
 
 def simulate(case, messages, runlog):
@@ -186,11 +190,13 @@ def _runlogs(size):
     """One RunLog per rank on a fresh run folder, sharing one steps.csv writer (as sim.run does)."""
     folder, header = RunFolder(tempfile.mkdtemp(prefix="twinsgd-simspeed-")), {"config": {}}
     first = RunLog(folder, header)
-    return [first] + [RunLog(folder, header, reporter=False, steps=first.steps)
-                      for _ in range(size - 1)]
+    return [first] + [
+        RunLog(folder, header, reporter=False, steps=first.steps) for _ in range(size - 1)
+    ]
 
 
 # -- 1. message level ------------------------------------------------------------------------------
+
 
 def message_level(messages, rounds):
     """Alternate all sides for ``rounds`` rounds; print the table of median rounds."""
@@ -210,24 +216,34 @@ def message_level(messages, rounds):
     wall = {name: float(np.median(s)) for name, s in seconds.items()}
     rate = {name: counts[name] / wall[name] for name in sides}
     bare = rate["bare SimPy: link delay + Store put/get"]
-    print(f"1. Message level: {PAIRS} ping-pong pairs, {WORKERS} senders into one, ring allreduce "
-          f"of {RING}; 32 B messages,")
-    print(f"   alpha {ALPHA_S * 1e6:g} us, beta {BETA_BPS / 1e9:g} GB/s; median of {rounds} "
-          f"alternating round(s)")
-    print(f"{'case':<40} {'messages':>9} {'wall s':>7} {'messages/s':>11} {'vs bare':>8} "
-          f"{'events/message':>15}")
+    print(
+        f"1. Message level: {PAIRS} ping-pong pairs, {WORKERS} senders into one, ring allreduce "
+        f"of {RING}; 32 B messages,"
+    )
+    print(
+        f"   alpha {ALPHA_S * 1e6:g} us, beta {BETA_BPS / 1e9:g} GB/s; median of {rounds} "
+        f"alternating round(s)"
+    )
+    print(
+        f"{'case':<40} {'messages':>9} {'wall s':>7} {'messages/s':>11} {'vs bare':>8} "
+        f"{'events/message':>15}"
+    )
     for name in sides:
         if name.endswith("(events)"):
             continue
         per_message = f"{events[name] / counts[name]:.2f}" if events[name] else "-"
-        print(f"{name:<40} {counts[name]:>9} {wall[name]:>7.3f} {rate[name]:>11,.0f} "
-              f"{rate[name] / bare:>8.2f} {per_message:>15}")
+        print(
+            f"{name:<40} {counts[name]:>9} {wall[name]:>7.3f} {rate[name]:>11,.0f} "
+            f"{rate[name] / bare:>8.2f} {per_message:>15}"
+        )
     events = rate["bare SimPy: timeouts (events)"]
     slowest = min((n for n in sides if n.endswith("RunLog")), key=rate.get)
     print(f"bare SimPy: {events:,.0f} timeout events/s ({1e6 / events:.2f} us each)")
-    print(f"target >= {TARGET_RATE:,} messages/s and >= {TARGET_RATIO} x bare with bookkeeping on; "
-          f"slowest such case ({slowest}): {rate[slowest]:,.0f}/s = {rate[slowest] / bare:.2f} x "
-          f"bare = {rate[slowest] / TARGET_RATE:.2f} x the rate target")
+    print(
+        f"target >= {TARGET_RATE:,} messages/s and >= {TARGET_RATIO} x bare with bookkeeping on; "
+        f"slowest such case ({slowest}): {rate[slowest]:,.0f}/s = {rate[slowest] / bare:.2f} x "
+        f"bare = {rate[slowest] / TARGET_RATE:.2f} x the rate target"
+    )
     return 1 / events
 
 
@@ -281,41 +297,119 @@ def profile(messages, top=12):
         running += own
         where = f"{Path(func[0]).name}:{func[1]}({func[2]})" if func[0] != "~" else func[2]
         group = _group(func) or f"[{_main_caller_group(callers)}]"
-        print(f"{where[:44]:<44} {group:<26} {calls:>8} {100 * own / total:>6.1f} "
-              f"{100 * running / total:>7.1f}")
-    print("own time by group: " + ", ".join(f"{g} {100 * s / total:.0f}%" for g, s in
-                                             groups.items()))
+        print(
+            f"{where[:44]:<44} {group:<26} {calls:>8} {100 * own / total:>6.1f} "
+            f"{100 * running / total:>7.1f}"
+        )
+    print(
+        "own time by group: " + ", ".join(f"{g} {100 * s / total:.0f}%" for g, s in groups.items())
+    )
 
 
 # -- 3. scale --------------------------------------------------------------------------------------
 
+
 def scale_runs(quick, profile_toml):
     """(name, nodes, iterations, sim.run argv, target wall s or None) of each scale run."""
     a_nodes, b_iters, real_nodes = (1000, 10, 42) if quick else (10_000, 100, 210)
-    allreduce = ["--algorithm", "allreduce", "--ghost", "resnet50", "--collectives", "closed-form",
-                 "--steps-sample", "100", "--eval-every", "50"]
+    allreduce = [
+        "--algorithm",
+        "allreduce",
+        "--ghost",
+        "resnet50",
+        "--collectives",
+        "closed-form",
+        "--steps-sample",
+        "100",
+        "--eval-every",
+        "50",
+    ]
     gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
-    runs = [("(a) allreduce, ghost resnet50, closed form", a_nodes, it, allreduce,
-             None if quick or it != 100 else 10.0) for it in (20, 100)]
-    analytic = ["--algorithm", "allreduce", "--ghost", "resnet50", "--network", "star",
-                "--engine", "analytic", "--stragglers", "0.05:3x", "--speeds", "lognormal:0.2"]
-    runs += [("(c) analytic engine, ghost resnet50", nodes, 100, analytic,
-              None if quick or nodes != 1_000_000 else 10.0)
-             for nodes in ((10_000,) if quick else (10_000, 1_000_000))]
-    runs.append(("(b) gossip ring, ghost resnet18", 210, b_iters, [*gossip, "--ghost", "resnet18"],
-                 None if quick else 60.0))
-    runs.append(("(b) gossip ring, MLP on mnist-subset", real_nodes, b_iters,
-                 [*gossip, "--dataset", "mnist-subset", "--batch-size", "16", "--compute",
-                  "profile", "--profile", str(profile_toml)], None if quick else 60.0))
+    runs = [
+        (
+            "(a) allreduce, ghost resnet50, closed form",
+            a_nodes,
+            it,
+            allreduce,
+            None if quick or it != 100 else 10.0,
+        )
+        for it in (20, 100)
+    ]
+    analytic = [
+        "--algorithm",
+        "allreduce",
+        "--ghost",
+        "resnet50",
+        "--network",
+        "star",
+        "--engine",
+        "analytic",
+        "--stragglers",
+        "0.05:3x",
+        "--speeds",
+        "lognormal:0.2",
+    ]
+    runs += [
+        (
+            "(c) analytic engine, ghost resnet50",
+            nodes,
+            100,
+            analytic,
+            None if quick or nodes != 1_000_000 else 10.0,
+        )
+        for nodes in ((10_000,) if quick else (10_000, 1_000_000))
+    ]
+    runs.append(
+        (
+            "(b) gossip ring, ghost resnet18",
+            210,
+            b_iters,
+            [*gossip, "--ghost", "resnet18"],
+            None if quick else 60.0,
+        )
+    )
+    runs.append(
+        (
+            "(b) gossip ring, MLP on mnist-subset",
+            real_nodes,
+            b_iters,
+            [
+                *gossip,
+                "--dataset",
+                "mnist-subset",
+                "--batch-size",
+                "16",
+                "--compute",
+                "profile",
+                "--profile",
+                str(profile_toml),
+            ],
+            None if quick else 60.0,
+        )
+    )
     return runs
 
 
 def run_sim(nodes, iterations, argv, out):
     """``python -m sim.run`` in a subprocess: (wall s, CPU s, peak RSS MB, summary or error)."""
-    cmd = [sys.executable, "-m", "sim.run", "--nodes", str(nodes), "--iterations",
-           str(iterations), *argv, "--out", str(out)]
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1",
-           "PYTHONPATH": str(ROOT)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "sim.run",
+        "--nodes",
+        str(nodes),
+        "--iterations",
+        str(iterations),
+        *argv,
+        "--out",
+        str(out),
+    ]
+    env = {
+        **os.environ,
+        "OPENBLAS_NUM_THREADS": "1",
+        "TWINSGD_OFFLINE": "1",
+        "PYTHONPATH": str(ROOT),
+    }
     with tempfile.TemporaryFile() as stderr:
         t0 = perf_counter()
         child = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -336,8 +430,10 @@ def scale(quick, bare_event_s):
     toml = folder / "profile.toml"
     toml.write_text("[compute]\nseconds_per_sample = 1e-5\n")
     print(f"\n3. Scale: python -m sim.run, one subprocess each{' (--quick sizes)' * quick}")
-    print(f"{'run':<42} {'nodes':>6} {'it':>4} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} "
-          f"{'us/node-step':>12} {'/ bare event':>12} {'target s':>8} {'wall/target':>11}")
+    print(
+        f"{'run':<42} {'nodes':>6} {'it':>4} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} "
+        f"{'us/node-step':>12} {'/ bare event':>12} {'target s':>8} {'wall/target':>11}"
+    )
     peaks = {}
     for i, (name, nodes, iterations, argv, target) in enumerate(scale_runs(quick, toml)):
         wall, cpu, peak_mb, summary = run_sim(nodes, iterations, argv, folder / f"run{i}")
@@ -346,14 +442,18 @@ def scale(quick, bare_event_s):
             continue
         per_step = wall / (nodes * summary["iterations"])
         peaks[name, iterations] = peak_mb
-        print(f"{name:<42} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
-              f"{per_step * 1e6:>12.3g} {per_step / bare_event_s:>12.3g} "
-              f"{target or '-':>8} {f'{wall / target:.2f}' if target else '-':>11}")
+        print(
+            f"{name:<42} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
+            f"{per_step * 1e6:>12.3g} {per_step / bare_event_s:>12.3g} "
+            f"{target or '-':>8} {f'{wall / target:.2f}' if target else '-':>11}"
+        )
     a_runs = sorted((it, mb) for (name, it), mb in peaks.items() if name.startswith("(a)"))
     if len(a_runs) == 2:
         (low, low_mb), (high, high_mb) = a_runs
-        print(f"(a) peak RSS at {low} and {high} iterations: {low_mb:.0f} MB and {high_mb:.0f} MB "
-              f"(ratio {high_mb / low_mb:.2f}; flat is 1.00)")
+        print(
+            f"(a) peak RSS at {low} and {high} iterations: {low_mb:.0f} MB and {high_mb:.0f} MB "
+            f"(ratio {high_mb / low_mb:.2f}; flat is 1.00)"
+        )
 
 
 def main(argv=None):
@@ -361,14 +461,18 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run")
     args = parser.parse_args(argv)
     messages, rounds = (5_000, 1) if args.quick else (20_000, 5)
-    print(f"python {sys.version.split()[0]}, simpy {simpy.__version__}, numpy {np.__version__}, "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"python {sys.version.split()[0]}, simpy {simpy.__version__}, numpy {np.__version__}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+    )
     t0, cpu0 = perf_counter(), process_time()
     bare_event_s = message_level(messages, rounds)
     profile(messages // 2)
     scale(args.quick, bare_event_s)
-    print(f"\nthis script: {perf_counter() - t0:.0f} s wall, {process_time() - cpu0:.0f} s CPU "
-          f"in this process")
+    print(
+        f"\nthis script: {perf_counter() - t0:.0f} s wall, {process_time() - cpu0:.0f} s CPU "
+        f"in this process"
+    )
 
 
 if __name__ == "__main__":

@@ -22,19 +22,33 @@ def main(argv=None):
     parser.add_argument("--data-dir", help="folder with mnist/ (default: the usual lookup)")
     parser.add_argument("--ranks", type=int, default=8)
     args = parser.parse_args(argv)
-    common = ["--dataset", "mnist", "--epochs", "1", "--batch-size", "32",
-              *(["--data-dir", args.data_dir] if args.data_dir else [])]
-    print(f"{os.cpu_count()} cores, {args.ranks} ranks; MLP, Adam, batch 32 per rank, 1 epoch of "
-          f"MNIST\n")
-    print("| configuration | test accuracy | training s | comm s | wait s | bytes per iteration "
-          "| command (with mpirun -n N python -m real.train) |")
+    common = [
+        "--dataset",
+        "mnist",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "32",
+        *(["--data-dir", args.data_dir] if args.data_dir else []),
+    ]
+    print(
+        f"{os.cpu_count()} cores, {args.ranks} ranks; MLP, Adam, batch 32 per rank, 1 epoch of "
+        f"MNIST\n"
+    )
+    print(
+        "| configuration | test accuracy | training s | comm s | wait s | bytes per iteration "
+        "| command (with mpirun -n N python -m real.train) |"
+    )
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for i, (name, flags) in enumerate(CONFIGURATIONS):
             s = train(args.ranks, [*common, *flags], Path(tmp) / str(i))
-            print(f"| {name} | {100 * s['final_test_accuracy']:.2f}% | {s['time_s']:.2f} | "
-                  f"{s['comm_s']:.2f} | {s['wait_s']:.2f} | {s['bytes_per_iteration']:,.0f} | "
-                  f"`{' '.join(flags)}` |", flush=True)
+            print(
+                f"| {name} | {100 * s['final_test_accuracy']:.2f}% | {s['time_s']:.2f} | "
+                f"{s['comm_s']:.2f} | {s['wait_s']:.2f} | {s['bytes_per_iteration']:,.0f} | "
+                f"`{' '.join(flags)}` |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -54,5 +54,14 @@ from models.networks import MODELS, Model, build_model
 from models.optimizers import OPTIMIZERS, cosine_schedule, make_optimizer
 from models.profiles import PROFILES, Profile, profile
 
-__all__ = ["MODELS", "OPTIMIZERS", "PROFILES", "Model", "Profile", "build_model",
-           "cosine_schedule", "make_optimizer", "profile"]
+__all__ = [
+    "MODELS",
+    "OPTIMIZERS",
+    "PROFILES",
+    "Model",
+    "Profile",
+    "build_model",
+    "cosine_schedule",
+    "make_optimizer",
+    "profile",
+]

@@ -58,9 +58,13 @@ class Conv2D(Layer):
     _CHUNK_BYTES = 4 << 20
 
     def __init__(self, cin, cout, kernel_size, stride=1, padding=0):
-        for name, value, low in (("cin", cin, 1), ("cout", cout, 1),
-                                 ("kernel_size", kernel_size, 1), ("stride", stride, 1),
-                                 ("padding", padding, 0)):
+        for name, value, low in (
+            ("cin", cin, 1),
+            ("cout", cout, 1),
+            ("kernel_size", kernel_size, 1),
+            ("stride", stride, 1),
+            ("padding", padding, 0),
+        ):
             if int(value) != value or value < low:
                 raise ValueError(f"Conv2D {name} must be an integer >= {low}, got {value}")
         self.cin, self.cout, self.k = int(cin), int(cout), int(kernel_size)
@@ -87,8 +91,10 @@ class Conv2D(Layer):
         return Ho * Wo * cout * self.k * self.k * self.cin
 
     def describe(self):
-        return (f"Conv2D({self.k}x{self.k}, {self.cin} -> {self.cout}, stride {self.stride}, "
-                f"padding {self.padding})")
+        return (
+            f"Conv2D({self.k}x{self.k}, {self.cin} -> {self.cout}, stride {self.stride}, "
+            f"padding {self.padding})"
+        )
 
     def forward(self, x, train=True):
         n, (Ho, Wo, cout) = x.shape[0], self.output_shape(x.shape[1:])
@@ -111,7 +117,7 @@ class Conv2D(Layer):
             return x
         n, H, W, C = x.shape
         xp = self.ws.get("xpad", (n, H + 2 * p, W + 2 * p, C), fill=0.0)  # border stays zero
-        xp[:, p:p + H, p:p + W, :] = x
+        xp[:, p : p + H, p : p + W, :] = x
         return xp
 
     def _windows(self, xp, Ho, Wo):
@@ -122,11 +128,18 @@ class Conv2D(Layer):
         sn, sh, sw, sc = xp.strides
         s, k = self.stride, self.k
         if self.pool_order:
-            return as_strided(xp, shape=(xp.shape[0], 2, 2, Ho // 2, Wo // 2, k, k, self.cin),
-                              strides=(sn, s * sh, s * sw, 2 * s * sh, 2 * s * sw, sh, sw, sc),
-                              writeable=False)
-        return as_strided(xp, shape=(xp.shape[0], Ho, Wo, k, k, self.cin),
-                          strides=(sn, s * sh, s * sw, sh, sw, sc), writeable=False)
+            return as_strided(
+                xp,
+                shape=(xp.shape[0], 2, 2, Ho // 2, Wo // 2, k, k, self.cin),
+                strides=(sn, s * sh, s * sw, 2 * s * sh, 2 * s * sw, sh, sw, sc),
+                writeable=False,
+            )
+        return as_strided(
+            xp,
+            shape=(xp.shape[0], Ho, Wo, k, k, self.cin),
+            strides=(sn, s * sh, s * sw, sh, sw, sc),
+            writeable=False,
+        )
 
     def _cols_chunks(self, keep, fill):
         """Yield ``(rows, cols)`` per block of samples: a slice of output rows, and its im2col.
@@ -144,10 +157,12 @@ class Conv2D(Layer):
         for start in range(0, n, per):
             stop = min(n, start + per)
             rows = slice(start * hw, stop * hw)
-            cols = whole[rows] if keep else block[:(stop - start) * hw]
+            cols = whole[rows] if keep else block[: (stop - start) * hw]
             if fill:
-                np.copyto(np.reshape(cols[:, :kc], (stop - start, *self._win.shape[1:]),
-                                     copy=False), self._win[start:stop])
+                np.copyto(
+                    np.reshape(cols[:, :kc], (stop - start, *self._win.shape[1:]), copy=False),
+                    self._win[start:stop],
+                )
             yield rows, cols
 
     def backward(self, dy, grad, need_dx=True):
@@ -192,24 +207,32 @@ class Conv2D(Layer):
         Hp, Wp = self._xpshape[1:3]
         dyp = self.ws.get("dy_dilated", (n, Hp + k - 1, Wp + k - 1, cout), fill=0.0)
         Ho, Wo = self.output_shape(self._xshape[1:])[:2]
-        inner = dyp[:, k - 1:k - 1 + s * Ho:s, k - 1:k - 1 + s * Wo:s]  # zeros elsewhere, forever
+        inner = dyp[
+            :, k - 1 : k - 1 + s * Ho : s, k - 1 : k - 1 + s * Wo : s
+        ]  # zeros elsewhere, forever
         if self.pool_order:  # back to pixel order, (n, a, b, h, w) -> (n, h, a, w, b)
-            np.copyto(np.reshape(inner, (n, Ho // 2, 2, Wo // 2, 2, cout), copy=False),
-                      dy.transpose(0, 3, 1, 4, 2, 5))
+            np.copyto(
+                np.reshape(inner, (n, Ho // 2, 2, Wo // 2, 2, cout), copy=False),
+                dy.transpose(0, 3, 1, 4, 2, 5),
+            )
         else:
             np.copyto(inner, dy)
         flipped = self.ws.get("W_flipped", (k, k, cout, cin))
         np.copyto(flipped, self.params[0][::-1, ::-1].transpose(0, 1, 3, 2))
         sn, sh, sw, sc = dyp.strides
-        windows = as_strided(dyp[:, p:, p:], shape=(n, H, W, k, k, cout),
-                             strides=(sn, sh, sw, sh, sw, sc), writeable=False)
+        windows = as_strided(
+            dyp[:, p:, p:],
+            shape=(n, H, W, k, k, cout),
+            strides=(sn, sh, sw, sh, sw, sc),
+            writeable=False,
+        )
         dx = self.ws.get("dx", (n, H, W, cin))
         dx2, Wf, kc = dx.reshape(-1, cin), flipped.reshape(-1, cin), k * k * cout
         per = max(1, self._CHUNK_BYTES // (H * W * kc * self.ws.dtype.itemsize))
         block = self.ws.get("dy_cols", (min(per, n) * H * W, kc))
         for start in range(0, n, per):
             stop = min(n, start + per)
-            cols = block[:(stop - start) * H * W]
+            cols = block[: (stop - start) * H * W]
             np.copyto(cols.reshape(stop - start, H, W, k, k, cout), windows[start:stop])
-            np.matmul(cols, Wf, out=dx2[start * H * W:stop * H * W])
+            np.matmul(cols, Wf, out=dx2[start * H * W : stop * H * W])
         return dx

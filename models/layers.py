@@ -70,7 +70,7 @@ def _split(block, param_shapes):
     views, start = [], 0
     for _, shape in param_shapes:
         size = math.prod(shape)
-        views.append(block[start:start + size].reshape(shape))
+        views.append(block[start : start + size].reshape(shape))
         start += size
     if start != block.size:
         raise ValueError(f"parameter block has {block.size} elements, the layer needs {start}")
@@ -109,8 +109,10 @@ class Dense(Layer):
 
     def output_shape(self, input_shape):
         if tuple(input_shape) != (self.din,):
-            raise ValueError(f"Dense({self.din}, {self.dout}) needs inputs of shape "
-                             f"({self.din},), got {tuple(input_shape)}")
+            raise ValueError(
+                f"Dense({self.din}, {self.dout}) needs inputs of shape "
+                f"({self.din},), got {tuple(input_shape)}"
+            )
         return (self.dout,)
 
     def macs(self, input_shape):
@@ -234,8 +236,7 @@ class MaxPool2D(Layer):
     def _forward_phases(self, x):
         n, _, _, h, w, C = x.shape
         y, top = self.ws.get("y", (n, h, w, C)), self.ws.get("rows", (2, n, h, w, C))
-        self._phase_wins = [self._max2(x[:, a, 0], x[:, a, 1], top[a], f"wins{a}")
-                            for a in (0, 1)]
+        self._phase_wins = [self._max2(x[:, a, 0], x[:, a, 1], top[a], f"wins{a}") for a in (0, 1)]
         self._second_wins = self._max2(top[0], top[1], y, "left_wins")
         return y
 

@@ -67,8 +67,11 @@ class Model:
         for _, layer in self.layers:
             self._shapes.append(layer.output_shape(self._shapes[-1]))
         self.n_classes = self._shapes[-1][0]
-        self.layout = Layout((f"{name}.{suffix}", shape) for name, layer in self.layers
-                             for suffix, shape in layer.param_shapes)
+        self.layout = Layout(
+            (f"{name}.{suffix}", shape)
+            for name, layer in self.layers
+            for suffix, shape in layer.param_shapes
+        )
         self.n_params = self.layout.size
         self._params = np.empty(self.n_params, dtype=self.dtype)
         self.views = self.layout.views(self._params)
@@ -189,8 +192,8 @@ class Model:
         X, y = self._check_batch(X, y)
         total_loss, correct = 0.0, 0
         for start in range(0, len(y), batch_size):
-            logp = self._log_probs(X[start:start + batch_size])
-            yb = y[start:start + batch_size]
+            logp = self._log_probs(X[start : start + batch_size])
+            yb = y[start : start + batch_size]
             total_loss -= float(logp[np.arange(len(yb)), yb].sum(dtype=np.float64))
             correct += int(np.count_nonzero(logp.argmax(axis=1) == yb))
         return total_loss / len(y), correct / len(y)
@@ -222,19 +225,24 @@ class Model:
 
     def _macs(self):
         """Forward multiply-adds per sample of each layer."""
-        return [layer.macs(shape) for (_, layer), shape in
-                zip(self.layers, self._shapes[:-1], strict=True)]
+        return [
+            layer.macs(shape)
+            for (_, layer), shape in zip(self.layers, self._shapes[:-1], strict=True)
+        ]
 
     def __repr__(self):
-        return (f"Model({self.input_shape} -> {self.n_classes} classes, {self.n_params:,d} "
-                f"params, {self.dtype})")
+        return (
+            f"Model({self.input_shape} -> {self.n_classes} classes, {self.n_params:,d} "
+            f"params, {self.dtype})"
+        )
 
     # ------------------------------------------------------------------ input checks
     def _check_batch(self, X, y):
         X = np.asarray(X)
         if X.ndim != 4 or X.shape[1:] != self.input_shape:
-            raise ValueError(f"X must have shape (n, {', '.join(map(str, self.input_shape))}), "
-                             f"got {X.shape}")
+            raise ValueError(
+                f"X must have shape (n, {', '.join(map(str, self.input_shape))}), got {X.shape}"
+            )
         if X.shape[0] == 0:
             raise ValueError("X must hold at least one sample")
         X = np.ascontiguousarray(X, dtype=self.dtype)
@@ -242,20 +250,28 @@ class Model:
             return X, None
         y = np.asarray(y)
         if y.shape != (X.shape[0],) or y.dtype.kind not in "iu":
-            raise ValueError(f"y must be an integer array of shape ({X.shape[0]},), "
-                             f"got {y.dtype} {y.shape}")
+            raise ValueError(
+                f"y must be an integer array of shape ({X.shape[0]},), got {y.dtype} {y.shape}"
+            )
         if y.min() < 0 or y.max() >= self.n_classes:
-            raise ValueError(f"labels must be in [0, {self.n_classes}), got values in "
-                             f"[{y.min()}, {y.max()}]")
+            raise ValueError(
+                f"labels must be in [0, {self.n_classes}), got values in [{y.min()}, {y.max()}]"
+            )
         return X, y
 
     def _check_out(self, out):
         if out is None:
             return np.empty(self.n_params, dtype=self.dtype)
-        if not isinstance(out, np.ndarray) or out.shape != (self.n_params,) \
-                or out.dtype != self.dtype or not out.flags.c_contiguous:
-            raise ValueError(f"out must be a C-contiguous ({self.n_params},) {self.dtype} array, "
-                             f"got {getattr(out, 'dtype', type(out))} {getattr(out, 'shape', '')}")
+        if (
+            not isinstance(out, np.ndarray)
+            or out.shape != (self.n_params,)
+            or out.dtype != self.dtype
+            or not out.flags.c_contiguous
+        ):
+            raise ValueError(
+                f"out must be a C-contiguous ({self.n_params},) {self.dtype} array, "
+                f"got {getattr(out, 'dtype', type(out))} {getattr(out, 'shape', '')}"
+            )
         return out
 
 
@@ -319,8 +335,15 @@ def build_model(name, input_shape, n_classes, seed=0, dtype=np.float32):
 
 def _mlp(input_shape, n_classes):
     H, W, C = input_shape
-    return [Flatten(), Dense(H * W * C, 200), ReLU(), Dense(200, 50), ReLU(),
-            Dense(50, n_classes), LogSoftmaxNLL()]
+    return [
+        Flatten(),
+        Dense(H * W * C, 200),
+        ReLU(),
+        Dense(200, 50),
+        ReLU(),
+        Dense(50, n_classes),
+        LogSoftmaxNLL(),
+    ]
 
 
 def _cnn(input_shape, n_classes):
@@ -328,9 +351,17 @@ def _cnn(input_shape, n_classes):
     if H % 4 or W % 4:
         raise ValueError(f"the cnn needs height and width divisible by 4, got {H}x{W}")
     # NOTE: performance: pool before ReLU, the same function and gradient (see build_model).
-    return [Conv2D(C, 16, 5, padding=2), MaxPool2D(), ReLU(),
-            Conv2D(16, 32, 5, padding=2), MaxPool2D(), ReLU(),
-            Flatten(), Dense(32 * (H // 4) * (W // 4), n_classes), LogSoftmaxNLL()]
+    return [
+        Conv2D(C, 16, 5, padding=2),
+        MaxPool2D(),
+        ReLU(),
+        Conv2D(16, 32, 5, padding=2),
+        MaxPool2D(),
+        ReLU(),
+        Flatten(),
+        Dense(32 * (H // 4) * (W // 4), n_classes),
+        LogSoftmaxNLL(),
+    ]
 
 
 _LAYERS = {"mlp": _mlp, "cnn": _cnn}

@@ -62,8 +62,10 @@ class SGD:
     def _check(self, params, grad):
         for name, a in (("params", params), ("grad", grad)):
             if a.shape != (self.n_params,) or a.dtype != self.dtype:
-                raise ValueError(f"{name} must be a ({self.n_params},) {self.dtype} array, "
-                                 f"got {a.dtype} {a.shape}")
+                raise ValueError(
+                    f"{name} must be a ({self.n_params},) {self.dtype} array, "
+                    f"got {a.dtype} {a.shape}"
+                )
 
     def state_dict(self):
         """Hyper-parameters, step count and copies of the state arrays."""
@@ -101,8 +103,7 @@ class Momentum(SGD):
         params -= self._scratch
 
     def state_dict(self):
-        return {**super().state_dict(), "momentum": self.momentum,
-                "velocity": self.velocity.copy()}
+        return {**super().state_dict(), "momentum": self.momentum, "velocity": self.velocity.copy()}
 
 
 class Adam(SGD):
@@ -154,8 +155,13 @@ class Adam(SGD):
         params -= s
 
     def state_dict(self):
-        return {**super().state_dict(), "betas": self.betas, "eps": self.eps,
-                "m": self.m.copy(), "v": self.v.copy()}
+        return {
+            **super().state_dict(),
+            "betas": self.betas,
+            "eps": self.eps,
+            "m": self.m.copy(),
+            "v": self.v.copy(),
+        }
 
 
 def cosine_schedule(total_steps):
@@ -180,8 +186,9 @@ def cosine_schedule(total_steps):
     return factor
 
 
-def make_optimizer(name, n_params, lr, dtype=np.float32, momentum=0.9, betas=(0.9, 0.999),
-                   eps=1e-8, schedule=None):
+def make_optimizer(
+    name, n_params, lr, dtype=np.float32, momentum=0.9, betas=(0.9, 0.999), eps=1e-8, schedule=None
+):
     """Build the named optimizer for flat buffers of ``n_params`` elements.
 
     Parameters

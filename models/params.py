@@ -93,7 +93,7 @@ class Layout:
 
     def _view(self, buffer, name):
         start, shape = self.offsets[name], self.shapes[name]
-        view = buffer[start:start + math.prod(shape)].reshape(shape)
+        view = buffer[start : start + math.prod(shape)].reshape(shape)
         return view
 
 

@@ -104,8 +104,9 @@ class _Table:
         H, W, cin = source_shape or self.shape
         Ho, Wo = (H + 2 * padding - k) // stride + 1, (W + 2 * padding - k) // stride + 1
         params = k * k * cin * cout + (cout if bias else 0)
-        self.rows.append(LayerRow(name, "conv", params, Ho * Wo * cout * k * k * cin,
-                                  (Ho, Wo, cout)))
+        self.rows.append(
+            LayerRow(name, "conv", params, Ho * Wo * cout * k * k * cin, (Ho, Wo, cout))
+        )
         self.shape = (Ho, Wo, cout)
         return self.shape
 
@@ -165,7 +166,8 @@ def _resnet50_imagenet(n_classes=1000):
     t.bn("bn1")
     t.pool(3, 2, padding=1)
     for stage, (width, blocks, stride) in enumerate(
-            ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)), start=1):
+        ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)), start=1
+    ):
         for block in range(blocks):
             s, before, prefix = (stride if block == 0 else 1), t.shape, f"layer{stage}.{block}"
             t.conv(f"{prefix}.conv1", width, 1)
@@ -183,15 +185,27 @@ def _resnet50_imagenet(n_classes=1000):
 
 
 _NETWORKS = {
-    "resnet18": (_resnet18_cifar, (32, 32, 3), 10,
-                 "ResNet-18, CIFAR variant of kuangliu/pytorch-cifar (BasicBlock, 3x3 stem, no "
-                 "max pooling); published 11,173,962 params, 0.56 GMACs"),
-    "vgg16": (_vgg16_cifar, (32, 32, 3), 10,
-              "VGG-16 with BatchNorm, CIFAR variant of kuangliu/pytorch-cifar (one 512->10 "
-              "classifier); published 14,728,266 params, 0.31 GMACs"),
-    "resnet50": (_resnet50_imagenet, (224, 224, 3), 1000,
-                 "ResNet-50 v1.5, torchvision resnet50, ImageNet 224x224; published 25,557,032 "
-                 "params, 4.09 GMACs (torchvision's 4.09 GFLOPS)"),
+    "resnet18": (
+        _resnet18_cifar,
+        (32, 32, 3),
+        10,
+        "ResNet-18, CIFAR variant of kuangliu/pytorch-cifar (BasicBlock, 3x3 stem, no "
+        "max pooling); published 11,173,962 params, 0.56 GMACs",
+    ),
+    "vgg16": (
+        _vgg16_cifar,
+        (32, 32, 3),
+        10,
+        "VGG-16 with BatchNorm, CIFAR variant of kuangliu/pytorch-cifar (one 512->10 "
+        "classifier); published 14,728,266 params, 0.31 GMACs",
+    ),
+    "resnet50": (
+        _resnet50_imagenet,
+        (224, 224, 3),
+        1000,
+        "ResNet-50 v1.5, torchvision resnet50, ImageNet 224x224; published 25,557,032 "
+        "params, 4.09 GMACs (torchvision's 4.09 GFLOPS)",
+    ),
 }
 PROFILES = tuple(_NETWORKS)
 
@@ -224,6 +238,13 @@ def profile(name):
     build, input_shape, n_classes, source = _NETWORKS[name]
     rows = tuple(build(n_classes).rows)
     macs = sum(r.macs for r in rows)
-    return Profile(name=name, params=sum(r.params for r in rows), macs_per_sample=macs,
-                   flops_per_sample=2 * macs, input_shape=input_shape, n_classes=n_classes,
-                   source=source, layers=rows)
+    return Profile(
+        name=name,
+        params=sum(r.params for r in rows),
+        macs_per_sample=macs,
+        flops_per_sample=2 * macs,
+        input_shape=input_shape,
+        n_classes=n_classes,
+        source=source,
+        layers=rows,
+    )

@@ -19,5 +19,7 @@ def one_blas_thread():
 
 def blas_threads():
     """The thread pools of this process: ``[{"library": "openblas", "threads": 1}, ...]``."""
-    return [{"library": pool["internal_api"], "threads": pool["num_threads"]}
-            for pool in threadpool_info()]
+    return [
+        {"library": pool["internal_api"], "threads": pool["num_threads"]}
+        for pool in threadpool_info()
+    ]

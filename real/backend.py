@@ -56,8 +56,14 @@ def run_collective_mpi(comm, program):
         except StopIteration:
             return sent, received
         if isinstance(op, SendRecv):
-            comm.Sendrecv(op.payload, dest=op.dest, sendtag=op.tag, recvbuf=op.buf,
-                          source=op.source, recvtag=op.tag)
+            comm.Sendrecv(
+                op.payload,
+                dest=op.dest,
+                sendtag=op.tag,
+                recvbuf=op.buf,
+                source=op.source,
+                recvtag=op.tag,
+            )
             sent, received, reply = sent + op.payload.nbytes, received + op.buf.nbytes, op.buf
         elif isinstance(op, Send):
             comm.Send(op.payload, dest=op.dest, tag=op.tag)
@@ -101,16 +107,30 @@ class Driver:
         1/factor of the speed would take longer; idle, so it takes no core from the others).
     """
 
-    def __init__(self, node, log, comm=None, measure_wait=True, on_step=None, watchdog=None,
-                 faults=None, clock_s=0.0):
+    def __init__(
+        self,
+        node,
+        log,
+        comm=None,
+        measure_wait=True,
+        on_step=None,
+        watchdog=None,
+        faults=None,
+        clock_s=0.0,
+    ):
         self.node, self.log, self.comm = node, log, comm
         self.rank, self.size = node.rank, node.size
         self.measure_wait, self.on_step = measure_wait, on_step
         self.watchdog = watchdog
         self.faults = faults if faults else None
-        self._timed_faults = sorted((f for f in faults.for_rank(self.rank)
-                                     if f.time_s is not None), key=lambda f: f.time_s) \
-            if faults else []
+        self._timed_faults = (
+            sorted(
+                (f for f in faults.for_rank(self.rank) if f.time_s is not None),
+                key=lambda f: f.time_s,
+            )
+            if faults
+            else []
+        )
         self.step_no = node.start_iteration + 1  # the step in progress (this rank's own count)
         self._step_started = None
         self.events = []  # timeline: (name, kind, start_s, end_s) on this rank's clock
@@ -119,9 +139,16 @@ class Driver:
         self.mark = perf_counter()
         self.start = self.mark - clock_s  # a resumed run's clock goes on from its checkpoint's
         node.on_step_end = self._end_step
-        self._handlers = {Compute: self._compute, Evaluate: self._evaluate, Send: self._send,
-                          Recv: self._recv, SendRecv: self._sendrecv, Allreduce: self._allreduce,
-                          Exchange: self._exchange, Allgather: self._allgather}
+        self._handlers = {
+            Compute: self._compute,
+            Evaluate: self._evaluate,
+            Send: self._send,
+            Recv: self._recv,
+            SendRecv: self._sendrecv,
+            Allreduce: self._allreduce,
+            Exchange: self._exchange,
+            Allgather: self._allgather,
+        }
         if comm is not None:
             from mpi4py import MPI
 
@@ -167,8 +194,9 @@ class Driver:
     def _end_step(self, step, loss, staleness):
         now = perf_counter()
         self._charge("compute", self.mark, now, "local")
-        self.log.end_step(self.rank, step.epoch, step.iteration, self.training_clock(now), loss,
-                          staleness)
+        self.log.end_step(
+            self.rank, step.epoch, step.iteration, self.training_clock(now), loss, staleness
+        )
         self.node.checkpoint(step)
         if self.on_step is not None:
             self.on_step(step)
@@ -257,10 +285,17 @@ class Driver:
         return t1
 
     def _sendrecv(self, op, t0):
-        self.comm.Sendrecv(op.payload, dest=op.dest, sendtag=op.tag, recvbuf=op.buf,
-                           source=op.source, recvtag=op.tag)
-        self._charge("comm", t0, perf_counter(), "sendrecv", sent=op.payload.nbytes,
-                     received=op.buf.nbytes)
+        self.comm.Sendrecv(
+            op.payload,
+            dest=op.dest,
+            sendtag=op.tag,
+            recvbuf=op.buf,
+            source=op.source,
+            recvtag=op.tag,
+        )
+        self._charge(
+            "comm", t0, perf_counter(), "sendrecv", sent=op.payload.nbytes, received=op.buf.nbytes
+        )
         return op.buf
 
     def _exchange(self, op, t0):
@@ -272,8 +307,10 @@ class Driver:
         MPI, comm, peers = self.MPI, self.comm, list(op.payloads)
         if self.measure_wait and peers:
             token, tokens = np.empty(0, np.uint8), [np.empty(0, np.uint8) for _ in peers]
-            requests = [comm.Irecv(t, source=p, tag=op.tag + TOKEN_TAG)
-                        for t, p in zip(tokens, peers, strict=True)]
+            requests = [
+                comm.Irecv(t, source=p, tag=op.tag + TOKEN_TAG)
+                for t, p in zip(tokens, peers, strict=True)
+            ]
             requests += [comm.Isend(token, dest=p, tag=op.tag + TOKEN_TAG) for p in peers]
             MPI.Request.Waitall(requests)
             t0 = self._charge_wait(t0)
@@ -295,8 +332,14 @@ class Driver:
         t0 = self._enter_collective(t0)
         payloads = self.comm.allgather(op.payload) if self.size > 1 else [op.payload]
         received = sum(p.nbytes for i, p in enumerate(payloads) if i != self.rank)
-        self._charge("comm", t0, perf_counter(), "allgather",
-                     sent=(self.size - 1) * op.payload.nbytes, received=received)
+        self._charge(
+            "comm",
+            t0,
+            perf_counter(),
+            "allgather",
+            sent=(self.size - 1) * op.payload.nbytes,
+            received=received,
+        )
         return payloads
 
     def _allreduce(self, op, t0):
@@ -309,8 +352,9 @@ class Driver:
             # counted as the algorithm MPICH picks for this message sends (mpich_allreduce)
             sent, received = allreduce_bytes("mpi", buf.size, buf.itemsize, self.rank, self.size)
         else:
-            sent, received = run_collective_mpi(self.comm,
-                                                ALLREDUCES[op.algo](buf, self.rank, self.size))
+            sent, received = run_collective_mpi(
+                self.comm, ALLREDUCES[op.algo](buf, self.rank, self.size)
+            )
         finish_reduction(buf, op.op, self.size)
         self._charge("comm", t0, perf_counter(), f"allreduce {op.algo}", sent, received)
         return buf
@@ -332,9 +376,16 @@ class Driver:
         result = None
         if self.rank == root:
             result, train_loss, consensus = evaluate_for_log(op.fn, models, losses, op.average)
-            self.log.evaluation(op.epoch, op.iteration, self.training_clock(t0), train_loss,
-                                *result, eval_s=perf_counter() - t0, consensus_distance=consensus,
-                                node_totals=totals)
+            self.log.evaluation(
+                op.epoch,
+                op.iteration,
+                self.training_clock(t0),
+                train_loss,
+                *result,
+                eval_s=perf_counter() - t0,
+                consensus_distance=consensus,
+                node_totals=totals,
+            )
         if collective:
             result = comm.bcast(result, root=root)
         t1 = perf_counter()

@@ -85,27 +85,48 @@ def build_parser(parser_class=None):
     parser = parser_class(
         prog="python -m real.calibrate",
         description="Measure this machine or cluster under mpiexec -n 2 or more (network "
-                    "patterns between ranks, the training step of each model, a short run of "
-                    "the real program) and write a cluster profile (TOML) for python -m sim.run "
-                    "--profile. With --from-run, take the step times of a run folder instead.")
-    parser.add_argument("--out", default="profiles/this-machine.toml", metavar="FILE",
-                        help="the profile to write (--from-run: to create or update) "
-                             "(default: %(default)s)")
-    parser.add_argument("--dataset", default="mnist-subset",
-                        help=f"data the models are timed on: {', '.join(NAMES)} "
-                             f"(default: %(default)s, bundled)")
+        "patterns between ranks, the training step of each model, a short run of "
+        "the real program) and write a cluster profile (TOML) for python -m sim.run "
+        "--profile. With --from-run, take the step times of a run folder instead.",
+    )
+    parser.add_argument(
+        "--out",
+        default="profiles/this-machine.toml",
+        metavar="FILE",
+        help="the profile to write (--from-run: to create or update) (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--dataset",
+        default="mnist-subset",
+        help=f"data the models are timed on: {', '.join(NAMES)} (default: %(default)s, bundled)",
+    )
     parser.add_argument("--data-dir", metavar="D", help="folder holding <dataset>/ subfolders")
-    parser.add_argument("--models", default=",".join(MODELS),
-                        help="comma-separated models to time (default: %(default)s)")
-    parser.add_argument("--batch-size", type=int, default=100,
-                        help="samples per timed step (default: %(default)s)")
-    parser.add_argument("--train-steps", type=int, default=None, metavar="K",
-                        help="steps of the real program per model for the step-time "
-                             "distribution (default 120, --quick 40; 0 skips it)")
-    parser.add_argument("--quick", action="store_true",
-                        help="fewer sizes, repetitions and steps (seconds, for tests; noisier)")
-    parser.add_argument("--from-run", metavar="RUN_DIR",
-                        help="no measuring: write the step times of this run folder into --out")
+    parser.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help="comma-separated models to time (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--batch-size", type=int, default=100, help="samples per timed step (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--train-steps",
+        type=int,
+        default=None,
+        metavar="K",
+        help="steps of the real program per model for the step-time "
+        "distribution (default 120, --quick 40; 0 skips it)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="fewer sizes, repetitions and steps (seconds, for tests; noisier)",
+    )
+    parser.add_argument(
+        "--from-run",
+        metavar="RUN_DIR",
+        help="no measuring: write the step times of this run folder into --out",
+    )
     return parser
 
 
@@ -122,8 +143,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     started = time.perf_counter()
     if comm.size < 2:
-        parser.error(f"needs at least 2 MPI ranks for the network, got {comm.size}: run it as "
-                     f"mpiexec -n 2 python -m real.calibrate (or --from-run RUN_DIR alone)")
+        parser.error(
+            f"needs at least 2 MPI ranks for the network, got {comm.size}: run it as "
+            f"mpiexec -n 2 python -m real.calibrate (or --from-run RUN_DIR alone)"
+        )
     try:
         if args.dataset not in NAMES:
             raise ValueError(f"--dataset must be one of {', '.join(NAMES)}, got {args.dataset!r}")
@@ -167,17 +190,20 @@ def _from_run_main(argv):
 def _what(times):
     """``1.14 ms per gradient of 100 (median of 396; 5-95 %: 1.02-1.41 ms)``."""
     what = "step" if times.own_code else "gradient"
-    return (f"{times.median_s * 1e3:.4g} ms per {what} of {times.batch_size} (median of "
-            f"{times.steps}; 5-95 %: {times.seconds_at(0.05) * 1e3:.4g}-"
-            f"{times.seconds_at(0.95) * 1e3:.4g} ms)")
+    return (
+        f"{times.median_s * 1e3:.4g} ms per {what} of {times.batch_size} (median of "
+        f"{times.steps}; 5-95 %: {times.seconds_at(0.05) * 1e3:.4g}-"
+        f"{times.seconds_at(0.95) * 1e3:.4g} ms)"
+    )
 
 
 def _check_models(text):
     names = list(dict.fromkeys(m.strip() for m in text.split(",") if m.strip()))
     unknown = [m for m in names if m not in MODELS]
     if not names or unknown:
-        raise ValueError(f"--models must be a comma-separated list of {', '.join(MODELS)}, "
-                         f"got {text!r}")
+        raise ValueError(
+            f"--models must be a comma-separated list of {', '.join(MODELS)}, got {text!r}"
+        )
     return names
 
 
@@ -212,11 +238,15 @@ def _load(args):
     if dataset.note:
         print(dataset.note, file=sys.stderr)
     if args.batch_size > dataset.n_train:
-        raise ValueError(f"--batch-size {args.batch_size} is larger than {dataset.name}'s "
-                         f"{dataset.n_train} training samples")
+        raise ValueError(
+            f"--batch-size {args.batch_size} is larger than {dataset.name}'s "
+            f"{dataset.n_train} training samples"
+        )
     X, y = dataset.train_batch(np.arange(args.batch_size))
-    models = {name: build_model(name, dataset.input_shape, dataset.n_classes, seed=0)
-              for name in args.models}
+    models = {
+        name: build_model(name, dataset.input_shape, dataset.n_classes, seed=0)
+        for name in args.models
+    }
     return models, X, y, dataset
 
 
@@ -237,14 +267,26 @@ def _measure(args, comm, work):
     incast = netbench.incast(comm, incast_sizes, args.quick)
     overhead_s = netbench.send_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
-    steps = {name: _train_steps(args, comm, name, work) for name in args.models} \
-        if args.train_steps else {}
+    steps = (
+        {name: _train_steps(args, comm, name, work) for name in args.models}
+        if args.train_steps
+        else {}
+    )
     if comm.rank != 0:
         return None
-    return {"where": where, "per_model": per_model, "sizes": sizes, "oneway": oneway,
-            "sendrecv": both_ways, "incast_sizes": incast_sizes, "incast": incast,
-            "overhead_s": overhead_s, "eager_bytes": eager_bytes, "steps": steps,
-            "ranks": comm.size}
+    return {
+        "where": where,
+        "per_model": per_model,
+        "sizes": sizes,
+        "oneway": oneway,
+        "sendrecv": both_ways,
+        "incast_sizes": incast_sizes,
+        "incast": incast,
+        "overhead_s": overhead_s,
+        "eager_bytes": eager_bytes,
+        "steps": steps,
+        "ranks": comm.size,
+    }
 
 
 def _train_steps(args, comm, model, work):
@@ -256,9 +298,23 @@ def _train_steps(args, comm, model, work):
 
     out = Path(args.out)
     run_dir = out.with_name(f"{out.stem}.steps-{model}")
-    argv = ["--algorithm", "allreduce", "--model", model, "--dataset", args.dataset,
-            "--batch-size", str(args.batch_size), "--iterations", str(args.train_steps),
-            "--eval-every", str(args.train_steps), "--no-progress", "--out", str(run_dir)]
+    argv = [
+        "--algorithm",
+        "allreduce",
+        "--model",
+        model,
+        "--dataset",
+        args.dataset,
+        "--batch-size",
+        str(args.batch_size),
+        "--iterations",
+        str(args.train_steps),
+        "--eval-every",
+        str(args.train_steps),
+        "--no-progress",
+        "--out",
+        str(run_dir),
+    ]
     if args.data_dir:
         argv += ["--data-dir", args.data_dir]
     with contextlib.redirect_stdout(io.StringIO()):  # its one-line report is not ours
@@ -285,12 +341,13 @@ def _solo_own_code(argv, steps, dataset):
     node = make_node(0, 1, cfg, dataset, model)
     attach_optimizer(node)
     with tempfile.TemporaryDirectory() as folder:
-        log = RunLog(RunFolder(folder), run_header(cfg, dataset, model, 1, "wall",
-                                                   "real.calibrate", mpi=None))
+        log = RunLog(
+            RunFolder(folder),
+            run_header(cfg, dataset, model, 1, "wall", "real.calibrate", mpi=None),
+        )
         driver = Driver(node, log, None, measure_wait=False)
         driver.run(node_program(cfg)(node))
-        gradient_s = sum(end - start for name, _, start, end in driver.events
-                         if name == "compute")
+        gradient_s = sum(end - start for name, _, start, end in driver.events if name == "compute")
         return max(0.0, (log.totals["compute_s"] - gradient_s) / steps)
 
 
@@ -344,14 +401,15 @@ def _finish(args, measured, work, started):
     one_machine = len({boot for _, boot in measured["where"]}) == 1
     document = {
         "cluster": {
-            "name": f"measured from {hosts[0]}" + (f" and {hosts[1]}" if hosts[1] != hosts[0]
-                                                   else ""),
+            "name": f"measured from {hosts[0]}"
+            + (f" and {hosts[1]}" if hosts[1] != hosts[0] else ""),
             "calibrated": True,
             "source": f"python -m real.calibrate, {_mpi_library()}, {measured['ranks']} ranks "
-                      f"({_where(hosts, one_machine)})",
+            f"({_where(hosts, one_machine)})",
             "cores": os.cpu_count() or 1,
             "one_machine": one_machine,
-            "hosts": hosts},
+            "hosts": hosts,
+        },
         "network": {
             "topology": "star",
             "latency": _seconds_text(float(oneway.seconds(8))),
@@ -359,13 +417,16 @@ def _finish(args, measured, work, started):
             "overhead_s": float(f"{measured['overhead_s']:.4g}"),
             "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
-            "sendrecv": sendrecv.to_dict()},
+            "sendrecv": sendrecv.to_dict(),
+        },
         "compute": {
             "flops_per_s": float(f"{rates[median_model]:.4g}"),
             "seconds_per_sample": per_model,
             "batch_size": args.batch_size,
             "dataset": dataset.name,
-            "flops_per_sample": flops}}
+            "flops_per_sample": flops,
+        },
+    }
     if incast is not None:
         document["network"]["incast"] = incast
     shaper = _emulated_shaper()
@@ -374,8 +435,19 @@ def _finish(args, measured, work, started):
     for times in measured["steps"].values():
         _put_step_times(document, times)
     _write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
-    print(_summary(oneway, sendrecv, incast, measured, per_model, rates, median_model, args.out,
-                   time.perf_counter() - started))
+    print(
+        _summary(
+            oneway,
+            sendrecv,
+            incast,
+            measured,
+            per_model,
+            rates,
+            median_model,
+            args.out,
+            time.perf_counter() - started,
+        )
+    )
 
 
 def _incast_check(measured, oneway):
@@ -387,9 +459,13 @@ def _incast_check(measured, oneway):
     n = np.asarray(measured["incast_sizes"], dtype=float)
     t = np.asarray(measured["incast"])
     predicted = oneway.alpha_s(n) + k * n / oneway.beta_Bps(n)
-    return {"ranks": int(k), "sizes": [int(x) for x in n], "seconds": [_sig(x) for x in t],
-            "predicted_s": [_sig(x) for x in predicted],
-            "max_rel_error": _sig(np.max(np.abs(predicted / t - 1)))}
+    return {
+        "ranks": int(k),
+        "sizes": [int(x) for x in n],
+        "seconds": [_sig(x) for x in t],
+        "predicted_s": [_sig(x) for x in predicted],
+        "max_rel_error": _sig(np.max(np.abs(predicted / t - 1))),
+    }
 
 
 def _emulated_shaper():
@@ -404,9 +480,12 @@ def _emulated_shaper():
         return None
     try:
         hosts = json.loads(Path(path).read_text())["hosts"]
-        return {"kind": "tbf", "source": f"real.cluster state {path}",
-                "rates_Bps": [float(h["rate_Bps"]) for h in hosts],
-                "bursts_bytes": [float(h["burst_B"]) for h in hosts]}
+        return {
+            "kind": "tbf",
+            "source": f"real.cluster state {path}",
+            "rates_Bps": [float(h["rate_Bps"]) for h in hosts],
+            "bursts_bytes": [float(h["burst_B"]) for h in hosts],
+        }
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -449,8 +528,11 @@ def _write_profile(path, document, took_s=None):
 
     stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
     took = f" in {took_s:.1f} s" if took_s is not None else ""
-    text = _HEADER.format(host=socket.gethostname(), stamp=stamp, took=took) + "\n" + \
-        tomli_w.dumps(document)
+    text = (
+        _HEADER.format(host=socket.gethostname(), stamp=stamp, took=took)
+        + "\n"
+        + tomli_w.dumps(document)
+    )
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -464,24 +546,31 @@ def _write_profile(path, document, took_s=None):
 
 def _summary(oneway, sendrecv, incast, measured, per_model, rates, median_model, out, took_s):
     def segments(cost):
-        return "; ".join(f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta "
-                         f"{_bandwidth_text(b)}" for lo, a, b in
-                         zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True))
+        return "; ".join(
+            f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
+            for lo, a, b in zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True)
+        )
 
-    lines = [f"network one way ({len(oneway.latency_s)} segments, worst point "
-             f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
-             f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
-             f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
-             f"send overhead o: {_seconds_text(measured['overhead_s'])}; a Send of up to "
-             f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
-             f"(eager)"]
+    lines = [
+        f"network one way ({len(oneway.latency_s)} segments, worst point "
+        f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
+        f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
+        f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
+        f"send overhead o: {_seconds_text(measured['overhead_s'])}; a Send of up to "
+        f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
+        f"(eager)",
+    ]
     if incast is not None:
-        lines.append(f"incast {incast['ranks']} into 1: the star's prediction from the one-way "
-                     f"model is off by {100 * incast['max_rel_error']:.1f} % at worst")
-    models = ", ".join(f"{m} {s:.3g} s/sample ({rates[m] / 1e9:.2f} GFLOP/s)"
-                       for m, s in per_model.items())
-    lines.append(f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} "
-                 f"({median_model})")
+        lines.append(
+            f"incast {incast['ranks']} into 1: the star's prediction from the one-way "
+            f"model is off by {100 * incast['max_rel_error']:.1f} % at worst"
+        )
+    models = ", ".join(
+        f"{m} {s:.3g} s/sample ({rates[m] / 1e9:.2f} GFLOP/s)" for m, s in per_model.items()
+    )
+    lines.append(
+        f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} ({median_model})"
+    )
     for name, times in measured["steps"].items():
         lines.append(f"compute (the real program): {name} {_what(times)}")
     lines.append(f"wrote {out} in {took_s:.1f} s")

@@ -47,20 +47,31 @@ THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 # -- command line --------------------------------------------------------------------------------
 
+
 def build_parser():
     from twinsgd.algorithms.config import OneLineParser  # imported here: it brings numpy (0.5 s)
 
-    parser = OneLineParser(prog="python -m real.cluster", description=(
-        "An emulated cluster on this machine: hosts as network namespaces on one bridge, each "
-        "NIC shaped by tbf in both directions, optional CPU quotas; MPI runs across it over TCP."))
+    parser = OneLineParser(
+        prog="python -m real.cluster",
+        description=(
+            "An emulated cluster on this machine: hosts as network namespaces on one bridge, "
+            "each NIC shaped by tbf in both directions, optional CPU quotas; MPI runs across it "
+            "over TCP."
+        ),
+    )
     sub = parser.add_subparsers(dest="action", required=True, metavar="{up,status,down,run}")
     up = sub.add_parser("up", help="build the hosts, the switch and the links")
     _add_shape_arguments(up, hosts_required=True)
     sub.add_parser("status", help="what is up, checked against the system")
     sub.add_parser("down", help="remove everything with the tsgd prefix (idempotent)")
-    run = sub.add_parser("run", help="run CMD as one MPI rank per emulated host", description=(
-        "Run CMD under mpiexec, rank K on host K mod hosts. With --hosts, bring a cluster up "
-        "for this command only and take it down on any exit."))
+    run = sub.add_parser(
+        "run",
+        help="run CMD as one MPI rank per emulated host",
+        description=(
+            "Run CMD under mpiexec, rank K on host K mod hosts. With --hosts, bring a cluster up "
+            "for this command only and take it down on any exit."
+        ),
+    )
     run.add_argument("-n", type=int, required=True, metavar="N", help="number of ranks")
     _add_shape_arguments(run, hosts_required=False)
     run.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...")
@@ -70,20 +81,33 @@ def build_parser():
 
 
 def _add_shape_arguments(parser, hosts_required):
-    parser.add_argument("--hosts", type=int, required=hosts_required, metavar="N",
-                        help=f"number of emulated hosts h0..h{{N-1}} (1 to {netns.MAX_HOSTS})")
-    parser.add_argument("--bandwidth", metavar="RATE",
-                        help="every host's NIC rate, both directions (default 1Gbit; also "
-                             "100Mbit, 1Gbps, 125MB/s)")
-    parser.add_argument("--bandwidths", metavar="LIST|FILE",
-                        help="per-host rates, comma-separated or one per line in FILE; a "
-                             "shorter list is cycled")
-    parser.add_argument("--cpu", metavar="LIST",
-                        help="per-host CPU share in cores (0.5: half a core), cycled; a cgroup "
-                             "CPU quota")
-    parser.add_argument("--burst", metavar="SIZE",
-                        help="tbf bucket, e.g. 64KiB (default: 1 ms of traffic, at least ten "
-                             "1514-byte frames)")
+    parser.add_argument(
+        "--hosts",
+        type=int,
+        required=hosts_required,
+        metavar="N",
+        help=f"number of emulated hosts h0..h{{N-1}} (1 to {netns.MAX_HOSTS})",
+    )
+    parser.add_argument(
+        "--bandwidth",
+        metavar="RATE",
+        help="every host's NIC rate, both directions (default 1Gbit; also 100Mbit, 1Gbps, 125MB/s)",
+    )
+    parser.add_argument(
+        "--bandwidths",
+        metavar="LIST|FILE",
+        help="per-host rates, comma-separated or one per line in FILE; a shorter list is cycled",
+    )
+    parser.add_argument(
+        "--cpu",
+        metavar="LIST",
+        help="per-host CPU share in cores (0.5: half a core), cycled; a cgroup CPU quota",
+    )
+    parser.add_argument(
+        "--burst",
+        metavar="SIZE",
+        help="tbf bucket, e.g. 64KiB (default: 1 ms of traffic, at least ten 1514-byte frames)",
+    )
 
 
 def _parse_rate(text):
@@ -94,8 +118,9 @@ def _parse_rate(text):
     try:
         rate_Bps = parse_tc_rate_Bps(text)
     except ValueError:
-        raise ValueError(f"bandwidth {text!r} needs a unit, as in 1Gbit, 100Mbit, 1Gbps or "
-                         "125MB/s") from None
+        raise ValueError(
+            f"bandwidth {text!r} needs a unit, as in 1Gbit, 100Mbit, 1Gbps or 125MB/s"
+        ) from None
     if not 0 < rate_Bps <= MAX_RATE_Bps:
         raise ValueError(f"bandwidth {text!r} must be > 0 and at most 34Gbit (tbf's 32-bit rate)")
     return rate_Bps
@@ -121,19 +146,32 @@ def _host_plan(args):
     n = args.hosts
     if not 1 <= n <= netns.MAX_HOSTS:
         raise ValueError(f"--hosts must be 1 to {netns.MAX_HOSTS}, got {n}")
-    rates = _per_host(args.bandwidths, n, "--bandwidths") if args.bandwidths else \
-        [args.bandwidth or "1Gbit"] * n
-    shares = [None] * n if args.cpu is None else [_cpu_share(s) for s in
-                                                   _per_host(args.cpu, n, "--cpu")]
+    rates = (
+        _per_host(args.bandwidths, n, "--bandwidths")
+        if args.bandwidths
+        else [args.bandwidth or "1Gbit"] * n
+    )
+    shares = (
+        [None] * n if args.cpu is None else [_cpu_share(s) for s in _per_host(args.cpu, n, "--cpu")]
+    )
     burst_B = None if args.burst is None else parse_nbytes(args.burst)
     if burst_B is not None and burst_B < netns.MTU + netns.FRAME_OVERHEAD:
         raise ValueError(f"--burst must hold a full frame (>= 1514B), got {args.burst}")
     hosts = []
     for k, (rate, share) in enumerate(zip(rates, shares, strict=True)):
         rate_Bps = _parse_rate(rate)
-        hosts.append({"k": k, "name": netns.host_name(k), "netns": netns.netns_name(k),
-                      "address": netns.address(k), "rate": rate, "rate_Bps": rate_Bps,
-                      "burst_B": burst_B or netns.default_burst(rate_Bps), "cpu": share})
+        hosts.append(
+            {
+                "k": k,
+                "name": netns.host_name(k),
+                "netns": netns.netns_name(k),
+                "address": netns.address(k),
+                "rate": rate,
+                "rate_Bps": rate_Bps,
+                "burst_B": burst_B or netns.default_burst(rate_Bps),
+                "cpu": share,
+            }
+        )
     return hosts
 
 
@@ -149,6 +187,7 @@ def _cpu_share(text):
 
 # -- state ---------------------------------------------------------------------------------------
 
+
 def read_state():
     """The state file's document, or None when no cluster was recorded."""
     try:
@@ -160,9 +199,14 @@ def read_state():
 def _write_state(hosts):
     STATE.parent.mkdir(parents=True, exist_ok=True)
     cgroups = {h["k"]: str(netns.cgroup_root() / h["netns"]) for h in hosts if h["cpu"]}
-    doc = {"prefix": netns.PREFIX, "bridge": netns.BRIDGE, "subnet": f"{netns.SUBNET}.0/24",
-           "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "queue_s": netns.QUEUE_S,
-           "hosts": [{**h, "cgroup": cgroups.get(h["k"])} for h in hosts]}
+    doc = {
+        "prefix": netns.PREFIX,
+        "bridge": netns.BRIDGE,
+        "subnet": f"{netns.SUBNET}.0/24",
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "queue_s": netns.QUEUE_S,
+        "hosts": [{**h, "cgroup": cgroups.get(h["k"])} for h in hosts],
+    }
     tmp = STATE.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     tmp.replace(STATE)
@@ -175,12 +219,14 @@ def _is_up():
 
 # -- up, status, down ----------------------------------------------------------------------------
 
+
 def up(hosts):
     """Build the cluster of ``hosts`` (from :func:`_host_plan`) and record it; on any failure,
     tear down what was made and re-raise. Returns the state document."""
     if _is_up():
-        raise netns.ClusterError("a tsgd cluster is already up: run `python -m real.cluster "
-                                 "down` first")
+        raise netns.ClusterError(
+            "a tsgd cluster is already up: run `python -m real.cluster down` first"
+        )
     try:
         netns.build(hosts)
         return _write_state(hosts)
@@ -206,18 +252,23 @@ def status_lines():
     if state is None:
         extra = f" (but {len(present)} tsgd namespaces exist: run down)" if present else ""
         return [f"no cluster is up{extra}"]
-    lines = [f"{len(state['hosts'])} hosts on bridge {state['bridge']} ({state['subnet']}), "
-             f"up since {state['created']}"]
+    lines = [
+        f"{len(state['hosts'])} hosts on bridge {state['bridge']} ({state['subnet']}), "
+        f"up since {state['created']}"
+    ]
     for h in state["hosts"]:
         cpu = "all cores" if h["cpu"] is None else f"{h['cpu']:g} cores"
         there = "up" if h["netns"] in present else "MISSING"
-        lines.append(f"{h['name']}  {h['address']:<12} {h['rate']:>9} "
-                     f"({h['rate_Bps'] * 8 / 1e6:g} Mbit/s each way)  burst {h['burst_B']}B  "
-                     f"cpu {cpu}  netns {h['netns']} {there}")
+        lines.append(
+            f"{h['name']}  {h['address']:<12} {h['rate']:>9} "
+            f"({h['rate_Bps'] * 8 / 1e6:g} Mbit/s each way)  burst {h['burst_B']}B  "
+            f"cpu {cpu}  netns {h['netns']} {there}"
+        )
     return lines
 
 
 # -- run -----------------------------------------------------------------------------------------
+
 
 def mpiexec_command(state, n, command):
     """The MPMD command line: rank K runs ``command`` on host K mod hosts, entered through this
@@ -228,8 +279,18 @@ def mpiexec_command(state, n, command):
     for rank in range(n):
         h = hosts[rank % len(hosts)]
         argv += [":"] if rank else []
-        argv += ["-n", "1", sys.executable, "-m", "real.cluster", "_enter", h["name"],
-                 h["cgroup"] or "-", h["netns"], *command]
+        argv += [
+            "-n",
+            "1",
+            sys.executable,
+            "-m",
+            "real.cluster",
+            "_enter",
+            h["name"],
+            h["cgroup"] or "-",
+            h["netns"],
+            *command,
+        ]
     return argv
 
 
@@ -293,8 +354,9 @@ class Guard:
     def __init__(self, teardown):
         read, self._write = os.pipe()  # both non-inheritable: mpiexec gets neither
         argv = [sys.executable, "-m", "real.cluster", "_guard"] + ["--teardown"] * teardown
-        self.proc = subprocess.Popen(argv, stdin=read, stdout=subprocess.DEVNULL,
-                                     start_new_session=True)
+        self.proc = subprocess.Popen(
+            argv, stdin=read, stdout=subprocess.DEVNULL, start_new_session=True
+        )
         os.close(read)
 
     def watch(self, pgid):
@@ -338,14 +400,17 @@ def run(args, parser):
     if args.hosts is None:
         shaped = [f for f in ("bandwidth", "bandwidths", "cpu", "burst") if getattr(args, f)]
         if shaped:
-            parser.error(f"--{shaped[0]} shapes a cluster made for this command: give --hosts "
-                         "too (or use `up` for a lasting one)")
+            parser.error(
+                f"--{shaped[0]} shapes a cluster made for this command: give --hosts "
+                "too (or use `up` for a lasting one)"
+            )
         state = read_state()
         if state is None:
-            parser.error("no cluster is up: run `python -m real.cluster up --hosts N` first, "
-                         "or give run --hosts N for a cluster for this command only")
-        missing = [h["netns"] for h in state["hosts"] if h["netns"] not in
-                   netns.our_namespaces()]
+            parser.error(
+                "no cluster is up: run `python -m real.cluster up --hosts N` first, "
+                "or give run --hosts N for a cluster for this command only"
+            )
+        missing = [h["netns"] for h in state["hosts"] if h["netns"] not in netns.our_namespaces()]
         if missing:
             parser.error(f"the cluster is broken ({', '.join(missing)} missing): run down, up")
         guard = Guard(teardown=False)
@@ -355,8 +420,10 @@ def run(args, parser):
             guard.release()
     hosts = _host_plan(args)
     if _is_up():
-        parser.error("a tsgd cluster is already up: run `python -m real.cluster down` first, "
-                     "or run without --hosts to use it")
+        parser.error(
+            "a tsgd cluster is already up: run `python -m real.cluster down` first, "
+            "or run without --hosts to use it"
+        )
     guard = Guard(teardown=True)
     try:
         return launch(up(hosts), args.n, command, guard)

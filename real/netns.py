@@ -76,6 +76,7 @@ def default_burst(rate_Bps):
 
 # -- privileges and the machine ------------------------------------------------------------------
 
+
 def check_machine():
     """Raise ClusterError (one line) unless this process may build namespaces: root or
     CAP_NET_ADMIN + CAP_SYS_ADMIN, ``ip`` on the PATH, pyroute2 importable."""
@@ -151,6 +152,7 @@ def _our_cgroups():
 
 # -- building ------------------------------------------------------------------------------------
 
+
 def build(hosts):
     """Make the bridge, then each host of ``hosts`` (dicts with k, rate_Bps, burst_B, cpu).
 
@@ -201,8 +203,11 @@ def _step(what):
         yield
     except (NetlinkError, OSError) as err:
         code = err.code if isinstance(err, NetlinkError) else err.errno
-        hint = " (missing kernel support: veth, bridge, sch_tbf?)" if code in (
-            errno.EOPNOTSUPP, errno.ENOENT, errno.EINVAL) else ""
+        hint = (
+            " (missing kernel support: veth, bridge, sch_tbf?)"
+            if code in (errno.EOPNOTSUPP, errno.ENOENT, errno.EINVAL)
+            else ""
+        )
         raise ClusterError(f"cannot {what}: {os.strerror(code or 0)}{hint}") from err
 
 
@@ -211,8 +216,14 @@ def _add_tbf(ipr, index, host):
     computes the same buffer ticks and limit as tc does; its rate field is 32-bit bytes/s, so
     rates stop at 34 Gbit/s (the caller refuses more)."""
     rate_Bps = round(host["rate_Bps"])
-    ipr.tc("add", "tbf", index=index, rate=rate_Bps, burst=host["burst_B"],
-           limit=round(rate_Bps * QUEUE_S) + host["burst_B"])
+    ipr.tc(
+        "add",
+        "tbf",
+        index=index,
+        rate=rate_Bps,
+        burst=host["burst_B"],
+        limit=round(rate_Bps * QUEUE_S) + host["burst_B"],
+    )
 
 
 def _write_etc_hosts(hosts):
@@ -225,6 +236,7 @@ def _write_etc_hosts(hosts):
 
 
 # -- what exists ---------------------------------------------------------------------------------
+
 
 def our_namespaces():
     """Names of the network namespaces with our prefix, sorted by host number."""
@@ -277,6 +289,7 @@ def kill_inside(timeout_s=5.0):
 
 
 # -- tearing down --------------------------------------------------------------------------------
+
 
 def teardown():
     """Remove everything with our prefix: processes inside, namespaces (their veths go with

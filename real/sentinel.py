@@ -31,11 +31,21 @@ def start(folder, size, pids):
     """Start the sentinel for ``pids`` ({rank: pid}) of run ``folder``, detached: through a
     shell that starts it in the background and exits, so it belongs to no process of the job
     (nothing to reap, out of the launcher's reach)."""
-    argv = [sys.executable, "-m", "real.sentinel", str(folder), str(size),
-            *(f"{rank}:{pid}" for rank, pid in sorted(pids.items()))]
-    subprocess.run(["sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "sh", *argv],
-                   check=True, start_new_session=True, cwd=os.getcwd(),
-                   env={**os.environ, "PYTHONPATH": _path()})
+    argv = [
+        sys.executable,
+        "-m",
+        "real.sentinel",
+        str(folder),
+        str(size),
+        *(f"{rank}:{pid}" for rank, pid in sorted(pids.items())),
+    ]
+    subprocess.run(
+        ["sh", "-c", '"$@" </dev/null >/dev/null 2>&1 &', "sh", *argv],
+        check=True,
+        start_new_session=True,
+        cwd=os.getcwd(),
+        env={**os.environ, "PYTHONPATH": _path()},
+    )
 
 
 def _path():
@@ -63,8 +73,7 @@ def watch(folder, size, pids):
     while live and (deadline is None or time.monotonic() < deadline):
         if deadline is None and _all_ended(folder, size, pids):
             return  # the run ended (a process running main() in-process lives on)
-        timeout_ms = POLL_S * 1e3 if deadline is None else \
-            max(0, deadline - time.monotonic()) * 1e3
+        timeout_ms = POLL_S * 1e3 if deadline is None else max(0, deadline - time.monotonic()) * 1e3
         for fd, _ in poller.poll(timeout_ms):
             poller.unregister(fd)
             live.discard(fd)
@@ -88,8 +97,9 @@ def _unannounced(folder, size, died):
     if not died:
         return []
     beats = read_heartbeats(folder, size)
-    return [r for r in died if beats[r] is None or beats[r][1] not in FINAL or
-            beats[r][1] == "killed"]
+    return [
+        r for r in died if beats[r] is None or beats[r][1] not in FINAL or beats[r][1] == "killed"
+    ]
 
 
 def _cause(beats, died, size):
@@ -101,8 +111,9 @@ def _cause(beats, died, size):
     culprit = next((r for r in died if beats[r] is None or beats[r][1] not in BLOCKING), died[0])
     beat = beats[culprit]
     where = "before its first step" if beat is None else f"at step {beat[0]} (in {beat[1]})"
-    return f"rank {culprit} died {where}" + ("; the launcher stopped the others" if size > 1
-                                             else "")
+    return f"rank {culprit} died {where}" + (
+        "; the launcher stopped the others" if size > 1 else ""
+    )
 
 
 def _mark_failed(folder, why):

@@ -48,8 +48,9 @@ def build_parser():
     parser = CollectiveParser(
         prog="python -m real.train",
         description="Train a model for real, in one process or under mpirun, and write a run "
-                    "folder: config.json, metrics.csv, steps.csv, summary.json, timeline.json, "
-                    "model.npz.")
+        "folder: config.json, metrics.csv, steps.csv, summary.json, timeline.json, "
+        "model.npz.",
+    )
     return add_config_arguments(parser)
 
 
@@ -69,22 +70,36 @@ def main(argv=None):
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
-    log = RunLog(folder, header, cfg.target_accuracy, per_epoch,
-                 resumed=checkpoint is not None) if reporter else None
+    log = (
+        RunLog(folder, header, cfg.target_accuracy, per_epoch, resumed=checkpoint is not None)
+        if reporter
+        else None
+    )
     comm.Barrier()  # steps.csv exists before the other ranks open it for appending
     log = log or RunLog(folder, header, cfg.target_accuracy, per_epoch, reporter=False)
     if checkpoint is not None:
         restore(node, log, *checkpoint)
     if cfg.checkpoint_every:
         node.checkpointer = Checkpointer(folder.path, cfg.checkpoint_every, log)
-    watchdog = Watchdog(Heartbeat(folder.path, rank), size, cfg.watchdog_seconds(),
-                        on_fire=lambda why, say: _stop(log, comm, why, say, status=3))
+    watchdog = Watchdog(
+        Heartbeat(folder.path, rank),
+        size,
+        cfg.watchdog_seconds(),
+        on_fire=lambda why, say: _stop(log, comm, why, say, status=3),
+    )
     _start_sentinel(folder.path, where, comm)
     bar = progress_bar(node.total_steps * ups) if cfg.progress and reporter else None
     comm.Barrier()  # a common start for every rank's clock
-    driver = Driver(node, log, comm, cfg.measure_wait, on_step=bar and (lambda _: bar.update()),
-                    watchdog=watchdog, faults=cfg.fault_schedule(),
-                    clock_s=checkpoint[1]["time_s"] if checkpoint else 0.0)
+    driver = Driver(
+        node,
+        log,
+        comm,
+        cfg.measure_wait,
+        on_step=bar and (lambda _: bar.update()),
+        watchdog=watchdog,
+        faults=cfg.fault_schedule(),
+        clock_s=checkpoint[1]["time_s"] if checkpoint else 0.0,
+    )
     try:
         driver.run(node_program(cfg)(node))
     except InjectedFault as fault:
@@ -104,8 +119,11 @@ def main(argv=None):
     totals = comm.gather(log.node_totals(), root=node.reporter)
     if reporter:
         log.all_totals = totals
-        log.finish("done", model.named_arrays(),
-                   chrome_trace(dict(enumerate(timeline)), cfg.algorithm, "wall"))
+        log.finish(
+            "done",
+            model.named_arrays(),
+            chrome_trace(dict(enumerate(timeline)), cfg.algorithm, "wall"),
+        )
         print(_report(log.summary(), folder.path))
     else:
         log.finish("done")
@@ -131,12 +149,14 @@ def _prepare(argv, parser, comm):
     agree(comm, problem, prog)
     if rank != 0:
         dataset, problem = _load_data(cfg, allow_download=False)
-    found = comm.allgather(None if dataset is None else
-                           (dataset.name, dataset.n_train, dataset.n_test))
+    found = comm.allgather(
+        None if dataset is None else (dataset.name, dataset.n_train, dataset.n_test)
+    )
     problem = problem or _data_mismatch(found, cfg.dataset)
     model = node = None
     if problem is None:
         model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+
         def say(note):  # what a default chose: once, from rank 0
             if rank == 0:
                 print(f"{prog}: {note}", file=sys.stderr)
@@ -161,10 +181,12 @@ def _data_mismatch(found, name):
     """The problem when ranks found different data (a node-local --data-dir), else None."""
     for rank, theirs in enumerate(found):
         if theirs is not None and found[0] is not None and theirs != found[0]:
-            return (f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where rank 0 "
-                    f"found {found[0][0]} ({found[0][1]}): give every node the same data "
-                    f"(--data-dir on a shared folder, or python -m twinsgd.data.download {name} "
-                    f"on each node)")
+            return (
+                f"rank {rank} found {theirs[0]} ({theirs[1]} training images) where rank 0 "
+                f"found {found[0][0]} ({found[0][1]}): give every node the same data "
+                f"(--data-dir on a shared folder, or python -m twinsgd.data.download {name} "
+                f"on each node)"
+            )
     return None
 
 
@@ -206,8 +228,11 @@ def _resume_point(cfg, comm, prog):
 
 def _start_sentinel(folder, where, comm):
     """The first rank on each machine starts `real.sentinel` for that machine's ranks."""
-    mine = [(r, pid) for r, (host, boot, pid) in enumerate(where)
-            if (host, boot) == where[comm.rank][:2]]
+    mine = [
+        (r, pid)
+        for r, (host, boot, pid) in enumerate(where)
+        if (host, boot) == where[comm.rank][:2]
+    ]
     if mine[0][0] == comm.rank:
         sentinel.start(folder, comm.size, dict(mine))
 
@@ -218,8 +243,10 @@ def _stop(log, comm, why, say, status):
     if not say:  # another rank says it and aborts the job; this one only if that one cannot
         time.sleep(GRACE_S)
     else:
-        print(f"python -m real.train: run stopped: {why} (run folder {log.folder.path})",
-              file=sys.stderr)
+        print(
+            f"python -m real.train: run stopped: {why} (run folder {log.folder.path})",
+            file=sys.stderr,
+        )
         sys.stderr.flush()
     log.fail(why)
     if comm.size > 1:
@@ -261,12 +288,19 @@ def _header(cfg, dataset, model, size, where, blas):
     included: they share its boot id), 0 when the ranks ran on several machines. ``where``:
     every rank's (host name, boot id, pid)."""
     one_machine = len({boot for _, boot, _ in where}) == 1
-    return run_header(cfg, dataset, model, size, "wall", "real.train",
-                      mpi=MPI.Get_library_version().splitlines()[0].strip(),
-                      hosts=[host for host, _, _ in where],
-                      machine_cores=(os.cpu_count() or 1) if one_machine else 0,
-                      blas_threads=blas,
-                      versions={"mpi4py": importlib.metadata.version("mpi4py")})
+    return run_header(
+        cfg,
+        dataset,
+        model,
+        size,
+        "wall",
+        "real.train",
+        mpi=MPI.Get_library_version().splitlines()[0].strip(),
+        hosts=[host for host, _, _ in where],
+        machine_cores=(os.cpu_count() or 1) if one_machine else 0,
+        blas_threads=blas,
+        versions={"mpi4py": importlib.metadata.version("mpi4py")},
+    )
 
 
 def boot_id():
@@ -281,9 +315,11 @@ def boot_id():
 
 def _report(summary, path):
     acc = summary["final_test_accuracy"]
-    return (f"{summary['dataset']}: {summary['nodes']} node(s), {summary['iterations']} steps in "
-            f"{summary['time_s']:.1f} s ({summary['seconds_per_epoch']:.2f} s/epoch), test "
-            f"accuracy {100 * acc:.2f}%, run folder {path}")
+    return (
+        f"{summary['dataset']}: {summary['nodes']} node(s), {summary['iterations']} steps in "
+        f"{summary['time_s']:.1f} s ({summary['seconds_per_epoch']:.2f} s/epoch), test "
+        f"accuracy {100 * acc:.2f}%, run folder {path}"
+    )
 
 
 if __name__ == "__main__":

@@ -21,10 +21,26 @@ import time
 from pathlib import Path
 
 RECORD = struct.Struct("<qqd")  # step (int64), state (int64: index into STATES), time.time()
-STATES = ("start", "local", "compute", "send", "recv", "sendrecv", "allreduce", "exchange",
-          "allgather", "evaluate", "barrier", "done", "killed", "failed", "interrupted")
-BLOCKING = frozenset({"send", "recv", "sendrecv", "allreduce", "exchange", "allgather",
-                      "evaluate", "barrier"})
+STATES = (
+    "start",
+    "local",
+    "compute",
+    "send",
+    "recv",
+    "sendrecv",
+    "allreduce",
+    "exchange",
+    "allgather",
+    "evaluate",
+    "barrier",
+    "done",
+    "killed",
+    "failed",
+    "interrupted",
+)
+BLOCKING = frozenset(
+    {"send", "recv", "sendrecv", "allreduce", "exchange", "allgather", "evaluate", "barrier"}
+)
 FINAL = frozenset({"done", "killed", "failed", "interrupted"})
 HEARTBEAT = ".heartbeat"
 MIN_TIMEOUT_S = 60.0
@@ -44,8 +60,9 @@ class Heartbeat:
     def beat(self, step, state):
         """Say that this rank is in ``step`` doing ``state`` (one of `STATES`) from now on."""
         self.step, self.state = step, state
-        os.pwrite(self._fd, RECORD.pack(step, STATES.index(state), time.time()),
-                  self.rank * RECORD.size)
+        os.pwrite(
+            self._fd, RECORD.pack(step, STATES.index(state), time.time()), self.rank * RECORD.size
+        )
 
     def close(self):
         if self._fd is not None:
@@ -62,7 +79,7 @@ def read_heartbeats(folder, size):
         data = b""
     now, found = time.time(), []
     for rank in range(size):
-        chunk = data[rank * RECORD.size:(rank + 1) * RECORD.size]
+        chunk = data[rank * RECORD.size : (rank + 1) * RECORD.size]
         if len(chunk) < RECORD.size or chunk == bytes(RECORD.size):
             found.append(None)
             continue
@@ -90,8 +107,11 @@ def describe(beats, ranks):
     parts = []
     for rank in ranks:
         beat = beats[rank]
-        parts.append(f"rank {rank} (never started)" if beat is None else
-                     f"rank {rank} (step {beat[0]}, {beat[1]}, last heard {beat[2]:.1f} s ago)")
+        parts.append(
+            f"rank {rank} (never started)"
+            if beat is None
+            else f"rank {rank} (step {beat[0]}, {beat[1]}, last heard {beat[2]:.1f} s ago)"
+        )
     return ", ".join(parts)
 
 
@@ -152,10 +172,15 @@ class Watchdog:
             step, state = self.heartbeat.step, self.heartbeat.state
             beats = read_heartbeats(self.heartbeat.path.parent, self.size)
             late = missing_ranks(beats, step)
-            who = (f"{describe(beats, late)} did not arrive" if late else
-                   "every rank is blocked (a deadlock: operations that do not match)")
+            who = (
+                f"{describe(beats, late)} did not arrive"
+                if late
+                else "every rank is blocked (a deadlock: operations that do not match)"
+            )
             blocked = [r for r, b in enumerate(beats) if b is not None and b[1] in BLOCKING]
-            reason = (f"watchdog: rank {self.heartbeat.rank} waited {waited:.1f} s in {state} "
-                      f"at step {step}; {who}")
+            reason = (
+                f"watchdog: rank {self.heartbeat.rank} waited {waited:.1f} s in {state} "
+                f"at step {step}; {who}"
+            )
             self.on_fire(reason, not blocked or blocked[0] == self.heartbeat.rank)
             return

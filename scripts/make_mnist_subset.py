@@ -35,8 +35,9 @@ def read_mnist(folder):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", type=Path,
-                        default=REPO.parent / "shared" / "datasets" / "mnist")
+    parser.add_argument(
+        "--source", type=Path, default=REPO.parent / "shared" / "datasets" / "mnist"
+    )
     parser.add_argument("--out", type=Path, default=BUNDLED_PATH)
     args = parser.parse_args(argv)
     try:
@@ -46,11 +47,18 @@ def main(argv=None):
     args.out.parent.mkdir(parents=True, exist_ok=True)
     np.savez_compressed(args.out, **arrays)
     digest = arrays_sha256(arrays)
-    print(f"{args.out}: {args.out.stat().st_size} bytes, "
-          f"{len(arrays['train_labels'])} train + {len(arrays['test_labels'])} test images")
-    print(f"arrays SHA-256 {digest}"
-          + ("" if digest == BUNDLED_SHA256 else
-             "  (differs from twinsgd.data.subset.BUNDLED_SHA256)"))
+    print(
+        f"{args.out}: {args.out.stat().st_size} bytes, "
+        f"{len(arrays['train_labels'])} train + {len(arrays['test_labels'])} test images"
+    )
+    print(
+        f"arrays SHA-256 {digest}"
+        + (
+            ""
+            if digest == BUNDLED_SHA256
+            else "  (differs from twinsgd.data.subset.BUNDLED_SHA256)"
+        )
+    )
     return 0
 
 

@@ -31,22 +31,34 @@ SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by def
 def check_analytic(cfg, cluster, network, costs):
     """Raise ValueError naming the flag when the analytic engine cannot run this configuration
     (it models what it can compute exactly: the ghost allreduce on a star)."""
-    needs = [(cluster.ghost is not None, "--ghost (size-only payloads: no weights per node)"),
-             (cfg.algorithm in ("allreduce", "auto"), f"--algorithm allreduce, got "
-                                                      f"{cfg.algorithm}"),
-             (cfg.local_steps == 1, f"--local-steps 1, got {cfg.local_steps}"),
-             (cfg.allreduce == "ring", f"--allreduce ring, got {cfg.allreduce}"),
-             (network == "star", f"--network star, got {network}"),
-             (not costs, "the network of --latency/--bandwidth, not a calibrated profile's "
-                         "measured costs"),
-             (cfg.faults is None and cluster.fail is None, "no --faults or --fail")]
+    needs = [
+        (cluster.ghost is not None, "--ghost (size-only payloads: no weights per node)"),
+        (cfg.algorithm in ("allreduce", "auto"), f"--algorithm allreduce, got {cfg.algorithm}"),
+        (cfg.local_steps == 1, f"--local-steps 1, got {cfg.local_steps}"),
+        (cfg.allreduce == "ring", f"--allreduce ring, got {cfg.allreduce}"),
+        (network == "star", f"--network star, got {network}"),
+        (
+            not costs,
+            "the network of --latency/--bandwidth, not a calibrated profile's measured costs",
+        ),
+        (cfg.faults is None and cluster.fail is None, "no --faults or --fail"),
+    ]
     for ok, need in needs:
         if not ok:
             raise ValueError(f"--engine analytic needs {need}")
 
 
-def run_analytic(node, size, compute, latency_s, bandwidth_Bps, folder, header, target_accuracy,
-                 steps_sample=None):
+def run_analytic(
+    node,
+    size,
+    compute,
+    latency_s,
+    bandwidth_Bps,
+    folder,
+    header,
+    target_accuracy,
+    steps_sample=None,
+):
     """Simulate the run of ``size`` copies of ``node`` (rank 0's: its schedule, model size and
     evaluation steps); write the run folder; return the summary (a dict)."""
     every = steps_sample or max(1, math.ceil(size / SAMPLED_NODES))
@@ -73,19 +85,40 @@ def run_analytic(node, size, compute, latency_s, bandwidth_Bps, folder, header, 
         totals["wait_s"] += wait
         totals["comm_s"] += comm_s
         epoch = (step - 1) // per_epoch
-        log.steps.write_rows([
-            {"rank": int(r), "epoch": epoch, "iteration": step, "time_s": t_next,
-             "compute_s": float(seconds[r]), "comm_s": comm_s, "wait_s": float(wait[r]),
-             "bytes_sent": sent, "bytes_recv": received, "staleness": 0, "loss": math.nan}
-            for r, (sent, received) in zip(sampled, bytes_of, strict=True)])
+        log.steps.write_rows(
+            [
+                {
+                    "rank": int(r),
+                    "epoch": epoch,
+                    "iteration": step,
+                    "time_s": t_next,
+                    "compute_s": float(seconds[r]),
+                    "comm_s": comm_s,
+                    "wait_s": float(wait[r]),
+                    "bytes_sent": sent,
+                    "bytes_recv": received,
+                    "staleness": 0,
+                    "loss": math.nan,
+                }
+                for r, (sent, received) in zip(sampled, bytes_of, strict=True)
+            ]
+        )
         t = t_next
         log.iterations, log.time_s = step, t
-        if node.evaluation_due(Step(epoch, step, None, None,
-                                    last_in_epoch=(step - 1) % per_epoch == per_epoch - 1,
-                                    last_in_run=step == node.total_steps)):
+        if node.evaluation_due(
+            Step(
+                epoch,
+                step,
+                None,
+                None,
+                last_in_epoch=(step - 1) % per_epoch == per_epoch - 1,
+                last_in_run=step == node.total_steps,
+            )
+        ):
             _keep_totals(log, totals, sampled, bytes_of, step, size, every, sent_per_step)
-            log.evaluation(epoch, step, t, math.nan, math.nan, math.nan, 0.0,
-                           moved=sent_per_step * step)
+            log.evaluation(
+                epoch, step, t, math.nan, math.nan, math.nan, 0.0, moved=sent_per_step * step
+            )
     _keep_totals(log, totals, sampled, bytes_of, node.total_steps, size, every, sent_per_step)
     log.finish("done")
     return log.summary()
@@ -94,11 +127,20 @@ def run_analytic(node, size, compute, latency_s, bandwidth_Bps, folder, header, 
 def _keep_totals(log, totals, sampled, bytes_of, steps, size, every, sent_per_step):
     """Put the totals after ``steps`` steps into ``log``: the sampled nodes' as its per-node
     totals, the means and bytes over all nodes as the summary's."""
-    log.all_totals = [{"compute_s": float(totals["compute_s"][r]),
-                       "comm_s": float(totals["comm_s"][r]), "wait_s": float(totals["wait_s"][r]),
-                       "bytes_sent": sent * steps, "bytes_recv": received * steps}
-                      for r, (sent, received) in zip(sampled, bytes_of, strict=True)]
-    log.overrides = {"nodes": size, "per_node_every": every,
-                     **{k: float(np.mean(v)) for k, v in totals.items()},
-                     "bytes_sent": sent_per_step * steps,
-                     "bytes_per_iteration": float(sent_per_step)}
+    log.all_totals = [
+        {
+            "compute_s": float(totals["compute_s"][r]),
+            "comm_s": float(totals["comm_s"][r]),
+            "wait_s": float(totals["wait_s"][r]),
+            "bytes_sent": sent * steps,
+            "bytes_recv": received * steps,
+        }
+        for r, (sent, received) in zip(sampled, bytes_of, strict=True)
+    ]
+    log.overrides = {
+        "nodes": size,
+        "per_node_every": every,
+        **{k: float(np.mean(v)) for k, v in totals.items()},
+        "bytes_sent": sent_per_step * steps,
+        "bytes_per_iteration": float(sent_per_step),
+    }

@@ -96,8 +96,13 @@ class ComputeModel:
     @property
     def kind(self):
         """``measured``, ``profile`` or ``empirical``: what config.json calls the model."""
-        return "empirical" if self.step_times is not None else \
-            "measured" if self.seconds_per_sample is None else "profile"
+        return (
+            "empirical"
+            if self.step_times is not None
+            else "measured"
+            if self.seconds_per_sample is None
+            else "profile"
+        )
 
     def straggle_factors(self, count, n):
         """The straggler factor (1 or ``slowdown``) of the ``count``-th compute of each of ``n``
@@ -227,9 +232,21 @@ class Simulator:
         pays it too. Message-level collectives only.
     """
 
-    def __init__(self, nodes, logs, latency_s, bandwidth_Bps, compute=None,
-                 collectives="message", network="star", costs=None, entry_barrier=False,
-                 shaping=None, eager_bytes=0, start_s=0.0):
+    def __init__(
+        self,
+        nodes,
+        logs,
+        latency_s,
+        bandwidth_Bps,
+        compute=None,
+        collectives="message",
+        network="star",
+        costs=None,
+        entry_barrier=False,
+        shaping=None,
+        eager_bytes=0,
+        start_s=0.0,
+    ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
         self.compute = compute or ComputeModel()
@@ -247,14 +264,18 @@ class Simulator:
         self._faulty = False  # bool(self.faults), asked at every compute and step
         # whether compute times vary from node to node or draw to draw (stragglers, speeds)
         self._scaled = bool(self.compute.straggle_probability) or any(
-            speed != 1.0 for speed in self.compute.speeds)
+            speed != 1.0 for speed in self.compute.speeds
+        )
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
         self._computes = [0] * len(nodes)  # computes each node has begun (straggler draws)
         self._straggles = {}  # compute count -> every node's straggler factor for it
-        self._step_rng = [np.random.default_rng([self.compute.seed, r, 3])
-                          if self.compute.step_times is not None else None
-                          for r in range(len(nodes))]
+        self._step_rng = [
+            np.random.default_rng([self.compute.seed, r, 3])
+            if self.compute.step_times is not None
+            else None
+            for r in range(len(nodes))
+        ]
         self.nodes, self.logs = nodes, list(logs)
         every = max(1, math.ceil(len(nodes) / TIMELINE_RANKS))
         self.timeline = {rank: [] for rank in range(0, len(nodes), every)}  # rank -> events
@@ -264,18 +285,24 @@ class Simulator:
             network.attach(self.env)
             self.network = network
         else:
-            self.network = make_network(self.env, network, len(nodes), latency_s, bandwidth_Bps,
-                                        costs, shaping)
+            self.network = make_network(
+                self.env, network, len(nodes), latency_s, bandwidth_Bps, costs, shaping
+            )
         self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
-        self._handlers = {Send: self._send, Recv: self._recv,
-                          SendRecv: self._sendrecv,
-                          Allreduce: (self._allreduce_closed_form if collectives == "closed-form"
-                                      else self._allreduce),
-                          Exchange: self._exchange, Allgather: self._allgather,
-                          Evaluate: self._evaluate}
+        self._handlers = {
+            Send: self._send,
+            Recv: self._recv,
+            SendRecv: self._sendrecv,
+            Allreduce: (
+                self._allreduce_closed_form if collectives == "closed-form" else self._allreduce
+            ),
+            Exchange: self._exchange,
+            Allgather: self._allgather,
+            Evaluate: self._evaluate,
+        }
 
     def run(self, programs, faults=None):
         """Run every program to its end; return their return values (rank order; None for a
@@ -293,8 +320,10 @@ class Simulator:
         """
         self.faults = faults or FaultSchedule()
         self._faulty = bool(self.faults)
-        processes = [self.env.process(self._process(node, program))
-                     for node, program in zip(self.nodes, programs, strict=True)]
+        processes = [
+            self.env.process(self._process(node, program))
+            for node, program in zip(self.nodes, programs, strict=True)
+        ]
         for fault in self.faults.faults:
             if fault.time_s is not None:
                 self.env.process(self._strike_at(processes[fault.rank], fault))
@@ -308,16 +337,19 @@ class Simulator:
         finally:
             gc.set_threshold(*threshold)
         notices = 0
-        while waiting := [r for r, p in enumerate(processes)
-                          if p.is_alive and r not in self.failed]:
+        while waiting := [
+            r for r, p in enumerate(processes) if p.is_alive and r not in self.failed
+        ]:
             if not self.failed:
                 raise RuntimeError(f"nodes {waiting} wait forever")
             notices += 1  # a program that catches the notice must make progress or end
             if notices > 2 * len(processes):
-                raise RuntimeError(f"nodes {waiting} go on waiting after {notices - 1} failure "
-                                   f"notices")
-            notice = PeerFailed(sorted(self.failed.items()),
-                                [self.failures[r] for r in sorted(self.failed)])
+                raise RuntimeError(
+                    f"nodes {waiting} go on waiting after {notices - 1} failure notices"
+                )
+            notice = PeerFailed(
+                sorted(self.failed.items()), [self.failures[r] for r in sorted(self.failed)]
+            )
             for rank in self._told(waiting):
                 processes[rank].interrupt(notice)
             self.env.run()
@@ -373,7 +405,8 @@ class Simulator:
         if key in self._arrivals:
             arrived = self._arrivals.pop(key)
             self._arrivals.setdefault((key, "done"), self.env.event()).succeed(
-                self._evaluate_now(arrived))
+                self._evaluate_now(arrived)
+            )
 
     def _strike(self, rank):
         """Act out the kill or exception of ``rank`` at the start of the step it is in (called
@@ -399,6 +432,7 @@ class Simulator:
             step_no[rank] = step.iteration + 1
             if self._faulty:
                 self._strike(rank)
+
         return end_step
 
     def _process(self, node, program):
@@ -408,8 +442,9 @@ class Simulator:
         # (step times without own code); and with measured whole steps on a node that computes
         # no steps (a parameter server: its update is in no step a real run measured).
         times = self.compute.step_times
-        measured = self.compute.measured or (times is not None and (
-            not times.own_code or not getattr(node, "computes", True)))
+        measured = self.compute.measured or (
+            times is not None and (not times.own_code or not getattr(node, "computes", True))
+        )
         factor = times.own_factor if times is not None and not times.own_code else 1.0
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
@@ -505,13 +540,15 @@ class Simulator:
             snapshot = copies[id(payload)]
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
-        return self.env.process(self.network.transfer(node.rank, dest, payload.nbytes, tag,
-                                                      snapshot, "sendrecv"))
+        return self.env.process(
+            self.network.transfer(node.rank, dest, payload.nbytes, tag, snapshot, "sendrecv")
+        )
 
     def _posted(self, node, source, tag):
         """The mailbox request for the message from source (or any) with tag."""
         return self.network.mailbox[node.rank].get(
-            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source))
+            lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source)
+        )
 
     def _take(self, node, source, tag):
         """Wait for the message from source (or any) with tag; returns it."""
@@ -541,12 +578,16 @@ class Simulator:
     def _send(self, node, op):
         t0, payload = self.env.now, op.payload  # the transfer inline: no process to start
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
-            self.env.process(self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
-                                                   _snapshot(payload)))  # eager: on its own
+            self.env.process(
+                self.network.transfer(
+                    node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
+                )
+            )  # eager: on its own
             self._charge(node, t0, (), payload.nbytes)
             return
-        yield from self.network.transfer(node.rank, op.dest, payload.nbytes, op.tag,
-                                         _snapshot(payload))
+        yield from self.network.transfer(
+            node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
+        )
         self._charge(node, t0, (), payload.nbytes)
 
     def _recv(self, node, op):
@@ -563,8 +604,9 @@ class Simulator:
         t0, payload, source, tag = self.env.now, op.payload, op.source, op.tag
         request = self._posted(node, source, tag)
         try:
-            yield from self.network.transfer(node.rank, op.dest, payload.nbytes, tag,
-                                             _snapshot(payload), "sendrecv")
+            yield from self.network.transfer(
+                node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
+            )
             message = yield request
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
@@ -581,8 +623,12 @@ class Simulator:
         for dests, sources in peers_of_round:
             requests = [self._posted(node, source, _BARRIER_TAG) for source in sources]
             try:
-                sending = [self.env.process(self.network.transfer(
-                    node.rank, dest, 0, _BARRIER_TAG, empty, "sendrecv")) for dest in dests]
+                sending = [
+                    self.env.process(
+                        self.network.transfer(node.rank, dest, 0, _BARRIER_TAG, empty, "sendrecv")
+                    )
+                    for dest in dests
+                ]
                 for request in requests:
                     yield request
                 yield self.env.all_of(sending)
@@ -596,14 +642,15 @@ class Simulator:
         """The dissemination barrier before a collective, with ``entry_barrier``."""
         if self.entry_barrier and node.size > 1:
             rank, size = node.rank, node.size
-            rounds = [([(rank + 2**k) % size], [(rank - 2**k) % size])
-                      for k in range(math.ceil(math.log2(size)))]
+            rounds = [
+                ([(rank + 2**k) % size], [(rank - 2**k) % size])
+                for k in range(math.ceil(math.log2(size)))
+            ]
             yield from self._barrier(node, rounds)
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
-        program = ALLREDUCES[_simulated(op.algo, op.buf, node.size)](op.buf, node.rank,
-                                                                    node.size)
+        program = ALLREDUCES[_simulated(op.algo, op.buf, node.size)](op.buf, node.rank, node.size)
         reply = None
         while True:
             try:
@@ -629,10 +676,15 @@ class Simulator:
             del self._collectives[key]
             algorithm = _simulated(op.algo, op.buf, size)
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
-                run_in_process([ALLREDUCES[algorithm](buf, rank, size)
-                                for rank, buf in sorted(bufs, key=lambda b: b[0])])
-            seconds = alpha_beta_time(algorithm, op.buf.nbytes, size, *self._alpha_beta(),
-                                      op.buf.itemsize)
+                run_in_process(
+                    [
+                        ALLREDUCES[algorithm](buf, rank, size)
+                        for rank, buf in sorted(bufs, key=lambda b: b[0])
+                    ]
+                )
+            seconds = alpha_beta_time(
+                algorithm, op.buf.nbytes, size, *self._alpha_beta(), op.buf.itemsize
+            )
             released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))
         (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
@@ -646,7 +698,8 @@ class Simulator:
         table = self._allreduce_bytes.get(key)
         if table is None:
             table = self._allreduce_bytes[key] = [
-                allreduce_bytes(algorithm, n, itemsize, rank, size) for rank in range(size)]
+                allreduce_bytes(algorithm, n, itemsize, rank, size) for rank in range(size)
+            ]
         return table
 
     def _alpha_beta(self):
@@ -658,21 +711,25 @@ class Simulator:
             routes = [network.route(r, (r + 1) % size) for r in range(size)] if size > 1 else []
             self._collective_link = (
                 max((r.latency_s for r in routes), default=network.latency_s),
-                min((r.bandwidth_Bps for r in routes), default=network.bandwidth_Bps))
+                min((r.bandwidth_Bps for r in routes), default=network.bandwidth_Bps),
+            )
         return self._collective_link
 
     def _exchange(self, node, op, token=True):
         if token and self.entry_barrier and op.payloads:  # an empty token with every peer first
             yield from self._barrier(node, [(list(op.payloads), list(op.payloads))])
         t0, copies = self.env.now, {}  # one snapshot per distinct payload (gossip: one vector)
-        sending = [self._transfer(node, peer, payload, op.tag, copies)
-                   for peer, payload in op.payloads.items()]
+        sending = [
+            self._transfer(node, peer, payload, op.tag, copies)
+            for peer, payload in op.payloads.items()
+        ]
         messages = {}
         for peer in op.payloads:
             messages[peer] = yield from self._take(node, peer, op.tag)
         yield self.env.all_of(sending)
-        self._charge(node, t0, messages.values(),
-                     sum(payload.nbytes for payload in op.payloads.values()))
+        self._charge(
+            node, t0, messages.values(), sum(payload.nbytes for payload in op.payloads.values())
+        )
         if all(op.bufs.get(peer) is not None for peer in messages):  # into the buffers, as MPI
             for peer, message in messages.items():
                 np.copyto(op.bufs[peer], message.payload)
@@ -682,9 +739,11 @@ class Simulator:
     def _allgather(self, node, op):
         yield from self._enter_collective(node)
         others = [r for r in range(node.size) if r != node.rank]
-        got = yield from self._exchange(node, Exchange(dict.fromkeys(others, op.payload),
-                                                       dict.fromkeys(others), tag=-1),
-                                        token=False)
+        got = yield from self._exchange(
+            node,
+            Exchange(dict.fromkeys(others, op.payload), dict.fromkeys(others), tag=-1),
+            token=False,
+        )
         return [op.payload if r == node.rank else got[r] for r in range(node.size)]
 
     def _evaluate(self, node, op):
@@ -710,9 +769,20 @@ class Simulator:
         ops = [arrived[r] for r in sorted(arrived)]
         op = arrived.get(reporter, ops[0])
         result, train_loss, consensus = evaluate_for_log(
-            op.fn, [o.params for o in ops] if op.average else [op.params],
-            [o.train_loss for o in ops], op.average)
+            op.fn,
+            [o.params for o in ops] if op.average else [op.params],
+            [o.train_loss for o in ops],
+            op.average,
+        )
         totals = [self.logs[r].node_totals() for r in sorted(arrived)] if len(ops) > 1 else None
-        self.logs[reporter].evaluation(op.epoch, op.iteration, self.env.now, train_loss, *result,
-                                       0.0, consensus_distance=consensus, node_totals=totals)
+        self.logs[reporter].evaluation(
+            op.epoch,
+            op.iteration,
+            self.env.now,
+            train_loss,
+            *result,
+            0.0,
+            consensus_distance=consensus,
+            node_totals=totals,
+        )
         return result

@@ -111,9 +111,11 @@ class ClusterProfile:
         """The `StepTimes` measured for ``model``; ValueError if the profile has none."""
         if model not in self.step_times:
             have = ", ".join(sorted(self.step_times)) or "none"
-            raise ValueError(f"--profile {self.path}: no [compute.steps.{model}] (measured step "
-                             f"times; have: {have}) for --compute empirical: run python -m "
-                             f"real.calibrate, or real.calibrate --from-run RUN_DIR")
+            raise ValueError(
+                f"--profile {self.path}: no [compute.steps.{model}] (measured step "
+                f"times; have: {have}) for --compute empirical: run python -m "
+                f"real.calibrate, or real.calibrate --from-run RUN_DIR"
+            )
         return self.step_times[model]
 
     def compute_seconds_per_sample(self, model, flops_per_sample):
@@ -126,8 +128,10 @@ class ClusterProfile:
             return 3 * flops_per_sample / self.flops_per_s
         if self.flops_per_s and not flops_per_sample:
             return 0.0  # a bare parameter count: communication alone
-        raise ValueError(f"--profile {self.path}: [compute] has no seconds_per_sample for "
-                         f"{model!r} and no flops_per_s")
+        raise ValueError(
+            f"--profile {self.path}: [compute] has no seconds_per_sample for "
+            f"{model!r} and no flops_per_s"
+        )
 
 
 @dataclass(frozen=True)
@@ -163,25 +167,38 @@ def load_profile(name_or_path):
         per_sample = compute.get("seconds_per_sample", {})
         per_sample = per_sample if isinstance(per_sample, dict) else {"*": per_sample}
         return ClusterProfile(
-            path=str(name_or_path), name=str(cluster.get("name", path.stem)),
+            path=str(name_or_path),
+            name=str(cluster.get("name", path.stem)),
             calibrated=bool(cluster.get("calibrated", False)),
             cores=int(_number(cluster["cores"], "[cluster] cores", above=0))
-            if "cores" in cluster else None,
+            if "cores" in cluster
+            else None,
             one_machine=bool(cluster.get("one_machine", False)),
-            step_times={str(m): StepTimes.from_dict(d, str(m))
-                        for m, d in compute.get("steps", {}).items()},
-            costs={pattern: PiecewiseCost.from_dict(network[pattern])
-                   for pattern in PATTERNS if pattern in network},
+            step_times={
+                str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
+            },
+            costs={
+                pattern: PiecewiseCost.from_dict(network[pattern])
+                for pattern in PATTERNS
+                if pattern in network
+            },
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             network=network.get("topology"),
             latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
-            bandwidth_Bps=(parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network
-                           else None),
-            flops_per_s=(_number(compute["flops_per_s"], "[compute] flops_per_s", above=0)
-                         if "flops_per_s" in compute else None),
-            seconds_per_sample={str(k): _number(v, f"[compute] seconds_per_sample ({k})")
-                                for k, v in per_sample.items()})
+            bandwidth_Bps=(
+                parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network else None
+            ),
+            flops_per_s=(
+                _number(compute["flops_per_s"], "[compute] flops_per_s", above=0)
+                if "flops_per_s" in compute
+                else None
+            ),
+            seconds_per_sample={
+                str(k): _number(v, f"[compute] seconds_per_sample ({k})")
+                for k, v in per_sample.items()
+            },
+        )
     except FileNotFoundError:
         presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
         raise ValueError(f"--profile {name_or_path}: no such file or preset ({presets})") from None
@@ -197,8 +214,13 @@ def load_profile(name_or_path):
 
 def _number(value, where, above=None):
     """``value`` as a finite float >= 0 (> ``above`` if given); ValueError naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or \
-            not math.isfinite(value) or value < 0 or (above is not None and value <= above):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or (above is not None and value <= above)
+    ):
         rule = f"> {above:g}" if above is not None else ">= 0"
         raise ValueError(f"{where} must be a finite number {rule}, got {value!r}")
     return float(value)
@@ -209,7 +231,6 @@ def _shaper(table):
     if table is None:
         return ()
     rates, bursts = table["rates_Bps"], table["bursts_bytes"]
-    if not rates or len(rates) != len(bursts) or \
-            not all(float(x) > 0 for x in (*rates, *bursts)):
+    if not rates or len(rates) != len(bursts) or not all(float(x) > 0 for x in (*rates, *bursts)):
         raise ValueError("[network.shaper] needs rates_Bps and bursts_bytes, one per host, > 0")
     return tuple((float(r), float(b)) for r, b in zip(rates, bursts, strict=True))

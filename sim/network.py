@@ -214,8 +214,19 @@ class RoutedNetwork:
     (5.0, [Message(source=0, tag=7, payload='hi', started=0)])
     """
 
-    def __init__(self, env, graph, hosts, latency_s, bandwidth_Bps, *, switches=None,
-                 router=None, costs=None, shaping=None):
+    def __init__(
+        self,
+        env,
+        graph,
+        hosts,
+        latency_s,
+        bandwidth_Bps,
+        *,
+        switches=None,
+        router=None,
+        costs=None,
+        shaping=None,
+    ):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.latency_s, self.bandwidth_Bps = latency_s, bandwidth_Bps
@@ -315,16 +326,23 @@ class RoutedNetwork:
         start, end = self.hosts[source], self.hosts[dest]
         nodes = tuple(self._router(start, end))
         pairs = list(itertools.pairwise(nodes))
-        if nodes[:1] != (start,) or nodes[-1:] != (end,) or \
-                not all(self.graph.has_edge(u, v) for u, v in pairs):
-            raise ValueError(f"the router's route from {start!r} to {end!r} is not a path of the "
-                             f"graph: {list(nodes)}")
+        if (
+            nodes[:1] != (start,)
+            or nodes[-1:] != (end,)
+            or not all(self.graph.has_edge(u, v) for u, v in pairs)
+        ):
+            raise ValueError(
+                f"the router's route from {start!r} to {end!r} is not a path of the "
+                f"graph: {list(nodes)}"
+            )
         switches = self._switches
-        alphas = sum(v in switches for v in nodes[1:-1]) + \
-            sum(u not in switches and v not in switches for u, v in pairs)
+        alphas = sum(v in switches for v in nodes[1:-1]) + sum(
+            u not in switches and v not in switches for u, v in pairs
+        )
         order = self._order
-        links = tuple(self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]],
-                                                                                 order[p[1]])))
+        links = tuple(
+            self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]], order[p[1]]))
+        )
         bandwidth_Bps = min((self._bandwidth_Bps(u, v) for u, v in pairs), default=math.inf)
         return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps)
 
@@ -354,8 +372,10 @@ def _check_network(graph, hosts, latency_s, bandwidth_Bps):
         if link_Bps is not None and not link_Bps > 0:
             raise ValueError(f"bandwidth_Bps of link {u!r}-{v!r} must be > 0, got {link_Bps}")
     if not nx.is_connected(graph):
-        raise ValueError(f"the network graph must be connected, got "
-                         f"{nx.number_connected_components(graph)} components")
+        raise ValueError(
+            f"the network graph must be connected, got "
+            f"{nx.number_connected_components(graph)} components"
+        )
 
 
 def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=None):
@@ -427,5 +447,14 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=Non
         raise ValueError(f"n must be >= 1 rank, got {n}")
     graph, all_hosts, router = physical_network(os.fspath(spec), n)
     switches = set(graph).difference(all_hosts)
-    return RoutedNetwork(env, graph, all_hosts[:n], latency_s, bandwidth_Bps, switches=switches,
-                         router=router, costs=costs, shaping=shaping)
+    return RoutedNetwork(
+        env,
+        graph,
+        all_hosts[:n],
+        latency_s,
+        bandwidth_Bps,
+        switches=switches,
+        router=router,
+        costs=costs,
+        shaping=shaping,
+    )

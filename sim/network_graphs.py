@@ -39,6 +39,7 @@ def physical_network(spec, n):
 
 # -- generated topologies -------------------------------------------------------------------------
 
+
 def _star(n):
     graph = nx.Graph()
     graph.add_nodes_from(range(n))  # hosts before the switch: a message takes its sender's link
@@ -107,10 +108,12 @@ def _fat_tree(k, n):
     graph.add_nodes_from(hosts)
     graph.add_edges_from((host, ("edge", *host[1:3])) for host in hosts)
     for pod in range(k):
-        graph.add_edges_from((("edge", pod, e), ("agg", pod, a))
-                             for e in range(half) for a in range(half))
-        graph.add_edges_from((("agg", pod, a), ("core", a, c))
-                             for a in range(half) for c in range(half))
+        graph.add_edges_from(
+            (("edge", pod, e), ("agg", pod, a)) for e in range(half) for a in range(half)
+        )
+        graph.add_edges_from(
+            (("agg", pod, a), ("core", a, c)) for a in range(half) for c in range(half)
+        )
     return graph, hosts, partial(_two_level_route, half=half)
 
 
@@ -132,6 +135,7 @@ def _two_level_route(u, v, *, half):
 
 # -- graph files ----------------------------------------------------------------------------------
 
+
 def _read_graph_file(path, n):
     """(graph, hosts in rank order, None) from a GraphML or edge-list file; checked for n."""
     graphml = path.suffix.lower() in GRAPHML_SUFFIXES
@@ -148,8 +152,10 @@ def _read_graph_file(path, n):
         raise ValueError(f"--network {path}: has {len(hosts)} hosts ({how}), need n = {n}")
     _read_bandwidths(graph, path)
     if not nx.is_connected(graph):
-        raise ValueError(f"--network {path}: the graph is disconnected "
-                         f"({nx.number_connected_components(graph)} components)")
+        raise ValueError(
+            f"--network {path}: the graph is disconnected "
+            f"({nx.number_connected_components(graph)} components)"
+        )
     return graph, hosts, None
 
 
@@ -158,10 +164,8 @@ def _parse_graph_file(path, graphml):
     try:
         graph = nx.read_graphml(path) if graphml else nx.read_edgelist(path, nodetype=str)
     except OSError as err:
-        raise ValueError(f"--network {path}: cannot read the file ({err.strerror or err})") \
-            from err
-    except (ET.ParseError, nx.NetworkXError, TypeError, ValueError, KeyError,
-            SyntaxError) as err:
+        raise ValueError(f"--network {path}: cannot read the file ({err.strerror or err})") from err
+    except (ET.ParseError, nx.NetworkXError, TypeError, ValueError, KeyError, SyntaxError) as err:
         kind = "GraphML graph" if graphml else "edge list ('u v' or 'u v {...}' per line)"
         raise ValueError(f"--network {path}: not a valid {kind} ({err})") from err
     return nx.Graph(graph.to_undirected(as_view=True))
@@ -177,8 +181,10 @@ def _read_bandwidths(graph, path):
         except (TypeError, ValueError):
             value = math.nan
         if not 0 < value < math.inf:
-            raise ValueError(f"--network {path}: bandwidth_Bps of link {u}-{v} must be a number "
-                             f"> 0, got {link_Bps!r}")
+            raise ValueError(
+                f"--network {path}: bandwidth_Bps of link {u}-{v} must be a number "
+                f"> 0, got {link_Bps!r}"
+            )
         graph.edges[u, v]["bandwidth_Bps"] = value
 
 

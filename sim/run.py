@@ -45,64 +45,121 @@ DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10
 
 
 def build_parser(parser_class=OneLineParser):
-    parser = parser_class(prog="python -m sim.run",
-                     description="Run the node programs in a SimPy model of a cluster and write "
-                                 "a run folder with simulated times.")
+    parser = parser_class(
+        prog="python -m sim.run",
+        description="Run the node programs in a SimPy model of a cluster and write "
+        "a run folder with simulated times.",
+    )
     cluster = parser.add_argument_group("cluster")
-    cluster.add_argument("--nodes", type=int, default=4,
-                         help="number of nodes (ranks) (default: 4)")
-    cluster.add_argument("--latency", default=None, type=flag_type(parse_seconds),
-                         help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, "
-                              "else 5us)")
-    cluster.add_argument("--bandwidth", default=None, type=flag_type(parse_bandwidth_Bps),
-                         help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
-                              "profile's, else 10Gbps)")
-    cluster.add_argument("--network", default=None, metavar="star|fat-tree:K|torus|ring|FILE",
-                         help="physical network: star (one switch; --latency node to node), "
-                              "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
-                              "(--latency per hop, --bandwidth per link); default: the "
-                              "profile's, else star")
-    cluster.add_argument("--collectives", choices=("message", "closed-form"), default="message",
-                         help="allreduce as the ring's messages, or one alpha-beta event (scale) "
-                              "(default: message)")
-    cluster.add_argument("--compute", choices=("measured", "profile", "empirical"),
-                         default=None,
-                         help="compute time: the real kernel timed in process (the default), "
-                              "seconds per sample from --profile (the default and only choice "
-                              "with --ghost), or each step drawn from the step times a real run "
-                              "measured (--profile's [compute.steps.MODEL])")
-    cluster.add_argument("--profile", metavar="NAME|FILE.toml",
-                         help="cluster profile: a preset of sim/profiles/ (polus-like, "
-                              "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
-                              "gives the network's and the nodes' defaults")
-    cluster.add_argument("--speeds", default="1x", metavar="F,F,...|DIST|FILE",
-                         help="relative speed per node (0.5x: half speed): a list cycled over "
-                              "the nodes, a file of one factor a line, or drawn per node "
-                              "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI (default: 1x)")
-    cluster.add_argument("--ranks-per-host", type=int, default=1, metavar="R",
-                         help="ranks sharing one host's cores (oversubscription slows compute "
-                              "by R/cores when R > cores; default: 1)")
-    cluster.add_argument("--cores-per-host", type=int, default=None, metavar="C",
-                         help="cores of a host (default: the profile's [cluster] cores, else R)")
-    cluster.add_argument("--stragglers", default=None, metavar="P:SLOWDOWN",
-                         type=flag_type(parse_stragglers),
-                         help="each compute step is SLOWDOWN times slower with probability P, "
-                              "e.g. 0.05:4x (seeded)")
-    cluster.add_argument("--ghost", default=None, metavar="MODEL|PARAMS",
-                         help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
-                              "resnet50, or a parameter count (compute from --profile, else free)")
-    cluster.add_argument("--fail", default=None, metavar="NODE@TIME[,...]",
-                         help="node NODE is killed at simulated TIME, e.g. 3@12.5s (a --faults "
-                              "kill at a time): synchronous algorithms stop (exit 3), an "
-                              "asynchronous or stale-synchronous server goes on")
-    cluster.add_argument("--steps-sample", type=int, default=None, metavar="K",
-                         help="steps.csv keeps every K-th node's rows (totals count all nodes; "
-                              "default: every node, or about 1,000 under --engine analytic)")
-    cluster.add_argument("--engine", choices=("events", "analytic"), default="events",
-                         help="events: SimPy, every message and collective an event; analytic: "
-                              "numpy over the node axis for a synchronous ghost allreduce on a "
-                              "star (the closed form step by step: a million nodes in seconds) "
-                              "(default: events)")
+    cluster.add_argument(
+        "--nodes", type=int, default=4, help="number of nodes (ranks) (default: 4)"
+    )
+    cluster.add_argument(
+        "--latency",
+        default=None,
+        type=flag_type(parse_seconds),
+        help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, else 5us)",
+    )
+    cluster.add_argument(
+        "--bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
+        "profile's, else 10Gbps)",
+    )
+    cluster.add_argument(
+        "--network",
+        default=None,
+        metavar="star|fat-tree:K|torus|ring|FILE",
+        help="physical network: star (one switch; --latency node to node), "
+        "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
+        "(--latency per hop, --bandwidth per link); default: the "
+        "profile's, else star",
+    )
+    cluster.add_argument(
+        "--collectives",
+        choices=("message", "closed-form"),
+        default="message",
+        help="allreduce as the ring's messages, or one alpha-beta event (scale) (default: message)",
+    )
+    cluster.add_argument(
+        "--compute",
+        choices=("measured", "profile", "empirical"),
+        default=None,
+        help="compute time: the real kernel timed in process (the default), "
+        "seconds per sample from --profile (the default and only choice "
+        "with --ghost), or each step drawn from the step times a real run "
+        "measured (--profile's [compute.steps.MODEL])",
+    )
+    cluster.add_argument(
+        "--profile",
+        metavar="NAME|FILE.toml",
+        help="cluster profile: a preset of sim/profiles/ (polus-like, "
+        "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
+        "gives the network's and the nodes' defaults",
+    )
+    cluster.add_argument(
+        "--speeds",
+        default="1x",
+        metavar="F,F,...|DIST|FILE",
+        help="relative speed per node (0.5x: half speed): a list cycled over "
+        "the nodes, a file of one factor a line, or drawn per node "
+        "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI (default: 1x)",
+    )
+    cluster.add_argument(
+        "--ranks-per-host",
+        type=int,
+        default=1,
+        metavar="R",
+        help="ranks sharing one host's cores (oversubscription slows compute "
+        "by R/cores when R > cores; default: 1)",
+    )
+    cluster.add_argument(
+        "--cores-per-host",
+        type=int,
+        default=None,
+        metavar="C",
+        help="cores of a host (default: the profile's [cluster] cores, else R)",
+    )
+    cluster.add_argument(
+        "--stragglers",
+        default=None,
+        metavar="P:SLOWDOWN",
+        type=flag_type(parse_stragglers),
+        help="each compute step is SLOWDOWN times slower with probability P, e.g. 0.05:4x (seeded)",
+    )
+    cluster.add_argument(
+        "--ghost",
+        default=None,
+        metavar="MODEL|PARAMS",
+        help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
+        "resnet50, or a parameter count (compute from --profile, else free)",
+    )
+    cluster.add_argument(
+        "--fail",
+        default=None,
+        metavar="NODE@TIME[,...]",
+        help="node NODE is killed at simulated TIME, e.g. 3@12.5s (a --faults "
+        "kill at a time): synchronous algorithms stop (exit 3), an "
+        "asynchronous or stale-synchronous server goes on",
+    )
+    cluster.add_argument(
+        "--steps-sample",
+        type=int,
+        default=None,
+        metavar="K",
+        help="steps.csv keeps every K-th node's rows (totals count all nodes; "
+        "default: every node, or about 1,000 under --engine analytic)",
+    )
+    cluster.add_argument(
+        "--engine",
+        choices=("events", "analytic"),
+        default="events",
+        help="events: SimPy, every message and collective an event; analytic: "
+        "numpy over the node axis for a synchronous ghost allreduce on a "
+        "star (the closed form step by step: a million nodes in seconds) "
+        "(default: events)",
+    )
     return add_config_arguments(parser)
 
 
@@ -114,19 +171,30 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
     """
     seconds_per_sample, step_times = None, None
     if cluster.ghost and cluster.compute not in (None, "profile"):
-        raise ValueError(f"--compute {cluster.compute} needs the real kernel, which --ghost does "
-                         f"not run: ghost compute is --profile's seconds per sample")
+        raise ValueError(
+            f"--compute {cluster.compute} needs the real kernel, which --ghost does "
+            f"not run: ghost compute is --profile's seconds per sample"
+        )
     if cluster.compute in ("profile", "empirical") and profile is None:
         raise ValueError(f"--compute {cluster.compute} needs --profile NAME|FILE.toml")
     if cluster.compute == "empirical" and not cluster.ghost:
         step_times = profile.compute_step_times(model_name)
     elif cluster.compute == "profile" or cluster.ghost:
-        seconds_per_sample = (0.0 if profile is None else
-                              profile.compute_seconds_per_sample(model_name, flops_per_sample))
+        seconds_per_sample = (
+            0.0
+            if profile is None
+            else profile.compute_seconds_per_sample(model_name, flops_per_sample)
+        )
     speeds, probability, slowdown = _node_speeds(cluster, seed)
     share = _core_share(cluster, profile, step_times)
-    return ComputeModel(seconds_per_sample, tuple(s * share for s in speeds), probability,
-                        slowdown, seed, step_times)
+    return ComputeModel(
+        seconds_per_sample,
+        tuple(s * share for s in speeds),
+        probability,
+        slowdown,
+        seed,
+        step_times,
+    )
 
 
 def _core_share(cluster, profile, step_times=None):
@@ -141,22 +209,29 @@ def _core_share(cluster, profile, step_times=None):
     (`StepTimes.core_slowdown`)."""
     one_machine = profile is not None and profile.one_machine and cluster.ranks_per_host == 1
     ranks = cluster.nodes if one_machine else cluster.ranks_per_host
-    for flag, value in (("--ranks-per-host", cluster.ranks_per_host),
-                        ("--cores-per-host", cluster.cores_per_host)):
+    for flag, value in (
+        ("--ranks-per-host", cluster.ranks_per_host),
+        ("--cores-per-host", cluster.cores_per_host),
+    ):
         if value is not None and value < 1:
             raise ValueError(f"{flag} must be >= 1, got {value}")
     cores = cluster.cores_per_host or (profile.cores if profile else None) or ranks
     if step_times is not None:
-        return 1.0 / step_times.core_slowdown(ranks, cores if one_machine or
-                                              cluster.ranks_per_host > 1 else 0)
+        return 1.0 / step_times.core_slowdown(
+            ranks, cores if one_machine or cluster.ranks_per_host > 1 else 0
+        )
     return min(1.0, cores / ranks)
 
 
 def network_costs(cluster, profile):
     """The profile's measured cost models by message pattern, unless --latency or --bandwidth
     overrides the profile's network, or --network asks for another than the profile's."""
-    if profile is None or cluster.latency is not None or cluster.bandwidth is not None or \
-            (cluster.network and cluster.network != profile.network):
+    if (
+        profile is None
+        or cluster.latency is not None
+        or cluster.bandwidth is not None
+        or (cluster.network and cluster.network != profile.network)
+    ):
         return {}
     return profile.costs
 
@@ -175,13 +250,16 @@ def _network_slowdown(cluster, profile):
 def network_model(cluster, profile):
     """(network spec, latency s, bandwidth B/s): the flags, else the profile's, else a star of
     5 us and 10 Gb/s."""
+
     def pick(flag, from_profile, default):
-        return flag if flag is not None else from_profile if from_profile is not None \
-            else default
+        return flag if flag is not None else from_profile if from_profile is not None else default
+
     have = profile or ClusterProfile(path="")
-    return (pick(cluster.network, have.network, "star"),
-            pick(cluster.latency, have.latency_s, DEFAULT_LATENCY_S),
-            pick(cluster.bandwidth, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS))
+    return (
+        pick(cluster.network, have.network, "star"),
+        pick(cluster.latency, have.latency_s, DEFAULT_LATENCY_S),
+        pick(cluster.bandwidth, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS),
+    )
 
 
 def node_speeds(spec, nodes, seed):
@@ -199,8 +277,10 @@ def node_speeds(spec, nodes, seed):
             return tuple(float(x) for x in rng.lognormal(0.0, values[0], nodes))
         if kind == "uniform" and len(values) == 2 and 0 < values[0] <= values[1]:
             return tuple(float(x) for x in rng.uniform(*values, nodes))
-        raise ValueError(f"--speeds expects lognormal:SIGMA (SIGMA >= 0) or uniform:LO:HI "
-                         f"(0 < LO <= HI), got {spec}")
+        raise ValueError(
+            f"--speeds expects lognormal:SIGMA (SIGMA >= 0) or uniform:LO:HI "
+            f"(0 < LO <= HI), got {spec}"
+        )
     if Path(spec).is_file():
         text = Path(spec).read_text().split()
         speeds = tuple(parse_factor(x if x[-1] == "x" else x + "x") for x in text)
@@ -224,8 +304,9 @@ def parse_stragglers(spec):
     except ValueError:
         probability = math.nan
     if not colon or not 0.0 <= probability <= 1.0:
-        raise ValueError(f"stragglers: expects P:SLOWDOWN with 0 <= P <= 1, e.g. 0.05:4x, got "
-                         f"{spec!r}")
+        raise ValueError(
+            f"stragglers: expects P:SLOWDOWN with 0 <= P <= 1, e.g. 0.05:4x, got {spec!r}"
+        )
     slowdown = parse_factor(factor)
     if slowdown < 1.0:
         raise ValueError(f"stragglers: SLOWDOWN must be >= 1x, got {spec!r}")
@@ -238,8 +319,9 @@ def _node_speeds(cluster, seed):
         speeds = node_speeds(cluster.speeds, cluster.nodes, seed)
     except ValueError as err:
         message = str(err)
-        raise ValueError(message if message.startswith("--speeds") else
-                         f"--speeds {cluster.speeds}: {message}") from None
+        raise ValueError(
+            message if message.startswith("--speeds") else f"--speeds {cluster.speeds}: {message}"
+        ) from None
     probability, slowdown = cluster.stragglers or (0.0, 1.0)
     return speeds, probability, slowdown
 
@@ -302,42 +384,82 @@ def prepare_simulation(cfg, cluster, say=_stderr):
         check_analytic(cfg, cluster, network_spec, costs)
     else:
         check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
-        network = make_network(None, network_spec, size, latency_s, bandwidth_Bps, costs,
-                               shaping)
+        network = make_network(None, network_spec, size, latency_s, bandwidth_Bps, costs, shaping)
     compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
-    faults = FaultSchedule(cfg.fault_schedule().check_size(size).faults +
-                           parse_fail_spec(cluster.fail).check_size(size, "--fail").faults)
+    faults = FaultSchedule(
+        cfg.fault_schedule().check_size(size).faults
+        + parse_fail_spec(cluster.fail).check_size(size, "--fail").faults
+    )
     if shared_model is not None and (cfg.checkpoint_every or cfg.resume):
         raise ValueError("--ghost carries no weights to checkpoint or resume")
     if dataset.note:
         say(dataset.note)
-    nodes = prepare_nodes(range(1 if analytic else size), size, cfg, dataset, lambda _: (
-        shared_model or build_model(cfg.model, dataset.input_shape, dataset.n_classes,
-                                    seed=cfg.seed)), say)
+    nodes = prepare_nodes(
+        range(1 if analytic else size),
+        size,
+        cfg,
+        dataset,
+        lambda _: (
+            shared_model
+            or build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+        ),
+        say,
+    )
     saved = []
     if cfg.resume:
         step = resume_point(cfg, size)  # after fit_data: the options as the run had them
         saved = [load(cfg.resume, rank, step) for rank in range(size)]
         keep_logs_until(cfg.resume, step)
-    folder = RunFolder(Path(cfg.resume) if cfg.resume else
-                       claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite))
+    folder = RunFolder(
+        Path(cfg.resume) if cfg.resume else claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite)
+    )
     cfg.out = str(folder.path)
     header = run_header(
-        cfg, dataset, nodes[0].model, size, "simulated", "sim.run", mpi=None,
-        cluster={"latency_s": latency_s, "bandwidth_Bps": bandwidth_Bps, "network": network_spec,
-                 "profile": cluster.profile,
-                 "compute": compute.kind, "measured_costs": sorted(costs),
-                 "token_buckets": shaping is not None, "network_slowdown": slowdown,
-                 "collectives": cluster.collectives,
-                 "speeds": list(compute.speeds) if size <= 10_000 else cluster.speeds,
-                 "stragglers": cluster.stragglers,
-                 "seconds_per_sample": compute.seconds_per_sample, "ghost": cluster.ghost,
-                 "steps_sample": cluster.steps_sample or 1, "engine": cluster.engine},
+        cfg,
+        dataset,
+        nodes[0].model,
+        size,
+        "simulated",
+        "sim.run",
+        mpi=None,
+        cluster={
+            "latency_s": latency_s,
+            "bandwidth_Bps": bandwidth_Bps,
+            "network": network_spec,
+            "profile": cluster.profile,
+            "compute": compute.kind,
+            "measured_costs": sorted(costs),
+            "token_buckets": shaping is not None,
+            "network_slowdown": slowdown,
+            "collectives": cluster.collectives,
+            "speeds": list(compute.speeds) if size <= 10_000 else cluster.speeds,
+            "stragglers": cluster.stragglers,
+            "seconds_per_sample": compute.seconds_per_sample,
+            "ghost": cluster.ghost,
+            "steps_sample": cluster.steps_sample or 1,
+            "engine": cluster.engine,
+        },
         blas_threads=blas,
-        versions={"simpy": importlib.metadata.version("simpy")})
-    return Simulation(cfg, cluster, nodes, network, network_spec, latency_s, bandwidth_Bps, costs,
-                      shaping, slowdown, profile.eager_bytes if costs else 0, compute, faults,
-                      folder, saved, header)
+        versions={"simpy": importlib.metadata.version("simpy")},
+    )
+    return Simulation(
+        cfg,
+        cluster,
+        nodes,
+        network,
+        network_spec,
+        latency_s,
+        bandwidth_Bps,
+        costs,
+        shaping,
+        slowdown,
+        profile.eager_bytes if costs else 0,
+        compute,
+        faults,
+        folder,
+        saved,
+        header,
+    )
 
 
 def run_simulation(run):
@@ -349,16 +471,35 @@ def run_simulation(run):
     size, reporter = cluster.nodes, nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     if cluster.engine == "analytic":
-        run_analytic(nodes[0], size, run.compute, run.latency_s, run.bandwidth_Bps, folder,
-                     header, cfg.target_accuracy, cluster.steps_sample)
+        run_analytic(
+            nodes[0],
+            size,
+            run.compute,
+            run.latency_s,
+            run.bandwidth_Bps,
+            folder,
+            header,
+            cfg.target_accuracy,
+            cluster.steps_sample,
+        )
         return folder.read_json("summary.json")
-    logs = {reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch,
-                             resumed=bool(run.saved))}
+    logs = {
+        reporter: RunLog(folder, header, cfg.target_accuracy, per_epoch, resumed=bool(run.saved))
+    }
     steps_csv = logs[reporter].steps  # one writer for every simulated node
     for rank in range(size):
-        logs.setdefault(rank, RunLog(folder, header, cfg.target_accuracy, per_epoch,
-                                     reporter=False, steps=steps_csv,
-                                     write_steps=rank % (cluster.steps_sample or 1) == 0))
+        logs.setdefault(
+            rank,
+            RunLog(
+                folder,
+                header,
+                cfg.target_accuracy,
+                per_epoch,
+                reporter=False,
+                steps=steps_csv,
+                write_steps=rank % (cluster.steps_sample or 1) == 0,
+            ),
+        )
     logs = [logs[rank] for rank in range(size)]
     log = logs[reporter]
     for node, checkpoint in zip(nodes, run.saved, strict=False):
@@ -366,13 +507,23 @@ def run_simulation(run):
     if cfg.checkpoint_every:
         for node in nodes:
             node.checkpointer = Checkpointer(folder.path, cfg.checkpoint_every, logs[node.rank])
-    simulator = Simulator(nodes, logs, run.latency_s, run.bandwidth_Bps, run.compute,
-                          cluster.collectives, run.network,
-                          entry_barrier=cfg.measure_wait and cluster.collectives == "message",
-                          eager_bytes=run.eager_bytes,
-                          start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0)
-    bar = progress_bar(nodes[reporter].total_steps * updates_per_step(cfg, size, reporter)) \
-        if cfg.progress else None
+    simulator = Simulator(
+        nodes,
+        logs,
+        run.latency_s,
+        run.bandwidth_Bps,
+        run.compute,
+        cluster.collectives,
+        run.network,
+        entry_barrier=cfg.measure_wait and cluster.collectives == "message",
+        eager_bytes=run.eager_bytes,
+        start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
+    )
+    bar = (
+        progress_bar(nodes[reporter].total_steps * updates_per_step(cfg, size, reporter))
+        if cfg.progress
+        else None
+    )
     if bar is not None:  # the reporter's steps, as real.train counts them
         simulator.on_step[reporter] = lambda: bar.update()
     try:
@@ -389,10 +540,15 @@ def run_simulation(run):
         _stopped(log, logs, "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
     log.all_totals = [node_log.node_totals() for node_log in logs]
     if simulator.failed:
-        log.header["failed"] = [{"rank": r, "time_s": t, "why": simulator.failures[r]}
-                                for r, t in simulator.failed.items()]
-    log.finish("done", nodes[reporter].model.named_arrays(),
-               chrome_trace(simulator.timeline, cfg.algorithm, "simulated"))
+        log.header["failed"] = [
+            {"rank": r, "time_s": t, "why": simulator.failures[r]}
+            for r, t in simulator.failed.items()
+        ]
+    log.finish(
+        "done",
+        nodes[reporter].model.named_arrays(),
+        chrome_trace(simulator.timeline, cfg.algorithm, "simulated"),
+    )
     return folder.read_json("summary.json")
 
 
@@ -425,8 +581,10 @@ def main(argv=None):
     try:
         summary = run_simulation(run)
     except RunStopped as stop:
-        print(f"python -m sim.run: run stopped: {stop} (run folder {run.folder.path})",
-              file=sys.stderr)
+        print(
+            f"python -m sim.run: run stopped: {stop} (run folder {run.folder.path})",
+            file=sys.stderr,
+        )
         return 3
     print(_report(summary, cluster.nodes, run.folder.path))
     return 0
@@ -443,16 +601,21 @@ def _report(summary, size, folder):
     """The run's one line on stdout: what was simulated and where its folder is."""
     accuracy = summary["final_test_accuracy"]
     accuracy = None if accuracy is None or np.isnan(accuracy) else accuracy
-    return (f"{summary['dataset']}: {size} simulated node(s), {summary['iterations']} steps in "
-            f"{summary['time_s']:.4g} simulated s, test accuracy "
-            f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder}")
+    return (
+        f"{summary['dataset']}: {size} simulated node(s), {summary['iterations']} steps in "
+        f"{summary['time_s']:.4g} simulated s, test accuracy "
+        f"{'-' if accuracy is None else f'{100 * accuracy:.2f}%'}, run folder {folder}"
+    )
 
 
 def _model_size(cfg, dataset, shared_model):
     """(model name, forward FLOPs per sample, parameters) of the run's model."""
     if shared_model is not None:
-        return shared_model.name or f"ghost:{shared_model.n_params}", \
-            shared_model.flops_per_sample, shared_model.n_params
+        return (
+            shared_model.name or f"ghost:{shared_model.n_params}",
+            shared_model.flops_per_sample,
+            shared_model.n_params,
+        )
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
     return cfg.model, model.flops_per_sample, model.n_params
 
@@ -469,10 +632,15 @@ def check_memory(nodes, params_per_node):
     need = nodes * (NODE_OVERHEAD_BYTES + WEIGHT_COPIES * 4 * params_per_node)
     available = _available_bytes()
     if available is not None and need > available:
-        hint = ("; --ghost with --collectives closed-form holds no weights per node"
-                if params_per_node else "")
-        raise ValueError(f"--nodes {nodes}: about {need / 1e9:.3g} GB of memory for the nodes, "
-                         f"this machine has {available / 1e9:.3g} GB available{hint}")
+        hint = (
+            "; --ghost with --collectives closed-form holds no weights per node"
+            if params_per_node
+            else ""
+        )
+        raise ValueError(
+            f"--nodes {nodes}: about {need / 1e9:.3g} GB of memory for the nodes, "
+            f"this machine has {available / 1e9:.3g} GB available{hint}"
+        )
 
 
 def _available_bytes():
@@ -491,11 +659,13 @@ def _data_and_model(cfg, cluster):
     """The data set, and under ``--ghost`` the one `GhostModel` every node shares (else None:
     each node builds its own ``--model``). ValueError / DataError for bad input."""
     if not cluster.ghost:
-        return load_dataset(cfg.dataset, cfg.data_dir,
-                            allow_download=os.environ.get("TWINSGD_OFFLINE") != "1"), None
+        return load_dataset(
+            cfg.dataset, cfg.data_dir, allow_download=os.environ.get("TWINSGD_OFFLINE") != "1"
+        ), None
     if cfg.compress != "none":
-        raise ValueError(f"--ghost carries sizes, not values: --compress {cfg.compress} needs "
-                         f"the values")
+        raise ValueError(
+            f"--ghost carries sizes, not values: --compress {cfg.compress} needs the values"
+        )
     model, dataset = ghost_model(cluster.ghost)
     return dataset or ghost_dataset(cfg.dataset), model
 

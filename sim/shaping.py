@@ -60,7 +60,9 @@ class TokenBucket:
 
     def __init__(self, rate_Bps, burst_bytes):
         if not (rate_Bps > 0 and burst_bytes > 0):
-            raise ValueError(f"a token bucket needs rate_Bps > 0 and burst_bytes > 0, got "
-                             f"{rate_Bps} and {burst_bytes}")
+            raise ValueError(
+                f"a token bucket needs rate_Bps > 0 and burst_bytes > 0, got "
+                f"{rate_Bps} and {burst_bytes}"
+            )
         self.rate_Bps, self.burst_bytes = float(rate_Bps), float(burst_bytes)
         self.tokens = self.burst_bytes

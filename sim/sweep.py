@@ -55,9 +55,21 @@ from pathlib import Path
 
 from twinsgd.algorithms.config import CheckingParser, OneLineParser, option_actions, parse_command
 
-SUMMARY_COLUMNS = ("status", "nodes", "iterations", "time_s", "compute_s", "comm_s", "wait_s",
-                   "seconds_per_epoch", "iterations_per_s", "bytes_sent", "bytes_per_iteration",
-                   "final_test_accuracy", "final_test_loss")
+SUMMARY_COLUMNS = (
+    "status",
+    "nodes",
+    "iterations",
+    "time_s",
+    "compute_s",
+    "comm_s",
+    "wait_s",
+    "seconds_per_epoch",
+    "iterations_per_s",
+    "bytes_sent",
+    "bytes_per_iteration",
+    "final_test_accuracy",
+    "final_test_loss",
+)
 BOOLEAN_VALUES = {"true": True, "false": False}
 SWEEP_OWNS = ("out",)  # sim.run flags the sweep sets itself
 _UNSAFE_IN_FOLDER_NAME = re.compile(r"[^\w.+=:@%-]")
@@ -66,22 +78,41 @@ _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def build_parser():
-    parser = OneLineParser(prog="python -m sim.sweep",
-                     usage="%(prog)s --out OUT --grid NAME=V1,V2,... [--grid ...] [--workers N] "
-                           "[--executor auto|process|mpi] [-- SIM_RUN_FLAGS ...]",
-                     description="Run sim.run on every point of a grid, in parallel; write one "
-                                 "run folder per point and OUT/sweep.csv.")
-    parser.add_argument("--out", required=True, metavar="OUT",
-                        help="sweep folder: OUT/<point>/ run folders and OUT/sweep.csv")
-    parser.add_argument("--grid", action="append", required=True, metavar="NAME=V1,V2,...",
-                        help="a sim.run flag (without dashes) and its values; repeat for more "
-                             "axes, the first varying slowest")
-    parser.add_argument("--workers", type=int, metavar="N",
-                        help="points run at once (default: one per CPU; under python -m "
-                             "mpi4py.futures every rank but 0 runs points, whatever N)")
-    parser.add_argument("--executor", choices=("auto", "process", "mpi"), default="auto",
-                        help="local process pool or mpi4py.futures (auto: mpi when started by "
-                             "python -m mpi4py.futures on more than one process)")
+    parser = OneLineParser(
+        prog="python -m sim.sweep",
+        usage="%(prog)s --out OUT --grid NAME=V1,V2,... [--grid ...] [--workers N] "
+        "[--executor auto|process|mpi] [-- SIM_RUN_FLAGS ...]",
+        description="Run sim.run on every point of a grid, in parallel; write one "
+        "run folder per point and OUT/sweep.csv.",
+    )
+    parser.add_argument(
+        "--out",
+        required=True,
+        metavar="OUT",
+        help="sweep folder: OUT/<point>/ run folders and OUT/sweep.csv",
+    )
+    parser.add_argument(
+        "--grid",
+        action="append",
+        required=True,
+        metavar="NAME=V1,V2,...",
+        help="a sim.run flag (without dashes) and its values; repeat for more "
+        "axes, the first varying slowest",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="points run at once (default: one per CPU; under python -m "
+        "mpi4py.futures every rank but 0 runs points, whatever N)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=("auto", "process", "mpi"),
+        default="auto",
+        help="local process pool or mpi4py.futures (auto: mpi when started by "
+        "python -m mpi4py.futures on more than one process)",
+    )
     return parser
 
 
@@ -143,8 +174,9 @@ def _check_folder_names_differ(spec, values):
     for value in values:
         safe = folder_safe(value)
         if safe in seen:
-            raise ValueError(f"--grid {spec}: values {seen[safe]!r} and {value!r} give the same "
-                             f"folder name")
+            raise ValueError(
+                f"--grid {spec}: values {seen[safe]!r} and {value!r} give the same folder name"
+            )
         seen[safe] = value
 
 
@@ -180,8 +212,10 @@ def expand_grid(grid):
     ['nodes=4_seed=0', 'nodes=4_seed=1', 'nodes=8_seed=0', 'nodes=8_seed=1']
     """
     names = [name for name, _ in grid]
-    return [dict(zip(names, combination, strict=True))
-            for combination in itertools.product(*(values for _, values in grid))]
+    return [
+        dict(zip(names, combination, strict=True))
+        for combination in itertools.product(*(values for _, values in grid))
+    ]
 
 
 def folder_safe(value):
@@ -233,8 +267,11 @@ def run_point(argv):
 
     printed = io.StringIO()
     try:
-        with _as_command_line(argv), contextlib.redirect_stdout(printed), \
-                contextlib.redirect_stderr(printed):
+        with (
+            _as_command_line(argv),
+            contextlib.redirect_stdout(printed),
+            contextlib.redirect_stderr(printed),
+        ):
             summary = simulate(*parse_command(argv, build_parser()))
     except SystemExit as stop:  # refused as it was parsed: the parser's line says why
         return _refused(stop.code, printed.getvalue())
@@ -342,11 +379,17 @@ def make_executor(kind, workers, points):
 
         if mpi_workers:  # python -m mpi4py.futures: the pool is every rank but 0, whatever N
             return MPIPoolExecutor(), mpi_workers, f"{mpi_workers} MPI rank(s) (mpi4py.futures)"
-        return (MPIPoolExecutor(max_workers=slots), slots,
-                f"{slots} spawned MPI process(es) (mpi4py.futures)")
+        return (
+            MPIPoolExecutor(max_workers=slots),
+            slots,
+            f"{slots} spawned MPI process(es) (mpi4py.futures)",
+        )
     spawn = multiprocessing.get_context("spawn")  # not fork: numpy/BLAS state does not fork well
-    return (concurrent.futures.ProcessPoolExecutor(max_workers=slots, mp_context=spawn), slots,
-            f"{slots} local worker process(es)")
+    return (
+        concurrent.futures.ProcessPoolExecutor(max_workers=slots, mp_context=spawn),
+        slots,
+        f"{slots} local worker process(es)",
+    )
 
 
 def main(argv=None):
@@ -354,7 +397,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     cut = argv.index("--") if "--" in argv else len(argv)
     args, unknown = parser.parse_known_args(argv[:cut])
-    shared = argv[cut + 1:]
+    shared = argv[cut + 1 :]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (sim.run flags go after --)")
     if args.workers is not None and args.workers < 1:
@@ -406,8 +449,10 @@ def _sweep(grid, shared, flags, out, executor_kind, workers):
             write_csv(csv_path, columns, [rows[k] for k in sorted(rows)])
             print(progress_line(len(rows), len(points), names[i], outcome), file=sys.stderr)
     except KeyboardInterrupt:
-        print(f"sweep: interrupted, {len(rows)} of {len(points)} points in {csv_path}",
-              file=sys.stderr)
+        print(
+            f"sweep: interrupted, {len(rows)} of {len(points)} points in {csv_path}",
+            file=sys.stderr,
+        )
         return 130
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
@@ -428,8 +473,9 @@ def _finished_points(executor, slots, argvs):
             running[executor.submit(run_point, job[1])] = job[0]
         if not running:
             return
-        finished, _ = concurrent.futures.wait(running,
-                                              return_when=concurrent.futures.FIRST_COMPLETED)
+        finished, _ = concurrent.futures.wait(
+            running, return_when=concurrent.futures.FIRST_COMPLETED
+        )
         for future in finished:
             yield running.pop(future), _outcome_of(future)
 

@@ -25,7 +25,12 @@ def faults_file(tmp_path, *faults):
     """A ``--faults`` TOML file in ``tmp_path`` of the given ``[[fault]]`` tables (dicts); its
     path as a string. Both backends' fault tests read the same schedules."""
     path = tmp_path / "faults.toml"
-    path.write_text("".join("[[fault]]\n" + "".join(f"{k} = {v!r}\n".replace("'", '"')
-                                                     for k, v in fault.items()) + "\n"
-                            for fault in faults))
+    path.write_text(
+        "".join(
+            "[[fault]]\n"
+            + "".join(f"{k} = {v!r}\n".replace("'", '"') for k, v in fault.items())
+            + "\n"
+            for fault in faults
+        )
+    )
     return str(path)

@@ -11,8 +11,19 @@ import pytest
 from sim import run
 from tests.test_sim import ENV, ROOT
 
-GHOST = ["--ghost", "resnet50", "--profile", "lomonosov-2-like", "--network", "star",
-         "--algorithm", "allreduce", "--iterations", "20", "--no-progress"]
+GHOST = [
+    "--ghost",
+    "resnet50",
+    "--profile",
+    "lomonosov-2-like",
+    "--network",
+    "star",
+    "--algorithm",
+    "allreduce",
+    "--iterations",
+    "20",
+    "--no-progress",
+]
 
 
 def _summary(folder):
@@ -21,8 +32,16 @@ def _summary(folder):
 
 def _steps(folder):
     with open(folder / "steps.csv") as fh:
-        return sorted((int(r["rank"]), int(r["iteration"]), float(r["time_s"]),
-                       float(r["wait_s"]), float(r["compute_s"])) for r in csv.DictReader(fh))
+        return sorted(
+            (
+                int(r["rank"]),
+                int(r["iteration"]),
+                float(r["time_s"]),
+                float(r["wait_s"]),
+                float(r["compute_s"]),
+            )
+            for r in csv.DictReader(fh)
+        )
 
 
 def test_equals_the_event_engines_closed_form_at_1000_nodes(tmp_path):
@@ -48,10 +67,33 @@ def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp
     profile.write_text("[compute]\nseconds_per_sample = 1e-3\n")
     p, steps, b, floats = 100_000, 7, 10, 25_557_032  # ResNet-50's parameters
     n = floats * 4
-    assert run.main(["--ghost", "resnet50", "--nodes", str(p), "--iterations", str(steps),
-                     "--batch-size", str(b), "--engine", "analytic", "--compute", "profile",
-                     "--profile", str(profile), "--latency", "5us", "--bandwidth", "10Gbps",
-                     "--out", str(tmp_path / "an")]) == 0
+    assert (
+        run.main(
+            [
+                "--ghost",
+                "resnet50",
+                "--nodes",
+                str(p),
+                "--iterations",
+                str(steps),
+                "--batch-size",
+                str(b),
+                "--engine",
+                "analytic",
+                "--compute",
+                "profile",
+                "--profile",
+                str(profile),
+                "--latency",
+                "5us",
+                "--bandwidth",
+                "10Gbps",
+                "--out",
+                str(tmp_path / "an"),
+            ]
+        )
+        == 0
+    )
     summary = _summary(tmp_path / "an")
     ring = 2 * (p - 1) * (5e-6 + math.ceil(floats / p) * 4 / 1.25e9)
     assert summary["time_s"] == pytest.approx(steps * (b * 1e-3 + ring), rel=1e-9)
@@ -62,18 +104,46 @@ def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp
         assert sum(1 for _ in fh) == 1 + 1000 * steps  # about 1,000 nodes sampled a step
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--algorithm", "allreduce"], "--engine analytic needs --ghost"),
-    (["--ghost", "resnet18", "--algorithm", "gossip"], "needs --algorithm allreduce, got gossip"),
-    (["--ghost", "resnet18", "--algorithm", "allreduce", "--local-steps", "2"],
-     "needs --local-steps 1, got 2"),
-    (["--ghost", "resnet18", "--algorithm", "allreduce", "--network", "torus"],
-     "needs --network star, got torus"),
-    (["--ghost", "resnet18", "--algorithm", "allreduce", "--fail", "1@1s"], "no --faults"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--algorithm", "allreduce"], "--engine analytic needs --ghost"),
+        (
+            ["--ghost", "resnet18", "--algorithm", "gossip"],
+            "needs --algorithm allreduce, got gossip",
+        ),
+        (
+            ["--ghost", "resnet18", "--algorithm", "allreduce", "--local-steps", "2"],
+            "needs --local-steps 1, got 2",
+        ),
+        (
+            ["--ghost", "resnet18", "--algorithm", "allreduce", "--network", "torus"],
+            "needs --network star, got torus",
+        ),
+        (["--ghost", "resnet18", "--algorithm", "allreduce", "--fail", "1@1s"], "no --faults"),
+    ],
+)
 def test_what_it_cannot_model_is_refused_in_one_line(tmp_path, argv, message):
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--engine", "analytic", "--nodes",
-                           "8", "--dataset", "mnist-subset", *argv, "--out", str(tmp_path / "r")],
-                          cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--engine",
+            "analytic",
+            "--nodes",
+            "8",
+            "--dataset",
+            "mnist-subset",
+            *argv,
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr

@@ -29,19 +29,19 @@ BASE = ["--dataset", "mnist-subset", "--iterations", "2", "--no-progress"]
 FILES = {  # name -> content (str or bytes)
     "binary.toml": bytes(range(256)),
     "broken.toml": "[network\nlatency = 5\n",
-    "unknown.toml": "colour = \"blue\"\n",
-    "lr-string.toml": "lr = \"fast\"\n",
-    "nodes-string.toml": "nodes = \"many\"\n",
+    "unknown.toml": 'colour = "blue"\n',
+    "lr-string.toml": 'lr = "fast"\n',
+    "nodes-string.toml": 'nodes = "many"\n',
     "nodes-bool.toml": "nodes = true\n",
     "negative.toml": "[compute]\nseconds_per_sample = -1\n",
     "nan.toml": "[compute]\nseconds_per_sample = nan\n",
-    "slow-latency.toml": "[network]\nlatency = \"fast\"\n",
+    "slow-latency.toml": '[network]\nlatency = "fast"\n',
     "no-cores.toml": "[cluster]\ncores = 0\n",
     "no-steps.toml": "[compute]\nseconds_per_sample = 1e-3\n",
-    "kind.toml": "[[fault]]\nrank = 1\nstep = 2\nkind = \"explode\"\n",
-    "rank.toml": "[[fault]]\nrank = 9\nstep = 2\nkind = \"kill\"\n",
-    "factor.toml": "[[fault]]\nrank = 1\nstep = 2\nkind = \"slow\"\nfactor = 0.5\n",
-    "when.toml": "[[fault]]\nrank = 1\nwhen = 2\nkind = \"kill\"\n",
+    "kind.toml": '[[fault]]\nrank = 1\nstep = 2\nkind = "explode"\n',
+    "rank.toml": '[[fault]]\nrank = 9\nstep = 2\nkind = "kill"\n',
+    "factor.toml": '[[fault]]\nrank = 1\nstep = 2\nkind = "slow"\nfactor = 0.5\n',
+    "when.toml": '[[fault]]\nrank = 1\nwhen = 2\nkind = "kill"\n',
     "faults-table.toml": "[fault]\nrank = 1\n",
     "edges.txt": "0 1\n1 two\n",
     "apart.txt": "0 1\n2 3\n",
@@ -54,19 +54,33 @@ FILES = {  # name -> content (str or bytes)
 S = "python -m sim.run"
 CASES = [  # (flags after BASE, what the one line must name)
     # the algorithm and training flags
-    (["--algorithm", "nope"], "--algorithm"), (["--mode", "x"], "--mode"),
-    (["--lr", "-1"], "--lr"), (["--lr", "inf"], "--lr"), (["--lr", "abc"], "--lr"),
-    (["--lr", "nan"], "--lr"), (["--seed", "-1"], "--seed"), (["--seed", "1.5"], "--seed"),
-    (["--batch-size", "0"], "--batch-size"), (["--batch-size", "1e3"], "--batch-size"),
-    (["--batch-size", "100000"], "--batch-size"), (["--epochs", "0"], "--epochs"),
-    (["--epochs", "inf"], "--epochs"), (["--iterations=-5"], "--iterations"),
-    (["--eval-every", "0"], "--eval-every"), (["--target-accuracy", "1.5"], "--target-accuracy"),
-    (["--target-accuracy", "nan"], "--target-accuracy"), (["--momentum", "1"], "--momentum"),
-    (["--compress", "topk:2"], "--compress"), (["--compress", "threshold:nan"], "--compress"),
-    (["--compress", "qsgd:0"], "--compress"), (["--compress", "zip"], "--compress"),
+    (["--algorithm", "nope"], "--algorithm"),
+    (["--mode", "x"], "--mode"),
+    (["--lr", "-1"], "--lr"),
+    (["--lr", "inf"], "--lr"),
+    (["--lr", "abc"], "--lr"),
+    (["--lr", "nan"], "--lr"),
+    (["--seed", "-1"], "--seed"),
+    (["--seed", "1.5"], "--seed"),
+    (["--batch-size", "0"], "--batch-size"),
+    (["--batch-size", "1e3"], "--batch-size"),
+    (["--batch-size", "100000"], "--batch-size"),
+    (["--epochs", "0"], "--epochs"),
+    (["--epochs", "inf"], "--epochs"),
+    (["--iterations=-5"], "--iterations"),
+    (["--eval-every", "0"], "--eval-every"),
+    (["--target-accuracy", "1.5"], "--target-accuracy"),
+    (["--target-accuracy", "nan"], "--target-accuracy"),
+    (["--momentum", "1"], "--momentum"),
+    (["--compress", "topk:2"], "--compress"),
+    (["--compress", "threshold:nan"], "--compress"),
+    (["--compress", "qsgd:0"], "--compress"),
+    (["--compress", "zip"], "--compress"),
     (["--compress", "randomk:x"], "--compress"),
-    (["--algorithm", "gossip", "--compress", "topk:0.1", "--consensus-step", "0"],
-     "--consensus-step"),
+    (
+        ["--algorithm", "gossip", "--compress", "topk:0.1", "--consensus-step", "0"],
+        "--consensus-step",
+    ),
     (["--algorithm", "allreduce", "--local-steps", "0"], "--local-steps"),
     (["--algorithm", "ps", "--servers", "0"], "--servers"),
     (["--algorithm", "gossip", "--servers", "2"], "--servers"),
@@ -75,34 +89,56 @@ CASES = [  # (flags after BASE, what the one line must name)
     (["--algorithm", "gossip", "--topology", "nope"], "--topology"),
     (["--algorithm", "gossip", "--topology", "random-regular:x"], "--topology"),
     (["--algorithm", "gossip", "--mixing", "nope"], "--mixing"),
-    (["--dataset", "nope"], "--dataset"), (["--model", "nope"], "--model"),
-    (["--optimizer", "nope"], "--optimizer"), (["--lr-schedule", "nope"], "--lr-schedule"),
-    (["--watchdog", "5"], "--watchdog"), (["--watchdog=-1s"], "--watchdog"),
+    (["--dataset", "nope"], "--dataset"),
+    (["--model", "nope"], "--model"),
+    (["--optimizer", "nope"], "--optimizer"),
+    (["--lr-schedule", "nope"], "--lr-schedule"),
+    (["--watchdog", "5"], "--watchdog"),
+    (["--watchdog=-1s"], "--watchdog"),
     (["--algorithm", "allreduce", "--mode", "ssp"], "--mode"),
     (["--algorithm", "allreduce", "--topology", "hypercube"], "--topology"),
     (["--algorithm", "allreduce", "--error-feedback"], "--error-feedback"),
     (["--algorithm", "serial", "--compress", "topk:0.1"], "--compress"),
-    (["--unknown-flag"], "--unknown-flag"), (["--lr"], "--lr"),
+    (["--unknown-flag"], "--unknown-flag"),
+    (["--lr"], "--lr"),
     # the cluster flags
-    (["--latency", "5"], "--latency"), (["--latency", "fast"], "--latency"),
-    (["--latency=1e400s"], "--latency"), (["--latency=-1us"], "--latency"),
-    (["--latency", "5 parsecs"], "--latency"), (["--bandwidth", "10G"], "--bandwidth"),
-    (["--bandwidth", "0Gbps"], "--bandwidth"), (["--bandwidth", "1e400Gbps"], "--bandwidth"),
-    (["--bandwidth", "10Gbit"], "--bandwidth"), (["--nodes", "0"], "--nodes"),
-    (["--nodes=-3"], "--nodes"), (["--nodes", "x"], "--nodes"),
-    (["--nodes", "1000000000"], "--nodes"), (["--speeds", "0x"], "--speeds"),
-    (["--speeds", "abc"], "--speeds"), (["--speeds", "lognormal:-1"], "--speeds"),
-    (["--speeds", "uniform:2:1"], "--speeds"), (["--speeds", "1e400x"], "--speeds"),
-    (["--stragglers", "abc"], "--stragglers"), (["--stragglers", "2:4x"], "--stragglers"),
-    (["--stragglers", "0.1:0.5x"], "--stragglers"), (["--stragglers", "0.1:4"], "--stragglers"),
-    (["--fail", "2"], "--fail"), (["--fail", "x@1s"], "--fail"), (["--fail", "9@1s"], "--fail"),
-    (["--fail", "1@soon"], "--fail"), (["--fail=1@-1s"], "--fail"),
-    (["--steps-sample", "0"], "--steps-sample"), (["--ranks-per-host", "0"], "--ranks-per-host"),
-    (["--cores-per-host", "0"], "--cores-per-host"), (["--ghost", "nope"], "--ghost"),
+    (["--latency", "5"], "--latency"),
+    (["--latency", "fast"], "--latency"),
+    (["--latency=1e400s"], "--latency"),
+    (["--latency=-1us"], "--latency"),
+    (["--latency", "5 parsecs"], "--latency"),
+    (["--bandwidth", "10G"], "--bandwidth"),
+    (["--bandwidth", "0Gbps"], "--bandwidth"),
+    (["--bandwidth", "1e400Gbps"], "--bandwidth"),
+    (["--bandwidth", "10Gbit"], "--bandwidth"),
+    (["--nodes", "0"], "--nodes"),
+    (["--nodes=-3"], "--nodes"),
+    (["--nodes", "x"], "--nodes"),
+    (["--nodes", "1000000000"], "--nodes"),
+    (["--speeds", "0x"], "--speeds"),
+    (["--speeds", "abc"], "--speeds"),
+    (["--speeds", "lognormal:-1"], "--speeds"),
+    (["--speeds", "uniform:2:1"], "--speeds"),
+    (["--speeds", "1e400x"], "--speeds"),
+    (["--stragglers", "abc"], "--stragglers"),
+    (["--stragglers", "2:4x"], "--stragglers"),
+    (["--stragglers", "0.1:0.5x"], "--stragglers"),
+    (["--stragglers", "0.1:4"], "--stragglers"),
+    (["--fail", "2"], "--fail"),
+    (["--fail", "x@1s"], "--fail"),
+    (["--fail", "9@1s"], "--fail"),
+    (["--fail", "1@soon"], "--fail"),
+    (["--fail=1@-1s"], "--fail"),
+    (["--steps-sample", "0"], "--steps-sample"),
+    (["--ranks-per-host", "0"], "--ranks-per-host"),
+    (["--cores-per-host", "0"], "--cores-per-host"),
+    (["--ghost", "nope"], "--ghost"),
     (["--ghost", "resnet50", "--compute", "measured"], "--compute"),
     (["--ghost", "resnet50", "--algorithm", "allreduce", "--compress", "topk:0.1"], "--ghost"),
-    (["--compute", "profile"], "--compute"), (["--collectives", "nope"], "--collectives"),
-    (["--network", "nope"], "--network"), (["--network", "fat-tree:x"], "--network"),
+    (["--compute", "profile"], "--compute"),
+    (["--collectives", "nope"], "--collectives"),
+    (["--network", "nope"], "--network"),
+    (["--network", "fat-tree:x"], "--network"),
     (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps"),
     (["--algorithm", "serial", "--nodes", "4"], "--algorithm serial"),
     # files
@@ -139,7 +175,8 @@ CASES = [  # (flags after BASE, what the one line must name)
     (["--algorithm", "gossip", "--topology", "{tmp}/empty.txt"], "{tmp}/empty.txt"),
     (["--speeds", "{tmp}/speeds.txt"], "--speeds"),
     (["--dataset", "mnist", "--data-dir", "{tmp}/nowhere"], "{tmp}/nowhere"),
-    (["--out", ""], "--out"), (["--out", "{tmp}/unknown.toml"], "{tmp}/unknown.toml"),
+    (["--out", ""], "--out"),
+    (["--out", "{tmp}/unknown.toml"], "{tmp}/unknown.toml"),
     (["--out", "{tmp}/done"], "{tmp}/done"),
 ]
 
@@ -159,8 +196,7 @@ def corpus_dir(tmp_path):
 
 
 def _snapshot(folder):
-    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*"))
-            if p.is_file()}
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
 def _one_line_exit_2(capsys, call, names):
@@ -179,8 +215,10 @@ def _one_line_exit_2(capsys, call, names):
 @pytest.mark.parametrize("case", CASES, ids=[_case_id(c) for c in CASES])
 def test_sim_run_refuses_bad_input_in_one_line(corpus_dir, capsys, monkeypatch, case):
     monkeypatch.setenv("TWINSGD_OFFLINE", "1")
-    argv, names = ([a.replace("{tmp}", str(corpus_dir)) for a in case[0]],
-                   case[1].replace("{tmp}", str(corpus_dir)))
+    argv, names = (
+        [a.replace("{tmp}", str(corpus_dir)) for a in case[0]],
+        case[1].replace("{tmp}", str(corpus_dir)),
+    )
     before = _snapshot(corpus_dir)
     out = [] if any(a.startswith("--out") for a in argv) else ["--out", str(corpus_dir / "r")]
     line = _one_line_exit_2(capsys, lambda: run.main([*BASE, *argv, *out]), names)
@@ -194,49 +232,69 @@ def _runs(tmp_path, *names):
         assert run.main([*BASE, "--nodes", "2", "--out", str(tmp_path / name)]) == 0
 
 
-@pytest.mark.parametrize(("damage", "names"), [
-    (("summary.json", b"[]"), "b/summary.json"),
-    (("summary.json", b'{"status": "done"}'), "b/summary.json"),
-    (("summary.json", b'{"status": "running"}'), "/b"),
-    (("summary.json", b""), "/b"),
-    (("summary.json", b"\xff\xfe"), "/b"),
-    (("config.json", b"{"), "/b"),
-    (("model.npz", b"PK\x03\x04"), "b/model.npz"),
-    (("model.npz", b"\x93NUMPY"), "b/model.npz"),
-    (("summary.json", None), "/b"),
-])
+@pytest.mark.parametrize(
+    ("damage", "names"),
+    [
+        (("summary.json", b"[]"), "b/summary.json"),
+        (("summary.json", b'{"status": "done"}'), "b/summary.json"),
+        (("summary.json", b'{"status": "running"}'), "/b"),
+        (("summary.json", b""), "/b"),
+        (("summary.json", b"\xff\xfe"), "/b"),
+        (("config.json", b"{"), "/b"),
+        (("model.npz", b"PK\x03\x04"), "b/model.npz"),
+        (("model.npz", b"\x93NUMPY"), "b/model.npz"),
+        (("summary.json", None), "/b"),
+    ],
+)
 def test_compare_refuses_a_damaged_run_folder_in_one_line(tmp_path, capsys, damage, names):
     _runs(tmp_path, "a", "b")
     name, content = damage
     path = tmp_path / "b" / name
     path.unlink() if content is None else path.write_bytes(content)
     before = _snapshot(tmp_path)
-    _one_line_exit_2(capsys, lambda: compare.main([str(tmp_path / "a"), str(tmp_path / "b")]),
-                     names)
+    _one_line_exit_2(
+        capsys, lambda: compare.main([str(tmp_path / "a"), str(tmp_path / "b")]), names
+    )
     assert _snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize(("argv", "names"), [
-    (["--grid", "nodes=2,x"], "--nodes"), (["--grid", "latency=5"], "--latency"),
-    (["--grid", "colour=red"], "colour"), (["--grid", "nodes="], "nodes"),
-    (["--grid", "nodes"], "nodes"), (["--grid", "error-feedback=maybe"], "error-feedback"),
-    (["--workers", "0", "--grid", "nodes=2"], "--workers"),
-])
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--grid", "nodes=2,x"], "--nodes"),
+        (["--grid", "latency=5"], "--latency"),
+        (["--grid", "colour=red"], "colour"),
+        (["--grid", "nodes="], "nodes"),
+        (["--grid", "nodes"], "nodes"),
+        (["--grid", "error-feedback=maybe"], "error-feedback"),
+        (["--workers", "0", "--grid", "nodes=2"], "--workers"),
+    ],
+)
 def test_sweep_refuses_a_bad_grid_in_one_line(tmp_path, capsys, argv, names):
-    _one_line_exit_2(capsys, lambda: sweep.main(["--out", str(tmp_path / "s"), *argv, "--",
-                                                 *BASE]), names)
+    _one_line_exit_2(
+        capsys, lambda: sweep.main(["--out", str(tmp_path / "s"), *argv, "--", *BASE]), names
+    )
     assert not any((tmp_path / "s").glob("*/config.json"))
 
 
-@pytest.mark.parametrize(("argv", "names"), [
-    (["--seed", "-1"], "--seed"), (["--latency", "5us"], "--latency"),
-    (["--lr", "inf"], "--lr"), (["--faults", "/nonexistent/f.toml"], "/nonexistent/f.toml"),
-])
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--seed", "-1"], "--seed"),
+        (["--latency", "5us"], "--latency"),
+        (["--lr", "inf"], "--lr"),
+        (["--faults", "/nonexistent/f.toml"], "/nonexistent/f.toml"),
+    ],
+)
 def test_real_train_refuses_bad_input_in_one_line(tmp_path, argv, names):
-    done = subprocess.run([sys.executable, "-m", "real.train", *BASE, *argv, "--out",
-                           str(tmp_path / "r")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, env={"PATH": "/usr/bin:/bin", "TWINSGD_OFFLINE": "1",
-                                            "OPENBLAS_NUM_THREADS": "1"})
+    done = subprocess.run(
+        [sys.executable, "-m", "real.train", *BASE, *argv, "--out", str(tmp_path / "r")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "TWINSGD_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1"},
+    )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and names in lines[0], done.stderr
     assert not (tmp_path / "r").exists()
@@ -245,14 +303,21 @@ def test_real_train_refuses_bad_input_in_one_line(tmp_path, argv, names):
 # -- every parser, fuzzed: a value or ValueError, never another exception -------------------------
 
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=30) | st.sampled_from(
-    ["5us", "1e400s", "-1s", "nan s", "inf x", "0x", "1e-400ms", "1@1s", "0.5:2x", "10Gbps", ""])
+    ["5us", "1e400s", "-1s", "nan s", "inf x", "0x", "1e-400ms", "1@1s", "0.5:2x", "10Gbps", ""]
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(TEXT)
 def test_unit_parsers_return_a_finite_value_or_raise_value_error(text):
-    for parse in (units.parse_seconds, units.parse_bandwidth_Bps, units.parse_factor,
-                  units.parse_nbytes, units.parse_tc_rate_Bps, parse_stragglers):
+    for parse in (
+        units.parse_seconds,
+        units.parse_bandwidth_Bps,
+        units.parse_factor,
+        units.parse_nbytes,
+        units.parse_tc_rate_Bps,
+        parse_stragglers,
+    ):
         try:
             value = parse(text)
         except ValueError:
@@ -273,17 +338,29 @@ def test_the_fail_spec_parses_or_raises_value_error_naming_the_flag(text):
 
 
 TOML_VALUES = st.recursive(
-    st.booleans() | st.integers(-10, 10**6) |
-    st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=10),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
-                                                                 max_size=3),
-    max_leaves=6)
+    st.booleans()
+    | st.integers(-10, 10**6)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=10),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.dictionaries(st.sampled_from(["rank", "step", "time", "kind", "factor",
-                                                  "steps", "when"]), TOML_VALUES, max_size=6)
-                | TOML_VALUES, max_size=3))
+@given(
+    st.lists(
+        st.dictionaries(
+            st.sampled_from(["rank", "step", "time", "kind", "factor", "steps", "when"]),
+            TOML_VALUES,
+            max_size=6,
+        )
+        | TOML_VALUES,
+        max_size=3,
+    )
+)
 def test_fault_entries_parse_or_raise_value_error_naming_the_entry(entries):
     try:
         schedule = parse_faults(entries)
@@ -309,9 +386,25 @@ def test_any_profile_file_loads_or_raises_one_value_error_naming_it(tmp_path_fac
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.dictionaries(st.sampled_from(["lr", "seed", "nodes", "latency", "batch-size",
-                                        "progress", "algorithm", "colour", "epochs"]),
-                       TOML_VALUES, max_size=4))
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                "lr",
+                "seed",
+                "nodes",
+                "latency",
+                "batch-size",
+                "progress",
+                "algorithm",
+                "colour",
+                "epochs",
+            ]
+        ),
+        TOML_VALUES,
+        max_size=4,
+    )
+)
 def test_any_config_file_parses_or_exits_2_in_one_line(tmp_path_factory, document):
     import tomli_w
 

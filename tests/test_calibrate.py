@@ -77,8 +77,9 @@ def test_flops_per_s_is_three_forward_passes_of_the_median_model(profile):
     compute = p["compute"]
     for name, flops in compute["flops_per_sample"].items():
         assert flops == build_model(name, (28, 28, 1), 10).flops_per_sample
-    rates = sorted(3 * compute["flops_per_sample"][m] / s
-                   for m, s in compute["seconds_per_sample"].items())
+    rates = sorted(
+        3 * compute["flops_per_sample"][m] / s for m, s in compute["seconds_per_sample"].items()
+    )
     assert compute["flops_per_s"] == pytest.approx(rates[(len(rates) - 1) // 2], rel=1e-3)
 
 
@@ -132,9 +133,14 @@ def test_one_rank_is_bad_input_in_one_line(tmp_path):
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize(("argv", "flag"), [(["--models", "mlp,resnet"], "--models"),
-                                            (["--batch-size", "0"], "--batch-size"),
-                                            (["--dataset", "imagenet"], "dataset")])
+@pytest.mark.parametrize(
+    ("argv", "flag"),
+    [
+        (["--models", "mlp,resnet"], "--models"),
+        (["--batch-size", "0"], "--batch-size"),
+        (["--dataset", "imagenet"], "dataset"),
+    ],
+)
 def test_bad_flags_stop_every_rank_with_one_line(tmp_path, argv, flag):
     done = calibrate(2, "--quick", "--out", str(tmp_path / "p.toml"), *argv)
     assert done.returncode == 2
@@ -145,15 +151,36 @@ def test_bad_flags_stop_every_rank_with_one_line(tmp_path, argv, flag):
 def test_from_run_writes_step_times_into_a_new_or_existing_profile(tmp_path):
     """One process, no MPI: the step times of a run folder go into --out, which keeps the rest."""
     run = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "real.train", "--dataset", "synthetic",
-                           "--iterations", "8", "--no-progress", "--out", str(run)], cwd=ROOT,
-                          env=ENV, timeout=120, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "real.train",
+            "--dataset",
+            "synthetic",
+            "--iterations",
+            "8",
+            "--no-progress",
+            "--out",
+            str(run),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     out = tmp_path / "p.toml"
     out.write_text('[cluster]\nname = "kept"\n[network]\nlatency = "3us"\n')
-    done = subprocess.run([sys.executable, "-m", "real.calibrate", "--from-run", str(run),
-                           "--out", str(out)], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "real.calibrate", "--from-run", str(run), "--out", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     with open(out, "rb") as fh:
         p = tomllib.load(fh)
@@ -163,8 +190,21 @@ def test_from_run_writes_step_times_into_a_new_or_existing_profile(tmp_path):
 
 
 def test_from_run_of_a_folder_that_is_no_run_is_one_line(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "real.calibrate", "--from-run", str(tmp_path),
-                           "--out", str(tmp_path / "p.toml")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "real.calibrate",
+            "--from-run",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "p.toml"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "--from-run" in done.stderr

@@ -45,14 +45,23 @@ def _why_not():
 
 
 WHY_NOT = _why_not()
-pytestmark = [pytest.mark.mpi, pytest.mark.slow,
-              pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT))]
+pytestmark = [
+    pytest.mark.mpi,
+    pytest.mark.slow,
+    pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)),
+]
 
 
 def cli(*argv, timeout=60):
     """``python -m real.cluster argv``; the CompletedProcess."""
-    return subprocess.run([PY, "-m", "real.cluster", *argv], cwd=ROOT, env=ENV, timeout=timeout,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [PY, "-m", "real.cluster", *argv],
+        cwd=ROOT,
+        env=ENV,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+    )
 
 
 def ok(*argv, timeout=60):
@@ -101,14 +110,19 @@ def eventually(check, timeout_s=10.0):
 
 # -- the links ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("rate", "rate_Bps", "nbytes", "round_trips"), [
-    ("100Mbit", 12.5e6, 1 << 20, 4),
-    ("1Gbit", 125e6, 4 << 20, 8),
-])
+
+@pytest.mark.parametrize(
+    ("rate", "rate_Bps", "nbytes", "round_trips"),
+    [
+        ("100Mbit", 12.5e6, 1 << 20, 4),
+        ("1Gbit", 125e6, 4 << 20, 8),
+    ],
+)
 def test_a_ping_pong_reaches_the_configured_rate(cluster, rate, rate_Bps, nbytes, round_trips):
     cluster("--hosts", "2", "--bandwidth", rate)
-    out = ok("run", "-n", "2", "--", PY, str(MPI_DIR / "ping_pong.py"), str(nbytes),
-             str(round_trips))
+    out = ok(
+        "run", "-n", "2", "--", PY, str(MPI_DIR / "ping_pong.py"), str(nbytes), str(round_trips)
+    )
     best_Bps, _median_Bps, *names = out.split()
     assert float(best_Bps) == pytest.approx(rate_Bps * PAYLOAD_PER_FRAME, rel=0.10)
     assert names == ["h0", "h1"]  # MPI_Get_processor_name: each rank on its own host
@@ -138,9 +152,29 @@ def test_a_cpu_share_is_that_fraction_of_a_core(cluster):
 
 def test_real_train_runs_across_the_cluster(tmp_path):
     out = tmp_path / "run"
-    done = cli("run", "--hosts", "2", "--bandwidth", "1Gbit", "-n", "2", "--", PY, "-m",
-               "real.train", "--algorithm", "allreduce", "--dataset", "synthetic",
-               "--iterations", "20", "--no-progress", "--out", str(out), timeout=120)
+    done = cli(
+        "run",
+        "--hosts",
+        "2",
+        "--bandwidth",
+        "1Gbit",
+        "-n",
+        "2",
+        "--",
+        PY,
+        "-m",
+        "real.train",
+        "--algorithm",
+        "allreduce",
+        "--dataset",
+        "synthetic",
+        "--iterations",
+        "20",
+        "--no-progress",
+        "--out",
+        str(out),
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     config = json.loads((out / "config.json").read_text())
     assert (config["nodes"], config["host"], config["status"]) == (2, "h0", "done")
@@ -149,16 +183,23 @@ def test_real_train_runs_across_the_cluster(tmp_path):
 
 # -- up, status, down ------------------------------------------------------------------------------
 
+
 def test_status_reports_what_is_up_and_down_removes_all_of_it(cluster):
     assert "no cluster is up" in ok("status")
     cluster("--hosts", "3", "--bandwidths", "1Gbit,100Mbit", "--cpu", "0.5")
     lines = ok("status").splitlines()[1:]
     assert [line.split()[:3] for line in lines] == [
-        ["h0", "10.213.0.1", "1Gbit"], ["h1", "10.213.0.2", "100Mbit"],
-        ["h2", "10.213.0.3", "1Gbit"]]
+        ["h0", "10.213.0.1", "1Gbit"],
+        ["h1", "10.213.0.2", "100Mbit"],
+        ["h2", "10.213.0.3", "1Gbit"],
+    ]
     assert all(line.endswith(" up") for line in lines)
-    tbf = subprocess.run(["ip", "netns", "exec", "tsgd-h1", "tc", "qdisc", "show", "dev", "eth0"],
-                         capture_output=True, text=True, timeout=10).stdout
+    tbf = subprocess.run(
+        ["ip", "netns", "exec", "tsgd-h1", "tc", "qdisc", "show", "dev", "eth0"],
+        capture_output=True,
+        text=True,
+        timeout=10,
+    ).stdout
     assert "tbf" in tbf and "rate 100Mbit" in tbf
     assert len(leftovers()) == 3 + 4 + 3 + 3 + 1  # netns, bridge + veths, cgroups, /etc, /run
 
@@ -171,8 +212,11 @@ def test_status_reports_what_is_up_and_down_removes_all_of_it(cluster):
 
 
 def test_up_that_fails_midway_leaves_nothing():
-    subprocess.run(["ip", "link", "add", "tsgd-h1", "type", "veth", "peer", "name", "tsgd-x1"],
-                   check=True, timeout=10)
+    subprocess.run(
+        ["ip", "link", "add", "tsgd-h1", "type", "veth", "peer", "name", "tsgd-x1"],
+        check=True,
+        timeout=10,
+    )
     try:  # host 1's switch port cannot be made: its name is taken
         done = cli("up", "--hosts", "3")
         assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
@@ -184,12 +228,33 @@ def test_up_that_fails_midway_leaves_nothing():
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_stopped_launcher_leaves_nothing(tmp_path, sig):
     token = str(tmp_path / "sleeper")  # a path only this test's ranks carry on their command line
-    code = "import pathlib, socket, sys, time; pathlib.Path(sys.argv[1] + socket.gethostname())" \
-           ".touch(); time.sleep(60)"
+    code = (
+        "import pathlib, socket, sys, time; pathlib.Path(sys.argv[1] + socket.gethostname())"
+        ".touch(); time.sleep(60)"
+    )
     launcher = subprocess.Popen(
-        [PY, "-m", "real.cluster", "run", "--hosts", "2", "--cpu", "0.5", "-n", "2", "--", PY,
-         "-c", code, token], cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+        [
+            PY,
+            "-m",
+            "real.cluster",
+            "run",
+            "--hosts",
+            "2",
+            "--cpu",
+            "0.5",
+            "-n",
+            "2",
+            "--",
+            PY,
+            "-c",
+            code,
+            token,
+        ],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         started = eventually(lambda: len(list(tmp_path.glob("sleeper*"))) < 2, timeout_s=30)
         assert not started, "the ranks did not start"
@@ -220,9 +285,17 @@ BAD_INPUT = [
 
 
 def test_bad_input_is_one_line_and_exit_2():
-    procs = [subprocess.Popen([PY, "-m", "real.cluster", *argv], cwd=ROOT, env=ENV, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for argv in BAD_INPUT]  # at once: each start costs a second (numpy)
+    procs = [
+        subprocess.Popen(
+            [PY, "-m", "real.cluster", *argv],
+            cwd=ROOT,
+            env=ENV,
+            text=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for argv in BAD_INPUT
+    ]  # at once: each start costs a second (numpy)
     for argv, proc in zip(BAD_INPUT, procs, strict=True):
         _, stderr = proc.communicate(timeout=60)
         assert proc.returncode == 2, (argv, stderr)
@@ -231,7 +304,25 @@ def test_bad_input_is_one_line_and_exit_2():
 
 
 def test_without_root_it_says_so_in_one_line():
-    done = subprocess.run(["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
-                           PY, "-m", "real.cluster", "up", "--hosts", "2"], cwd=ROOT, env=ENV,
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            PY,
+            "-m",
+            "real.cluster",
+            "up",
+            "--hosts",
+            "2",
+        ],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "root" in done.stderr

@@ -15,15 +15,18 @@ def test_presets_parse_and_are_marked_uncalibrated(name):
     p = load_profile(name)
     assert p.calibrated is False and p.network and p.latency_s > 0 and p.bandwidth_Bps > 1e9
     flops = network_profile("resnet50").flops_per_sample
-    assert p.compute_seconds_per_sample("resnet50", flops) == pytest.approx(3 * flops /
-                                                                            p.flops_per_s)
+    assert p.compute_seconds_per_sample("resnet50", flops) == pytest.approx(
+        3 * flops / p.flops_per_s
+    )
     assert (PRESETS / f"{name}.toml").exists()
 
 
 def test_a_measured_model_comes_before_the_flop_rate(tmp_path):
     path = tmp_path / "c.toml"
-    path.write_text('[network]\nlatency = "2us"\n[compute]\nflops_per_s = 1e9\n'
-                    'seconds_per_sample = { mlp = 1e-5 }\n')
+    path.write_text(
+        '[network]\nlatency = "2us"\n[compute]\nflops_per_s = 1e9\n'
+        "seconds_per_sample = { mlp = 1e-5 }\n"
+    )
     p = load_profile(str(path))
     assert p.compute_seconds_per_sample("mlp", 10**6) == 1e-5
     assert p.compute_seconds_per_sample("cnn", 10**6) == pytest.approx(3e-3)
@@ -32,41 +35,85 @@ def test_a_measured_model_comes_before_the_flop_rate(tmp_path):
 
 def _cluster(tmp_path, argv):
     out = tmp_path / "run"
-    assert run.main(["--nodes", "2", "--algorithm", "allreduce", "--ghost", "1000",
-                     "--iterations", "1", *argv, "--out", str(out)]) == 0
+    assert (
+        run.main(
+            [
+                "--nodes",
+                "2",
+                "--algorithm",
+                "allreduce",
+                "--ghost",
+                "1000",
+                "--iterations",
+                "1",
+                *argv,
+                "--out",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return json.loads((out / "config.json").read_text())["cluster"]
 
 
 def test_the_profile_gives_the_network_and_flags_override_it(tmp_path):
     cluster = _cluster(tmp_path / "a", ["--profile", "lomonosov-2-like"])
-    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
-        ("fat-tree:36", 5e-7, 6.8e9)
-    cluster = _cluster(tmp_path / "b", ["--profile", "lomonosov-2-like", "--latency", "3us",
-                                        "--network", "ring"])
-    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
-        ("ring", 3e-6, 6.8e9)
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == (
+        "fat-tree:36",
+        5e-7,
+        6.8e9,
+    )
+    cluster = _cluster(
+        tmp_path / "b", ["--profile", "lomonosov-2-like", "--latency", "3us", "--network", "ring"]
+    )
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == (
+        "ring",
+        3e-6,
+        6.8e9,
+    )
     cluster = _cluster(tmp_path / "c", [])
-    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == \
-        ("star", 5e-6, 1.25e9)
+    assert (cluster["network"], cluster["latency_s"], cluster["bandwidth_Bps"]) == (
+        "star",
+        5e-6,
+        1.25e9,
+    )
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    (None, "no such file or preset"),
-    ("[network\n", "p.toml: not valid TOML (Expected ']' at the end of a table declaration"),
-    ('[network]\nlatency = "fast"\n', "p.toml: time: cannot read 'fast' as a number"),
-    ("[compute]\nflops_per_s = nan\n", "[compute] flops_per_s must be a finite number > 0, "
-                                      "got nan"),
-    ("[cluster]\ncores = 0\n", "[cluster] cores must be a finite number > 0, got 0"),
-    ("[compute]\n", "no seconds_per_sample"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (None, "no such file or preset"),
+        ("[network\n", "p.toml: not valid TOML (Expected ']' at the end of a table declaration"),
+        ('[network]\nlatency = "fast"\n', "p.toml: time: cannot read 'fast' as a number"),
+        (
+            "[compute]\nflops_per_s = nan\n",
+            "[compute] flops_per_s must be a finite number > 0, got nan",
+        ),
+        ("[cluster]\ncores = 0\n", "[cluster] cores must be a finite number > 0, got 0"),
+        ("[compute]\n", "no seconds_per_sample"),
+    ],
+)
 def test_a_bad_profile_is_one_line_and_exit_2(tmp_path, capsys, text, message):
     path = tmp_path / "p.toml"
     if text is not None:
         path.write_text(text)
     with pytest.raises(SystemExit) as stop:
-        run.main(["--nodes", "2", "--algorithm", "allreduce", "--compute", "profile",
-                  "--profile", str(path), "--dataset", "synthetic", "--out",
-                  str(tmp_path / "run")])
+        run.main(
+            [
+                "--nodes",
+                "2",
+                "--algorithm",
+                "allreduce",
+                "--compute",
+                "profile",
+                "--profile",
+                str(path),
+                "--dataset",
+                "synthetic",
+                "--out",
+                str(tmp_path / "run"),
+            ]
+        )
     assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
@@ -77,10 +124,31 @@ def test_oversubscribed_ranks_share_the_cores_of_their_host(tmp_path):
     summaries = {}
     for ranks in (1, 2, 4):
         out = tmp_path / f"r{ranks}"
-        assert run.main(["--nodes", "4", "--algorithm", "allreduce", "--dataset", "synthetic",
-                         "--batch-size", "10", "--iterations", "2", "--compute", "profile",
-                         "--profile", str(tmp_path / "p.toml"), "--ranks-per-host", str(ranks),
-                         "--out", str(out)]) == 0
+        assert (
+            run.main(
+                [
+                    "--nodes",
+                    "4",
+                    "--algorithm",
+                    "allreduce",
+                    "--dataset",
+                    "synthetic",
+                    "--batch-size",
+                    "10",
+                    "--iterations",
+                    "2",
+                    "--compute",
+                    "profile",
+                    "--profile",
+                    str(tmp_path / "p.toml"),
+                    "--ranks-per-host",
+                    str(ranks),
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
         summaries[ranks] = json.loads((out / "summary.json").read_text())
     compute = {r: s["compute_s"] for r, s in summaries.items()}
     assert compute[1] == compute[2] == pytest.approx(2 * 10 * 1e-3)  # a core each
@@ -92,8 +160,11 @@ def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):
     (tmp_path / "speeds.txt").write_text("1\n0.25x\n2\n")
     assert run.node_speeds(str(tmp_path / "speeds.txt"), 3, seed=0) == (1.0, 0.25, 2.0)
     drawn = run.node_speeds("lognormal:0.3", 20_000, seed=1)
-    assert drawn == run.node_speeds("lognormal:0.3", 20_000, seed=1) != \
-        run.node_speeds("lognormal:0.3", 20_000, seed=2)
+    assert (
+        drawn
+        == run.node_speeds("lognormal:0.3", 20_000, seed=1)
+        != run.node_speeds("lognormal:0.3", 20_000, seed=2)
+    )
     assert np.median(drawn) == pytest.approx(1.0, rel=0.02)
     assert np.std(np.log(drawn)) == pytest.approx(0.3, rel=0.03)
     uniform = run.node_speeds("uniform:0.5:1.5", 20_000, seed=1)

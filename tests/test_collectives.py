@@ -33,7 +33,7 @@ from twinsgd.algorithms.ops import Recv, Send, SendRecv
 
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second: round numbers, visible in failures
 SIZES = range(1, 10)
-UNIT_ROUNDOFF = 2.0 ** -24  # float32
+UNIT_ROUNDOFF = 2.0**-24  # float32
 
 
 class Deadlock(AssertionError):
@@ -120,8 +120,14 @@ def run_lockstep(programs, alpha=ALPHA, beta=BETA):
             return moved
         ends = [m.delivered for m in (incoming[rank], outgoing[rank]) if m is not None]
         clock[rank] = max(clock[rank], *ends)
-        advance(rank, op.buf if isinstance(op, SendRecv) else
-                (op.source, op.buf) if isinstance(op, Recv) else None)
+        advance(
+            rank,
+            op.buf
+            if isinstance(op, SendRecv)
+            else (op.source, op.buf)
+            if isinstance(op, Recv)
+            else None,
+        )
         return True
 
     for rank in range(size):
@@ -129,8 +135,10 @@ def run_lockstep(programs, alpha=ALPHA, beta=BETA):
     while running:
         moved = [progress(rank) for rank in sorted(running)]
         if not any(moved):
-            raise Deadlock(f"ranks {sorted(running)} wait: "
-                           + "; ".join(f"{r}: {ops[r]!r:.80}" for r in sorted(running)))
+            raise Deadlock(
+                f"ranks {sorted(running)} wait: "
+                + "; ".join(f"{r}: {ops[r]!r:.80}" for r in sorted(running))
+            )
     return Run(results, sent, received, clock)
 
 
@@ -253,8 +261,14 @@ def test_recursive_doubling_follows_mpich_on_six_ranks():
     """p' = 4, r = 2: ranks 0 and 2 fold into 1 and 3; newranks 0..3 are ranks 1, 3, 4, 5."""
     programs = [recursive_doubling_allreduce(np.zeros(1), rank, 6) for rank in range(6)]
     first = [next(program) for program in programs]
-    assert [type(op).__name__ for op in first] == ["Send", "Recv", "Send", "Recv", "SendRecv",
-                                                    "SendRecv"]
+    assert [type(op).__name__ for op in first] == [
+        "Send",
+        "Recv",
+        "Send",
+        "Recv",
+        "SendRecv",
+        "SendRecv",
+    ]
     assert [first[0].dest, first[1].source, first[4].dest, first[5].dest] == [1, 0, 5, 4]
     assert programs[1].send((0, None)).dest == 3  # newrank 0 ^ 1 = newrank 1 = rank 3
     assert programs[1].send(np.zeros(1)).dest == 4  # newrank 0 ^ 2 = newrank 2 = rank 4
@@ -262,9 +276,17 @@ def test_recursive_doubling_follows_mpich_on_six_ranks():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 16).flatmap(lambda size: st.integers(0, 50).flatmap(
-    lambda n: hnp.arrays(np.float32, (size, n),
-                         elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False)))))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda size: st.integers(0, 50).flatmap(
+            lambda n: hnp.arrays(
+                np.float32,
+                (size, n),
+                elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False),
+            )
+        )
+    )
+)
 def test_recursive_doubling_property(contributions):
     size, n = contributions.shape
     bufs = list(contributions.copy())
@@ -302,13 +324,22 @@ def test_rabenseifner_moves_the_rings_bytes_in_log_rounds():
     """p = 8, n = 800 floats: each rank sends 2 (p-1)/p n floats, in 2 log2 p = 6 messages."""
     assert rabenseifner_bytes(800, 4, 3, 8) == (2 * 7 * 100 * 4, 2 * 7 * 100 * 4)
     assert alpha_beta_time("rabenseifner", 3200, 8, 1.0, 1.0, 4) == pytest.approx(
-        6 * 1.0 + 2 * 7 / 8 * 3200)
+        6 * 1.0 + 2 * 7 / 8 * 3200
+    )
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.integers(1, 16).flatmap(lambda size: st.integers(size, 60).flatmap(
-    lambda n: hnp.arrays(np.float32, (size, n),
-                         elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False)))))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda size: st.integers(size, 60).flatmap(
+            lambda n: hnp.arrays(
+                np.float32,
+                (size, n),
+                elements=st.floats(-1e6, 1e6, width=32, allow_subnormal=False),
+            )
+        )
+    )
+)
 def test_rabenseifner_property(contributions):
     size, n = contributions.shape
     bufs = list(contributions.copy())
@@ -320,17 +351,21 @@ def test_rabenseifner_property(contributions):
         assert (run.sent[rank], run.received[rank]) == rabenseifner_bytes(n, 4, rank, size)
 
 
-@pytest.mark.parametrize(("n", "size", "picked"), [
-    (512, 8, "recursive-doubling"),  # 2,048 bytes: short
-    (513, 8, "rabenseifner"),
-    (1000, 1024, "recursive-doubling"),  # fewer elements than p'
-    (167_560, 16, "rabenseifner"),  # the MLP's gradient
-])
+@pytest.mark.parametrize(
+    ("n", "size", "picked"),
+    [
+        (512, 8, "recursive-doubling"),  # 2,048 bytes: short
+        (513, 8, "rabenseifner"),
+        (1000, 1024, "recursive-doubling"),  # fewer elements than p'
+        (167_560, 16, "rabenseifner"),  # the MLP's gradient
+    ],
+)
 def test_mpi_is_simulated_as_what_mpich_picks(n, size, picked):
     assert mpich_allreduce(n, 4, size) == picked
     assert allreduce_bytes("mpi", n, 4, 1, size) == allreduce_bytes(picked, n, 4, 1, size)
-    assert alpha_beta_time("mpi", 4 * n, size, 1e-6, 1e9, 4) == \
-        alpha_beta_time(picked, 4 * n, size, 1e-6, 1e9, 4)
+    assert alpha_beta_time("mpi", 4 * n, size, 1e-6, 1e9, 4) == alpha_beta_time(
+        picked, 4 * n, size, 1e-6, 1e9, 4
+    )
 
 
 # -- binomial broadcast --------------------------------------------------------------------------
@@ -338,8 +373,7 @@ def test_mpi_is_simulated_as_what_mpich_picks(n, size, picked):
 
 def _bcast(root, size, n, seed=0):
     data = np.random.default_rng([seed, size, n]).standard_normal(n).astype(np.float32)
-    bufs = [data.copy() if rank == root else np.full(n, np.nan, np.float32)
-            for rank in range(size)]
+    bufs = [data.copy() if rank == root else np.full(n, np.nan, np.float32) for rank in range(size)]
     run = run_lockstep([binomial_bcast(buf, root, rank, size) for rank, buf in enumerate(bufs)])
     return data, bufs, run
 
@@ -352,17 +386,22 @@ def test_binomial_bcast_copies_bytes_and_rounds(size, n):
         for buf in bufs:
             assert buf.tobytes() == data.tobytes()
         for rank in range(size):
-            assert (run.sent[rank], run.received[rank]) == \
-                binomial_bcast_bytes(n, 4, rank, root, size)
+            assert (run.sent[rank], run.received[rank]) == binomial_bcast_bytes(
+                n, 4, rank, root, size
+            )
         rounds = math.ceil(math.log2(size))
         assert max(run.finished) == pytest.approx(rounds * (ALPHA + 4 * n / BETA), rel=1e-12)
         assert max(run.finished) == pytest.approx(
-            alpha_beta_time("binomial-bcast", 4 * n, size, ALPHA, BETA), rel=1e-12)
+            alpha_beta_time("binomial-bcast", 4 * n, size, ALPHA, BETA), rel=1e-12
+        )
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(1, 16).flatmap(lambda size: st.tuples(
-    st.just(size), st.integers(0, size - 1), st.integers(0, 50))))
+@given(
+    st.integers(1, 16).flatmap(
+        lambda size: st.tuples(st.just(size), st.integers(0, size - 1), st.integers(0, 50))
+    )
+)
 def test_binomial_bcast_property(case):
     size, root, n = case
     data, bufs, run = _bcast(root, size, n, seed=1)
@@ -376,8 +415,10 @@ def test_binomial_bcast_tree_on_six_ranks_from_root_two():
     """vrank = rank - 2 mod 6: the root sends to vranks 4, 2, 1 (ranks 0, 4, 3), vrank 4 to 5
     (rank 0 to 1), vrank 2 to 3 (rank 4 to 5)."""
     buf = np.zeros(1)
-    dests = {rank: [op.dest for op in binomial_bcast(buf, 2, rank, 6) if isinstance(op, Send)]
-             for rank in range(6)}
+    dests = {
+        rank: [op.dest for op in binomial_bcast(buf, 2, rank, 6) if isinstance(op, Send)]
+        for rank in range(6)
+    }
     assert dests == {0: [1], 1: [], 2: [0, 4, 3], 3: [], 4: [5], 5: []}
 
 
@@ -396,14 +437,17 @@ def test_alpha_beta_time_formulas():
     assert alpha_beta_time("ring", 20, 4, ALPHA, BETA, itemsize=4) == 6 * (ALPHA + 8 / BETA)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("tree", 8, 2, 1.0, 1.0), "algorithm must be"),
-    (("ring", 6, 2, 1.0, 1.0, 4), "multiple of itemsize=4"),
-    (("ring", -4, 2, 1.0, 1.0), "n_bytes must be"),
-    (("ring", 8, 0, 1.0, 1.0), "size must be >= 1, got 0"),
-    (("ring", 8, 2, -1.0, 1.0), "alpha must be >= 0"),
-    (("ring", 8, 2, 1.0, 0.0), "beta must be > 0"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("tree", 8, 2, 1.0, 1.0), "algorithm must be"),
+        (("ring", 6, 2, 1.0, 1.0, 4), "multiple of itemsize=4"),
+        (("ring", -4, 2, 1.0, 1.0), "n_bytes must be"),
+        (("ring", 8, 0, 1.0, 1.0), "size must be >= 1, got 0"),
+        (("ring", 8, 2, -1.0, 1.0), "alpha must be >= 0"),
+        (("ring", 8, 2, 1.0, 0.0), "beta must be > 0"),
+    ],
+)
 def test_alpha_beta_time_rejects_bad_arguments(args, message):
     with pytest.raises(ValueError, match=message):
         alpha_beta_time(*args)
@@ -431,10 +475,12 @@ def test_simulator_runs_the_same_messages(size):
     alpha, beta, n = 5e-6, 1.25e9, 1000
     contributions = np.random.default_rng(size).standard_normal((size, n)).astype(np.float32)
     cases = {
-        "recursive-doubling": lambda bufs: [recursive_doubling_allreduce(b, r, size)
-                                            for r, b in enumerate(bufs)],
-        "binomial-bcast": lambda bufs: [binomial_bcast(b, size - 1, r, size)
-                                        for r, b in enumerate(bufs)],
+        "recursive-doubling": lambda bufs: [
+            recursive_doubling_allreduce(b, r, size) for r, b in enumerate(bufs)
+        ],
+        "binomial-bcast": lambda bufs: [
+            binomial_bcast(b, size - 1, r, size) for r, b in enumerate(bufs)
+        ],
     }
     for algorithm, programs in cases.items():
         logs = [_Log() for _ in range(size)]

@@ -7,10 +7,30 @@ from twinsgd.analysis import compare
 
 
 def _sim(folder, *argv):
-    assert run.main(["--nodes", "2", "--algorithm", "allreduce", "--dataset", "synthetic",
-                     "--iterations", "4", "--batch-size", "16", "--compute", "profile",
-                     "--profile", str(folder.parent / "p.toml"), *argv,
-                     "--out", str(folder)]) == 0
+    assert (
+        run.main(
+            [
+                "--nodes",
+                "2",
+                "--algorithm",
+                "allreduce",
+                "--dataset",
+                "synthetic",
+                "--iterations",
+                "4",
+                "--batch-size",
+                "16",
+                "--compute",
+                "profile",
+                "--profile",
+                str(folder.parent / "p.toml"),
+                *argv,
+                "--out",
+                str(folder),
+            ]
+        )
+        == 0
+    )
 
 
 def test_the_table_shows_both_runs_their_ratio_and_equal_weights(tmp_path, capsys):
@@ -19,8 +39,10 @@ def test_the_table_shows_both_runs_their_ratio_and_equal_weights(tmp_path, capsy
     _sim(tmp_path / "slow", "--latency", "1us", "--speeds", "0.5x")
     capsys.readouterr()
     assert compare.main([str(tmp_path / "fast"), str(tmp_path / "slow")]) == 0
-    lines = {row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]]
-             for row in capsys.readouterr().out.splitlines()[2:]}
+    lines = {
+        row.split("|")[1].strip(): [c.strip() for c in row.split("|")[2:-1]]
+        for row in capsys.readouterr().out.splitlines()[2:]
+    }
     assert lines["compute (ms)"] == ["16.000", "32.000", "2.00"]  # 16 samples x 1 ms, halved
     assert lines["iterations"] == ["4", "4", "1.00"]
     assert lines["final weights"][0] == "bit for bit"  # speed changes time, not arithmetic
@@ -36,13 +58,22 @@ def test_a_folder_that_is_not_a_finished_run_is_one_line_and_exit_2(tmp_path, ca
     assert len(lines) == 1 and "not a run folder" in lines[0]
 
 
-@pytest.mark.parametrize(("damage", "message"), [
-    (("summary.json", "[]"), "summary.json: not a run folder's (a JSON object expected, got list)"),
-    (("summary.json", '{"status": "done"}'), "summary.json: nodes must be a number, got 'missing'"),
-    (("summary.json", ""), "not a run folder (JSONDecodeError"),
-    (("model.npz", b"PK\x03\x04truncated"), "does not read as weights (BadZipFile"),
-    (("model.npz", b""), "does not read as weights"),
-])
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (
+            ("summary.json", "[]"),
+            "summary.json: not a run folder's (a JSON object expected, got list)",
+        ),
+        (
+            ("summary.json", '{"status": "done"}'),
+            "summary.json: nodes must be a number, got 'missing'",
+        ),
+        (("summary.json", ""), "not a run folder (JSONDecodeError"),
+        (("model.npz", b"PK\x03\x04truncated"), "does not read as weights (BadZipFile"),
+        (("model.npz", b""), "does not read as weights"),
+    ],
+)
 def test_a_damaged_run_folder_is_one_line_and_exit_2(tmp_path, capsys, damage, message):
     (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
     _sim(tmp_path / "good")
@@ -67,9 +98,14 @@ def test_a_full_disk_under_the_table_is_one_line_and_exit_1(tmp_path):
     (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
     _sim(tmp_path / "a")
     with open("/dev/full", "w") as full:
-        done = subprocess.run([sys.executable, "-m", "twinsgd.analysis.compare",
-                               str(tmp_path / "a")], stdout=full, stderr=subprocess.PIPE,
-                              text=True, timeout=60)
+        done = subprocess.run(
+            [sys.executable, "-m", "twinsgd.analysis.compare", str(tmp_path / "a")],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
     assert done.returncode == 1
-    assert done.stderr == ("python -m twinsgd.analysis.compare: cannot write the table: No space "
-                           "left on device\n")
+    assert done.stderr == (
+        "python -m twinsgd.analysis.compare: cannot write the table: No space left on device\n"
+    )

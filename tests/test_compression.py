@@ -20,8 +20,17 @@ from twinsgd.algorithms.compression import (
 )
 
 EPS32 = float(np.finfo(np.float32).eps)  # 2**-23
-SPECS = ["none", "threshold:0.5", "topk:0.1", "randomk:0.1", "qsgd:1", "qsgd:16", "qsgd:300",
-         "sign", "fp16"]
+SPECS = [
+    "none",
+    "threshold:0.5",
+    "topk:0.1",
+    "randomk:0.1",
+    "qsgd:1",
+    "qsgd:16",
+    "qsgd:300",
+    "sign",
+    "fp16",
+]
 
 
 def gradients(max_n=300, max_abs=1e4):
@@ -64,18 +73,19 @@ def encode(codec, g, seed=0):
 
 # --- what each codec keeps ---------------------------------------------------------------------
 
+
 @settings(max_examples=100, deadline=None)
 @given(g=gradients(), threshold=st.floats(1e-3, 1e3))
 def test_threshold_keeps_exactly_the_entries_above_t(g, threshold):
     msg = make_codec(f"threshold:{threshold!r}").encode(g)
-    kept = np.abs(g.astype(np.float64)) > threshold       # against the real number T
+    kept = np.abs(g.astype(np.float64)) > threshold  # against the real number T
     np.testing.assert_array_equal(msg.indices, np.flatnonzero(kept))
     assert msg.indices.dtype == base.index_dtype(len(g)) and msg.values.dtype == np.float32
     np.testing.assert_array_equal(make_codec("threshold:1").decode(msg), np.where(kept, g, 0))
 
 
 def test_threshold_compares_with_the_real_number_not_its_float32_rounding():
-    g = np.array([0.1, -0.1, 0.09999999], np.float32)    # float32(0.1) = 0.10000000149...
+    g = np.array([0.1, -0.1, 0.09999999], np.float32)  # float32(0.1) = 0.10000000149...
     assert make_codec("threshold:0.1").encode(g).indices.tolist() == [0, 1]
     assert make_codec("threshold:0.10000000149011612").encode(g).indices.tolist() == []
     assert make_codec("threshold:1e300").encode(g).nbytes == HEADER_NBYTES
@@ -91,14 +101,14 @@ def test_topk_keeps_k_entries_of_largest_magnitude(g, fraction):
     kept = np.zeros(n, bool)
     kept[msg.indices] = True
     magnitude = np.abs(g)
-    if k < n:                                 # a valid top-k set, whichever ties it took
+    if k < n:  # a valid top-k set, whichever ties it took
         assert magnitude[kept].min() >= magnitude[~kept].max()
     np.testing.assert_array_equal(make_codec("topk:1").decode(msg), np.where(kept, g, 0))
 
 
 def test_topk_with_ties_keeps_k_of_the_tied_entries():
     g = np.array([1, -2, 2, 2, 0, -2, 2], np.float32)
-    msg = make_codec("topk:0.43").encode(g)                                    # k = 3
+    msg = make_codec("topk:0.43").encode(g)  # k = 3
     assert len(set(msg.indices.tolist()) & {1, 2, 3, 5, 6}) == 3
     np.testing.assert_array_equal(msg.values, g[msg.indices])
     msg = make_codec("topk:0.1").encode(np.ones(20, np.float32))
@@ -125,7 +135,7 @@ def test_randomk_draws_every_index_with_probability_k_over_n():
     counts = np.zeros(n)
     for _ in range(draws):
         counts[codec.encode(np.ones(n, np.float32), rng=rng).indices] += 1
-    p = 3 / n                                 # Binomial(draws, p) per index: 5 sigma = 145
+    p = 3 / n  # Binomial(draws, p) per index: 5 sigma = 145
     assert np.all(np.abs(counts - draws * p) <= 5 * math.sqrt(draws * p * (1 - p)))
 
 
@@ -137,8 +147,9 @@ def test_fp16_is_round_to_nearest_within_half_an_ulp(g):
     decoded = make_codec("fp16").decode(msg)
     clipped = np.clip(g, -65504, 65504)
     # numpy's float32 -> float16 cast is the oracle (ours is a vectorised reimplementation).
-    np.testing.assert_array_equal(msg.values.view(np.uint16),
-                                  clipped.astype(np.float16).view(np.uint16))
+    np.testing.assert_array_equal(
+        msg.values.view(np.uint16), clipped.astype(np.float16).view(np.uint16)
+    )
     # |error| <= 2**-11 |g| in float16's normal range, <= 2**-25 (half a subnormal step) below.
     assert np.all(np.abs(decoded - clipped) <= 2.0**-11 * np.abs(clipped) + 2.0**-25)
 
@@ -147,8 +158,24 @@ def test_fp16_matches_numpys_cast_bit_for_bit_on_random_bit_patterns():
     rng = np.random.default_rng(3)
     x = rng.integers(0, 2**32, 2_000_000, dtype=np.uint32).view(np.float32)
     x = x[np.abs(x) <= 65504]
-    edges = [65504, 65505, 65519.996, 65520, 1e30, -np.inf, np.inf, 2.0**-24, 2.0**-25,
-             3 * 2.0**-26, 2.0**-14, 2.0**-14 - 2.0**-25, 1e-45, -0.0, 0.0, 1 + 2.0**-11]
+    edges = [
+        65504,
+        65505,
+        65519.996,
+        65520,
+        1e30,
+        -np.inf,
+        np.inf,
+        2.0**-24,
+        2.0**-25,
+        3 * 2.0**-26,
+        2.0**-14,
+        2.0**-14 - 2.0**-25,
+        1e-45,
+        -0.0,
+        0.0,
+        1 + 2.0**-11,
+    ]
     x = np.concatenate([x, np.array(edges, np.float32), -np.array(edges, np.float32)])
     values = make_codec("fp16").encode(x).values
     expected = np.clip(x, -65504, 65504).astype(np.float16)
@@ -175,8 +202,9 @@ def qsgd_levels(decoded, scale, s):
 
 
 @settings(max_examples=12, deadline=None)
-@given(g=gradients(max_n=40, max_abs=1e3).filter(lambda g: np.any(g)),
-       s=st.sampled_from([1, 2, 5, 16]))
+@given(
+    g=gradients(max_n=40, max_abs=1e3).filter(lambda g: np.any(g)), s=st.sampled_from([1, 2, 5, 16])
+)
 def test_qsgd_is_unbiased_and_on_its_grid(g, s):
     codec, draws, rng = make_codec(f"qsgd:{s}"), 2000, np.random.default_rng(0)
     decoded = np.array([codec.decode(codec.encode(g, rng=rng)) for _ in range(draws)])
@@ -204,7 +232,7 @@ def reference_qsgd_bits(decoded, g, scale, s):
         for j in range(b):
             stream[j * n + i] = (code >> j) & 1
     stream += [0] * (-len(stream) % 8)
-    return bytes(int("".join(map(str, stream[p:p + 8])), 2) for p in range(0, len(stream), 8))
+    return bytes(int("".join(map(str, stream[p : p + 8])), 2) for p in range(0, len(stream), 8))
 
 
 @pytest.mark.parametrize("s", [1, 3, 16, 127, 255, 300])
@@ -237,9 +265,24 @@ def test_qsgd_extremes():
 SIZES = [1, 2, 7, 8, 9, 255, 256, 257, 1000, 65535, 65536, 65537, 100_003]
 
 
-@pytest.mark.parametrize("codec_spec", ["none", "threshold:1.5", "topk:0.01", "topk:0.5",
-                                        "randomk:0.01", "qsgd:1", "qsgd:7", "qsgd:8", "qsgd:16",
-                                        "qsgd:255", "qsgd:256", "sign", "fp16"])
+@pytest.mark.parametrize(
+    "codec_spec",
+    [
+        "none",
+        "threshold:1.5",
+        "topk:0.01",
+        "topk:0.5",
+        "randomk:0.01",
+        "qsgd:1",
+        "qsgd:7",
+        "qsgd:8",
+        "qsgd:16",
+        "qsgd:255",
+        "qsgd:256",
+        "sign",
+        "fp16",
+    ],
+)
 def test_nbytes_is_the_stated_formula(codec_spec):
     codec = make_codec(codec_spec)
     for n in SIZES:
@@ -254,7 +297,11 @@ def test_nbytes_is_the_stated_formula(codec_spec):
 def test_index_width_switches_at_256_and_65536():
     codec = make_codec("topk:0.5")
     assert [codec.nbytes(n) for n in (256, 257, 65536, 65537)] == [
-        12 + 128 * 5, 12 + 128 * 6, 12 + 32768 * 6, 12 + 32768 * 8]
+        12 + 128 * 5,
+        12 + 128 * 6,
+        12 + 32768 * 6,
+        12 + 32768 * 8,
+    ]
 
 
 @pytest.mark.parametrize("codec_spec", SPECS)
@@ -265,8 +312,9 @@ def test_pickle_is_about_the_wire_size(codec_spec):
     pickled = len(pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL))
     assert msg.nbytes - HEADER_NBYTES - 4 <= pickled <= msg.nbytes + 600
     back = pickle.loads(pickle.dumps(msg))
-    np.testing.assert_array_equal(make_codec(codec_spec).decode(back),
-                                  make_codec(codec_spec).decode(msg))
+    np.testing.assert_array_equal(
+        make_codec(codec_spec).decode(back), make_codec(codec_spec).decode(msg)
+    )
 
 
 def test_message_is_frozen_and_owns_its_arrays():
@@ -281,6 +329,7 @@ def test_message_is_frozen_and_owns_its_arrays():
 
 
 # --- decode, add_into ------------------------------------------------------------------------
+
 
 @settings(max_examples=40, deadline=None)
 @given(g=gradients(), codec_spec=st.sampled_from(SPECS), seed=st.integers(0, 2**32))
@@ -298,6 +347,7 @@ def test_add_into_equals_adding_the_decoded_vector(g, codec_spec, seed):
 
 # --- error feedback ----------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("codec_spec", [*SPECS, "topk:0.01", "randomk:0.01", "qsgd:4"])
 def test_error_feedback_delays_but_never_loses(codec_spec):
     n, steps = 1003, 150
@@ -309,7 +359,7 @@ def test_error_feedback_delays_but_never_loses(codec_spec):
         g = (rng.standard_normal(n) * (1 + t % 7)).astype(np.float32)
         compensated = (g + ef.residual).astype(np.float64)
         msg = ef.encode(g, rng=rng)
-        sent += receiver.decode(msg)           # decoded by another rank's codec
+        sent += receiver.decode(msg)  # decoded by another rank's codec
         total += g
         # Two float32 roundings per step: c = g + e and e = c - d, half an ulp each.
         bound += EPS32 / 2 * (np.abs(compensated) + np.abs(ef.residual))
@@ -320,13 +370,13 @@ def test_error_feedback_delays_but_never_loses(codec_spec):
     g_max, e_max = np.max(norms, axis=0)
     name, _, param = codec_spec.partition(":")
     if name == "threshold":
-        assert np.abs(ef.residual).max() <= float(param)       # what is left is below T
+        assert np.abs(ef.residual).max() <= float(param)  # what is left is below T
         return
-    delta = 1.0                                                 # none, fp16
+    delta = 1.0  # none, fp16
     if name in ("topk", "randomk"):
         delta = max(1, round(float(param) * n)) / n
     elif name == "sign":
-        delta = 1 / n                              # ||x||_1^2 / (n ||x||^2) >= 1/n
+        delta = 1 / n  # ||x||_1^2 / (n ||x||^2) >= 1/n
     elif name == "qsgd":
         delta = 1 / (1 + qsgd.variance_bound(n, int(param)))
     assert e_max <= 2 * g_max / delta
@@ -336,7 +386,7 @@ def test_error_feedback_sends_the_contractive_variant_of_unbiased_codecs():
     g = np.random.default_rng(0).standard_normal(100).astype(np.float32)
     ef = ErrorFeedback(make_codec("randomk:0.1"), 100)
     msg = ef.encode(g, rng=np.random.default_rng(0))
-    np.testing.assert_array_equal(msg.values, g[msg.indices])      # no n/k scale
+    np.testing.assert_array_equal(msg.values, g[msg.indices])  # no n/k scale
     ef = ErrorFeedback(make_codec("qsgd:4"), 100)
     msg = ef.encode(g, rng=np.random.default_rng(0))
     omega = min(100 / 16, 10 / 4)
@@ -349,6 +399,7 @@ def test_error_feedback_sends_the_contractive_variant_of_unbiased_codecs():
 
 # --- specs and argument errors -----------------------------------------------------------------
 
+
 def test_specs_round_trip():
     assert CODECS == ("none", "threshold", "topk", "randomk", "qsgd", "sign", "fp16")
     for text in [*SPECS, "topk:1e-2", "randomk:1", "threshold:2"]:
@@ -357,33 +408,51 @@ def test_specs_round_trip():
         assert repr(codec) == f"make_codec({codec.spec!r})"
     assert make_codec("topk:1e-2").spec == "topk:0.01"
     assert [make_codec(name).unbiased for name in SPECS] == [
-        True, False, False, True, True, True, True, False, False]
+        True,
+        False,
+        False,
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+    ]
     assert repr(make_codec("qsgd:4").contractive()) == "make_codec('qsgd:4').contractive()"
     assert make_codec("sign").contractive().spec == "sign"
     assert make_codec("threshold:2").spec == "threshold:2.0"
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("topk:2", "--compress topk:F needs 0 < F <= 1, got 2"),
-    ("topk:0", "--compress topk:F needs 0 < F <= 1, got 0"),
-    ("randomk:-0.1", "--compress randomk:F needs 0 < F <= 1, got -0.1"),
-    ("randomk:nan", "--compress randomk:F needs 0 < F <= 1, got nan"),
-    ("threshold:0", "--compress threshold:T needs a finite T > 0, got 0"),
-    ("threshold:inf", "--compress threshold:T needs a finite T > 0, got inf"),
-    ("qsgd:0", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 0"),
-    ("qsgd:2.5", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 2.5"),
-    ("qsgd:65536", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 65536"),
-    ("topk", "--compress topk:F needs a value for F, got 'topk'"),
-    ("qsgd:", "--compress qsgd:LEVELS needs a value for LEVELS, got 'qsgd:'"),
-    ("topk:abc", "--compress topk:F needs a number, got 'abc'"),
-    ("topk:0.1:2", "--compress topk:F takes one parameter, got 'topk:0.1:2'"),
-    ("sign:1", "--compress sign takes no parameter, got 'sign:1'"),
-    ("none:", "--compress none takes no parameter, got 'none:'"),
-    ("", "--compress: unknown codec '' in '' (choose from none, threshold:T, topk:F, "
-         "randomk:F, qsgd:LEVELS, sign, fp16)"),
-    ("TopK:0.1", "--compress: unknown codec 'TopK' in 'TopK:0.1' (choose from none, "
-                 "threshold:T, topk:F, randomk:F, qsgd:LEVELS, sign, fp16)"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("topk:2", "--compress topk:F needs 0 < F <= 1, got 2"),
+        ("topk:0", "--compress topk:F needs 0 < F <= 1, got 0"),
+        ("randomk:-0.1", "--compress randomk:F needs 0 < F <= 1, got -0.1"),
+        ("randomk:nan", "--compress randomk:F needs 0 < F <= 1, got nan"),
+        ("threshold:0", "--compress threshold:T needs a finite T > 0, got 0"),
+        ("threshold:inf", "--compress threshold:T needs a finite T > 0, got inf"),
+        ("qsgd:0", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 0"),
+        ("qsgd:2.5", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 2.5"),
+        ("qsgd:65536", "--compress qsgd:LEVELS needs an integer 1 <= LEVELS <= 65535, got 65536"),
+        ("topk", "--compress topk:F needs a value for F, got 'topk'"),
+        ("qsgd:", "--compress qsgd:LEVELS needs a value for LEVELS, got 'qsgd:'"),
+        ("topk:abc", "--compress topk:F needs a number, got 'abc'"),
+        ("topk:0.1:2", "--compress topk:F takes one parameter, got 'topk:0.1:2'"),
+        ("sign:1", "--compress sign takes no parameter, got 'sign:1'"),
+        ("none:", "--compress none takes no parameter, got 'none:'"),
+        (
+            "",
+            "--compress: unknown codec '' in '' (choose from none, threshold:T, topk:F, "
+            "randomk:F, qsgd:LEVELS, sign, fp16)",
+        ),
+        (
+            "TopK:0.1",
+            "--compress: unknown codec 'TopK' in 'TopK:0.1' (choose from none, "
+            "threshold:T, topk:F, randomk:F, qsgd:LEVELS, sign, fp16)",
+        ),
+    ],
+)
 def test_bad_specs_fail_with_one_line(text, message):
     with pytest.raises(ValueError) as err:
         make_codec(text)

@@ -17,8 +17,10 @@ SIZES = 2 ** np.arange(3, 24)  # 8 B .. 8 MiB, bytes
 # One-way seconds of an MPI ping-pong (MPICH over TCP) between two network namespaces on veths
 # shaped to 1 Gbit/s by tc tbf, and the time per exchange of a bidirectional Sendrecv there.
 PING_PONG = ([8, 64 * 1024, 2**20, 8 * 2**20], [13.8e-6, 273e-6, 8451e-6, 73185e-6])
-SENDRECV = ([8, 4096, 64 * 1024, 335_360, 2**20, 4 * 2**20],
-            [24.5e-6, 53.8e-6, 548e-6, 2807e-6, 9398e-6, 36278e-6])
+SENDRECV = (
+    [8, 4096, 64 * 1024, 335_360, 2**20, 4 * 2**20],
+    [24.5e-6, 53.8e-6, 548e-6, 2807e-6, 9398e-6, 36278e-6],
+)
 
 
 def tbf_like(n, burst=2**16):
@@ -53,7 +55,7 @@ def test_exactly_linear_times_give_one_segment_with_their_alpha_and_beta(alpha_s
     assert cost.bandwidth_Bps[0] == pytest.approx(beta_Bps, rel=1e-6)
     assert (cost.min_bytes, cost.max_bytes) == ((8.0,), (2.0**23,))
     assert cost.max_rel_error < 1e-12
-    (lo, hi), = cost.latency_ci_s  # no noise: the interval closes on the value
+    ((lo, hi),) = cost.latency_ci_s  # no noise: the interval closes on the value
     assert lo == pytest.approx(alpha_s, rel=1e-6) and hi == pytest.approx(alpha_s, rel=1e-6)
 
 
@@ -138,15 +140,18 @@ def test_the_95_percent_intervals_hold_the_true_alpha_and_beta_in_most_noisy_run
         t = (alpha_s + n / beta_Bps) * np.random.default_rng(seed).normal(1, 0.01, n.size)
         cost = fit_segments(n, t)
         assert len(cost.latency_s) == 1
-        (a_lo, a_hi), = cost.latency_ci_s
-        (b_lo, b_hi), = cost.bandwidth_ci_Bps
+        ((a_lo, a_hi),) = cost.latency_ci_s
+        ((b_lo, b_hi),) = cost.bandwidth_ci_Bps
         hits += [a_lo <= alpha_s <= a_hi, b_lo <= beta_Bps <= b_hi]
     assert np.all(hits >= 0.8 * 50), hits
 
 
 @settings(max_examples=60, deadline=None)
-@given(exponents=st.lists(st.floats(1, 24), min_size=3, max_size=12), slope=st.floats(-1, 1),
-       seed=st.integers(0, 2**16))
+@given(
+    exponents=st.lists(st.floats(1, 24), min_size=3, max_size=12),
+    slope=st.floats(-1, 1),
+    seed=st.integers(0, 2**16),
+)
 @example(exponents=[3, 6, 10, 16, 20], slope=-1, seed=1)  # alpha = 0
 @example(exponents=[3, 6, 10, 16, 20], slope=1, seed=1)  # 1/beta = 0
 def test_the_one_segment_fit_is_scipys_bounded_least_squares(exponents, slope, seed):
@@ -194,13 +199,21 @@ def test_a_constant_model_is_the_old_alpha_beta_formula_to_the_bit():
 # ---------------------------------------------------------------------------- the profile
 def toml_text(table):
     """A TOML table of numbers and lists of them, floats written with repr (exact)."""
+
     def value(x):
         return f"[{', '.join(value(y) for y in x)}]" if isinstance(x, list) else repr(x)
+
     return "\n".join(f"{key} = {value(x)}" for key, x in table.items())
 
 
-@pytest.mark.parametrize("cost", [fit_segments(*SENDRECV), fit_segments(SIZES, tbf_like(SIZES)),
-                                  PiecewiseCost.constant(2e-6, 5e9)])
+@pytest.mark.parametrize(
+    "cost",
+    [
+        fit_segments(*SENDRECV),
+        fit_segments(SIZES, tbf_like(SIZES)),
+        PiecewiseCost.constant(2e-6, 5e9),
+    ],
+)
 def test_a_model_survives_a_trip_through_a_toml_table(cost):
     table = tomllib.loads(toml_text(cost.to_dict()))
     back = PiecewiseCost.from_dict(table)
@@ -212,29 +225,38 @@ def test_a_model_survives_a_trip_through_a_toml_table(cost):
 
 def good_table():
     return PiecewiseCost.constant(2e-6, 5e9).to_dict() | {
-        "min_bytes": [8.0, 1000.0], "max_bytes": [1000.0, 2e6], "latency_s": [2e-6, 5e-6],
-        "bandwidth_Bps": [5e9, 1e9], "latency_ci_s": [[1e-6, 3e-6], [4e-6, 6e-6]],
-        "bandwidth_ci_Bps": [[4e9, 6e9], [0.9e9, 1.1e9]], "max_rel_residual": [0.01, 0.02],
-        "sizes": [8, 64, 4096, 2**20], "seconds": [2e-6, 2e-6, 9e-6, 1e-3],
-        "rel_residuals": [0.0, 0.01, -0.02, 0.0]}
+        "min_bytes": [8.0, 1000.0],
+        "max_bytes": [1000.0, 2e6],
+        "latency_s": [2e-6, 5e-6],
+        "bandwidth_Bps": [5e9, 1e9],
+        "latency_ci_s": [[1e-6, 3e-6], [4e-6, 6e-6]],
+        "bandwidth_ci_Bps": [[4e9, 6e9], [0.9e9, 1.1e9]],
+        "max_rel_residual": [0.01, 0.02],
+        "sizes": [8, 64, 4096, 2**20],
+        "seconds": [2e-6, 2e-6, 9e-6, 1e-3],
+        "rel_residuals": [0.0, 0.01, -0.02, 0.0],
+    }
 
 
-@pytest.mark.parametrize(("change", "key"), [
-    ({"latency_s": None}, "'latency_s' is missing"),
-    ({"latency": [1e-6]}, "unknown key 'latency'"),
-    ({"latency_s": [-2e-6, 1e-6]}, "'latency_s' must be finite and the first >= 0"),
-    ({"latency_s": [2e-6, -1e-3]}, "time must be > 0 where it starts"),
-    ({"latency_s": "2us"}, "'latency_s' must be a list of numbers"),
-    ({"bandwidth_Bps": [5e9, 0.0]}, "'bandwidth_Bps' must be finite and > 0"),
-    ({"bandwidth_Bps": [5e9]}, "'bandwidth_Bps' must have 2 entries"),
-    ({"min_bytes": [8.0, -1.0]}, "'min_bytes' must be finite"),
-    ({"max_bytes": [900.0, 2e6]}, "'max_bytes' must equal the next"),
-    ({"max_bytes": [1000.0, 10.0]}, "'max_bytes' must exceed"),
-    ({"latency_ci_s": [1e-6, 3e-6]}, "'latency_ci_s' must be a list of \\[lo, hi\\] pairs"),
-    ({"max_rel_residual": [0.01]}, "'max_rel_residual' must have 2 entries"),
-    ({"sizes": [8, 64, 0, 2**20]}, "'sizes' entry must be finite and > 0"),
-    ({"seconds": [2e-6, 2e-6]}, "'seconds' must have 4 entries"),
-])
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        ({"latency_s": None}, "'latency_s' is missing"),
+        ({"latency": [1e-6]}, "unknown key 'latency'"),
+        ({"latency_s": [-2e-6, 1e-6]}, "'latency_s' must be finite and the first >= 0"),
+        ({"latency_s": [2e-6, -1e-3]}, "time must be > 0 where it starts"),
+        ({"latency_s": "2us"}, "'latency_s' must be a list of numbers"),
+        ({"bandwidth_Bps": [5e9, 0.0]}, "'bandwidth_Bps' must be finite and > 0"),
+        ({"bandwidth_Bps": [5e9]}, "'bandwidth_Bps' must have 2 entries"),
+        ({"min_bytes": [8.0, -1.0]}, "'min_bytes' must be finite"),
+        ({"max_bytes": [900.0, 2e6]}, "'max_bytes' must equal the next"),
+        ({"max_bytes": [1000.0, 10.0]}, "'max_bytes' must exceed"),
+        ({"latency_ci_s": [1e-6, 3e-6]}, "'latency_ci_s' must be a list of \\[lo, hi\\] pairs"),
+        ({"max_rel_residual": [0.01]}, "'max_rel_residual' must have 2 entries"),
+        ({"sizes": [8, 64, 0, 2**20]}, "'sizes' entry must be finite and > 0"),
+        ({"seconds": [2e-6, 2e-6]}, "'seconds' must have 4 entries"),
+    ],
+)
 def test_a_bad_table_is_refused_naming_its_key(change, key):
     table = {k: v for k, v in (good_table() | change).items() if v is not None}
     PiecewiseCost.from_dict(good_table())  # the table itself is fine
@@ -243,21 +265,25 @@ def test_a_bad_table_is_refused_naming_its_key(change, key):
 
 
 def test_a_table_with_only_the_model_keys_is_enough():
-    cost = PiecewiseCost.from_dict({"min_bytes": [0], "max_bytes": [math.inf],
-                                    "latency_s": [2e-6], "bandwidth_Bps": [5e9]})
+    cost = PiecewiseCost.from_dict(
+        {"min_bytes": [0], "max_bytes": [math.inf], "latency_s": [2e-6], "bandwidth_Bps": [5e9]}
+    )
     assert cost.seconds(1000) == PiecewiseCost.constant(2e-6, 5e9).seconds(1000)
     assert cost.sizes == () and np.isnan(cost.latency_ci_s).all()
 
 
-@pytest.mark.parametrize(("nbytes", "seconds", "kwargs", "rule"), [
-    ([8, 8, 8], [1e-6] * 3, {}, "2 distinct"),
-    ([8, 1024], [1e-6], {}, "one length"),
-    ([8, 1024], [1e-6, -1.0], {}, "times must be"),
-    ([0, 1024], [1e-6, 2e-6], {}, "sizes must be"),
-    ([8, 1024], [1e-6, 2e-6], {"max_rel_error": 0}, "max_rel_error must be > 0"),
-    ([8, 1024], [1e-6, 2e-6], {"max_segments": 0}, "max_segments must be"),
-    ([8, 1024, 2**20], [3e-3, 2e-3, 1e-3], {}, "do not grow"),
-])
+@pytest.mark.parametrize(
+    ("nbytes", "seconds", "kwargs", "rule"),
+    [
+        ([8, 8, 8], [1e-6] * 3, {}, "2 distinct"),
+        ([8, 1024], [1e-6], {}, "one length"),
+        ([8, 1024], [1e-6, -1.0], {}, "times must be"),
+        ([0, 1024], [1e-6, 2e-6], {}, "sizes must be"),
+        ([8, 1024], [1e-6, 2e-6], {"max_rel_error": 0}, "max_rel_error must be > 0"),
+        ([8, 1024], [1e-6, 2e-6], {"max_segments": 0}, "max_segments must be"),
+        ([8, 1024, 2**20], [3e-3, 2e-3, 1e-3], {}, "do not grow"),
+    ],
+)
 def test_fit_refuses_bad_input(nbytes, seconds, kwargs, rule):
     with pytest.raises(ValueError, match=rule):
         fit_segments(nbytes, seconds, **kwargs)
@@ -271,7 +297,8 @@ def test_a_negative_intercept_never_makes_a_segment_start_below_zero():
     cost = fit_segments(n, t)
     assert len(cost.latency_s) == 2 and cost.latency_s[1] < 0
     assert cost.min_bytes[1] == 2**18  # the midpoint, 32 KiB, would be below zero
-    for k, (lo, a, b) in enumerate(zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps,
-                                       strict=True)):
+    for k, (lo, a, b) in enumerate(
+        zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True)
+    ):
         assert a + lo / b > 0, k
     assert PiecewiseCost.from_dict(cost.to_dict()).seconds(2**21) == cost.seconds(2**21)

@@ -23,8 +23,19 @@ def small(n_train=6, n_test=3):
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, (n_train + n_test, 4, 5, 2), dtype=np.uint8)
     labels = np.arange(n_train + n_test) % 3
-    return Dataset("toy", images[:n_train], labels[:n_train], images[n_train:], labels[n_train:],
-                   n_classes=3, files=["a", "b"]), images, labels
+    return (
+        Dataset(
+            "toy",
+            images[:n_train],
+            labels[:n_train],
+            images[n_train:],
+            labels[n_train:],
+            n_classes=3,
+            files=["a", "b"],
+        ),
+        images,
+        labels,
+    )
 
 
 def standardised(images, train_images):
@@ -46,9 +57,8 @@ def test_train_batch_converts_only_the_requested_rows():
     X, y = ds.train_batch(np.array([5, 0, 5]))
     assert X.shape == (3, 4, 5, 2) and X.dtype == np.float32
     assert y.dtype == np.int64 and y.tolist() == [2, 0, 2]
-    np.testing.assert_allclose(X, standardised(images[[5, 0, 5]], images[:6]), rtol=1e-5,
-                               atol=1e-6)
-    X[:] = -1                                            # a copy: the storage is untouched
+    np.testing.assert_allclose(X, standardised(images[[5, 0, 5]], images[:6]), rtol=1e-5, atol=1e-6)
+    X[:] = -1  # a copy: the storage is untouched
     np.testing.assert_array_equal(ds.train_batch([5])[0], ds.train_batch([5, 0])[0][:1])
     assert ds.train_batch([5])[0].min() != -1
 
@@ -65,18 +75,26 @@ def test_test_arrays_are_cached_and_read_only():
 
 def test_attributes():
     ds, _, _ = small()
-    assert (ds.name, ds.input_shape, ds.n_train, ds.n_test, ds.n_classes) == ("toy", (4, 5, 2), 6,
-                                                                               3, 3)
+    assert (ds.name, ds.input_shape, ds.n_train, ds.n_test, ds.n_classes) == (
+        "toy",
+        (4, 5, 2),
+        6,
+        3,
+        3,
+    )
     assert ds.note is None and ds.files == ["a", "b"]
     assert repr(ds) == "Dataset('toy', train=6, test=3, shape=(4, 5, 2), classes=3)"
 
 
-@pytest.mark.parametrize(("indices", "message"), [
-    ([6], "indices must be in 0..5, got 6..6"),
-    ([-1, 2], "indices must be in 0..5, got -1..2"),
-    ([0.5], "indices must be a 1-D integer array"),
-    ([[0, 1]], "indices must be a 1-D integer array"),
-])
+@pytest.mark.parametrize(
+    ("indices", "message"),
+    [
+        ([6], "indices must be in 0..5, got 6..6"),
+        ([-1, 2], "indices must be in 0..5, got -1..2"),
+        ([0.5], "indices must be a 1-D integer array"),
+        ([[0, 1]], "indices must be a 1-D integer array"),
+    ],
+)
 def test_bad_indices(indices, message):
     ds, _, _ = small()
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -103,10 +121,17 @@ def test_constructor_checks():
 
 
 def test_synthetic_shape_dtype_and_balance():
-    ds = load_dataset("synthetic", synthetic={"n_train": 90, "n_test": 31, "shape": (6, 5, 3),
-                                                  "n_classes": 9, "seed": 4})
+    ds = load_dataset(
+        "synthetic",
+        synthetic={"n_train": 90, "n_test": 31, "shape": (6, 5, 3), "n_classes": 9, "seed": 4},
+    )
     assert (ds.name, ds.n_train, ds.n_test, ds.input_shape, ds.n_classes) == (
-        "synthetic", 90, 31, (6, 5, 3), 9)
+        "synthetic",
+        90,
+        31,
+        (6, 5, 3),
+        9,
+    )
     assert ds.files == ["<generated>"] and ds.note is None
     X, y = ds.train_batch(np.arange(90))
     assert X.dtype == np.float32 and X.shape == (90, 6, 5, 3) and X.min() >= 0 and X.max() <= 1
@@ -123,7 +148,7 @@ def test_synthetic_is_deterministic_per_seed():
         np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(a.test_arrays()[0], b.test_arrays()[0])
     assert not np.array_equal(a.test_arrays()[0], c.test_arrays()[0])
-    bigger = make_synthetic(**{**options, "n_train": 80}, seed=1)     # the test set stays put
+    bigger = make_synthetic(**{**options, "n_train": 80}, seed=1)  # the test set stays put
     np.testing.assert_array_equal(a.test_arrays()[0], bigger.test_arrays()[0])
 
 
@@ -137,7 +162,7 @@ def test_synthetic_defaults_are_learnable_by_a_simple_rule():
     Xt = Xt.reshape(len(Xt), -1)
     d2 = (Xt**2).sum(1)[:, None] - 2 * Xt @ centroids.T + (centroids**2).sum(1)[None, :]
     accuracy = (d2.argmin(axis=1) == yt).mean()
-    assert 0.9 < accuracy < 0.99           # learnable, and not trivially separable
+    assert 0.9 < accuracy < 0.99  # learnable, and not trivially separable
 
 
 def test_synthetic_bad_options():
@@ -160,8 +185,12 @@ def test_bundled_subset_loads_and_matches_its_checksum():
     assert sorted(arrays) == sorted(KEYS)
     assert arrays_sha256(arrays) == BUNDLED_SHA256
     ds = load_dataset("mnist-subset")
-    assert (ds.name, ds.n_train, ds.n_test, ds.input_shape) == ("mnist-subset", 10000, 2000,
-                                                                (28, 28, 1))
+    assert (ds.name, ds.n_train, ds.n_test, ds.input_shape) == (
+        "mnist-subset",
+        10000,
+        2000,
+        (28, 28, 1),
+    )
     assert ds.files == ["<bundled>"] and ds.note is None
     X, y = ds.train_batch(np.arange(10000))
     assert np.bincount(y).tolist() == [1000] * 10

@@ -48,8 +48,8 @@ def test_idx_header_bytes_are_the_published_layout(tmp_path):
 
 def test_idx_gzip_is_detected_by_magic_not_by_name(tmp_path):
     raw = bytes([0, 0, 8, 1, 0, 0, 0, 2, 3, 4])
-    (tmp_path / "labels.raw").write_bytes(gzip.compress(raw))      # gzip without .gz
-    (tmp_path / "labels.gz").write_bytes(raw)                      # raw with .gz
+    (tmp_path / "labels.raw").write_bytes(gzip.compress(raw))  # gzip without .gz
+    (tmp_path / "labels.gz").write_bytes(raw)  # raw with .gz
     np.testing.assert_array_equal(read_idx(tmp_path / "labels.raw"), [3, 4])
     np.testing.assert_array_equal(read_idx(tmp_path / "labels.gz"), [3, 4])
 
@@ -86,8 +86,11 @@ def test_idx_wrong_payload_size(tmp_path, extra):
     raw = bytes([0, 0, 8, 3]) + struct.pack(">3I", 2, 28, 28) + bytes(2 * 784 + extra)
     path = tmp_path / "images.gz"
     path.write_bytes(gzip.compress(raw))
-    with pytest.raises(DataError, match=f"wrong size: the IDX header says 2 x 28 x 28 uint8 = 1568 "
-                                        f"payload bytes, the file has {1568 + extra}") as err:
+    with pytest.raises(
+        DataError,
+        match=f"wrong size: the IDX header says 2 x 28 x 28 uint8 = 1568 "
+        f"payload bytes, the file has {1568 + extra}",
+    ) as err:
         read_idx(path)
     assert one_line(err).startswith(f"{path}: ")
 
@@ -111,7 +114,7 @@ def test_truncated_gzip_names_the_path(tmp_path):
 
 def test_corrupt_gzip_crc(tmp_path):
     data = bytearray(gzip.compress(bytes([0, 0, 8, 1, 0, 0, 0, 1, 7])))
-    data[-8] ^= 0xFF                      # the CRC32 in the gzip trailer
+    data[-8] ^= 0xFF  # the CRC32 in the gzip trailer
     path = tmp_path / "x.gz"
     path.write_bytes(bytes(data))
     with pytest.raises(DataError, match="corrupt gzip"):
@@ -148,7 +151,7 @@ def test_read_verified_accepts_published_regzipped_and_raw(tmp_path):
 
 def test_read_verified_rejects_changed_content(tmp_path):
     spec, raw = idx_spec(tmp_path)
-    changed = raw[:-1] + b"\x04"                   # still a valid IDX file, other content
+    changed = raw[:-1] + b"\x04"  # still a valid IDX file, other content
     path = tmp_path / "changed.gz"
     path.write_bytes(gzip.compress(changed))
     with pytest.raises(DataError, match="checksum mismatch") as err:
@@ -201,8 +204,8 @@ def write_cifar_tar(path, name, counts, seed=0, skip=()):
 def test_cifar10_record_layout_by_hand():
     # one record: label 7, then the red plane, the green plane, the blue plane (row-major)
     image = np.zeros((32, 32, 3), dtype=np.uint8)
-    image[0, 1] = (10, 20, 30)                 # row 0, column 1: R, G, B
-    image[31, 0, 2] = 99                        # last row, first column, blue
+    image[0, 1] = (10, 20, 30)  # row 0, column 1: R, G, B
+    image[31, 0, 2] = 99  # last row, first column, blue
     raw = encode_records(image[None], [7], "cifar10")
     assert len(raw) == 3073 and raw[0] == 7
     assert (raw[1 + 1], raw[1 + 1024 + 1], raw[1 + 2048 + 1]) == (10, 20, 30)
@@ -268,13 +271,15 @@ def test_cifar_truncated_archive(tmp_path):
 
 def test_cifar_wrong_record_size_and_label_range(tmp_path):
     layout = LAYOUTS["cifar10"]
-    with pytest.raises(DataError, match="x: wrong size: 3074 bytes is not a whole, nonzero number "
-                                        "of 3073-byte records"):
+    with pytest.raises(
+        DataError,
+        match="x: wrong size: 3074 bytes is not a whole, nonzero number of 3073-byte records",
+    ):
         decode_records(bytes(3074), "x", layout)
     with pytest.raises(DataError, match="wrong size: 0 bytes"):
         decode_records(b"", "x", layout)
     raw = bytearray(bytes(3073 * 3))
-    raw[3073] = 10                               # record 1 says class 10
+    raw[3073] = 10  # record 1 says class 10
     with pytest.raises(DataError, match=re.escape("x: label 10 of record 1 is out of range 0..9")):
         decode_records(bytes(raw), "x", layout)
 

@@ -45,8 +45,13 @@ def test_mnist_idx_files(shared):
 
 def test_mnist_through_load_dataset(shared):
     ds = load_dataset("mnist", shared)
-    assert (ds.name, ds.note, ds.n_train, ds.n_test, ds.input_shape) == ("mnist", None, 60000,
-                                                                         10000, (28, 28, 1))
+    assert (ds.name, ds.note, ds.n_train, ds.n_test, ds.input_shape) == (
+        "mnist",
+        None,
+        60000,
+        10000,
+        (28, 28, 1),
+    )
     assert ds.files[0] == str(shared / "mnist" / "train-images-idx3-ubyte.gz")
     X, y = ds.train_batch(np.arange(60000))
     assert np.bincount(y).tolist() == MNIST_TRAIN_COUNTS
@@ -83,12 +88,12 @@ def test_a_changed_copy_of_a_real_file_is_refused(shared, tmp_path):
 
     spec = SOURCES["mnist"].files[3]
     raw = bytearray(gzip.decompress((shared / "mnist" / spec.name).read_bytes()))
-    raw[8] = (raw[8] + 1) % 10                      # the first test label, 7 -> 8
+    raw[8] = (raw[8] + 1) % 10  # the first test label, 7 -> 8
     path = tmp_path / spec.name
     path.write_bytes(gzip.compress(bytes(raw)))
-    assert read_idx(path)[0] == 8                   # still a valid IDX file ...
+    assert read_idx(path)[0] == 8  # still a valid IDX file ...
     with pytest.raises(DataError, match="checksum mismatch"):
-        read_verified(path, spec)                   # ... but not MNIST
+        read_verified(path, spec)  # ... but not MNIST
 
 
 def test_system_folder_layout_of_debian(shared, tmp_path, monkeypatch):

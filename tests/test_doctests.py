@@ -7,15 +7,26 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("twinsgd.algorithms", "twinsgd.data", "models", "topologies", "sim",
-            "twinsgd.analysis")
+PACKAGES = ("twinsgd.algorithms", "twinsgd.data", "models", "topologies", "sim", "twinsgd.analysis")
 HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must keep some
-    "twinsgd.algorithms.compression", "twinsgd.algorithms.units",
-    "twinsgd.algorithms.collectives", "twinsgd.algorithms.ghost", "twinsgd.data.errors",
-    "twinsgd.data.dataset", "twinsgd.data.synthetic", "twinsgd.data.sharding",
+    "twinsgd.algorithms.compression",
+    "twinsgd.algorithms.units",
+    "twinsgd.algorithms.collectives",
+    "twinsgd.algorithms.ghost",
+    "twinsgd.data.errors",
+    "twinsgd.data.dataset",
+    "twinsgd.data.synthetic",
+    "twinsgd.data.sharding",
     "twinsgd.data.subset",
-    "topologies.errors", "topologies.files", "topologies.families", "topologies.mixing",
-    "topologies.schedule", "sim.network", "sim.sweep", "models.profiles"}
+    "topologies.errors",
+    "topologies.files",
+    "topologies.families",
+    "topologies.mixing",
+    "topologies.schedule",
+    "sim.network",
+    "sim.sweep",
+    "models.profiles",
+}
 
 
 def _modules():

@@ -20,8 +20,11 @@ def _run(tmp_path, argv):
     assert run.main([*argv, "--out", str(out)]) == 0
     with open(out / "steps.csv") as fh:
         steps = list(csv.DictReader(fh))
-    return (json.loads((out / "summary.json").read_text()), steps,
-            json.loads((out / "config.json").read_text()))
+    return (
+        json.loads((out / "summary.json").read_text()),
+        steps,
+        json.loads((out / "config.json").read_text()),
+    )
 
 
 def test_a_ghost_has_the_size_of_the_array_it_stands_for():
@@ -43,9 +46,20 @@ def test_a_timed_entry_costs_what_the_real_backends_barrier_does(tmp_path, nodes
     import math
 
     n_params, iterations = 600_000, 2
-    summary, _, _ = _run(tmp_path, [
-        "--nodes", str(nodes), "--algorithm", "allreduce", "--ghost", str(n_params),
-        "--iterations", str(iterations), *NETWORK])
+    summary, _, _ = _run(
+        tmp_path,
+        [
+            "--nodes",
+            str(nodes),
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            str(n_params),
+            "--iterations",
+            str(iterations),
+            *NETWORK,
+        ],
+    )
     rounds = math.ceil(math.log2(nodes))
     step = 2 * (nodes - 1) * (ALPHA + 4 * n_params / nodes / BETA) + rounds * ALPHA
     assert summary["time_s"] == pytest.approx(iterations * step, rel=1e-9)
@@ -66,10 +80,23 @@ def test_ghost_models_have_their_published_size():
 @pytest.mark.parametrize("collectives", ["closed-form", "message"])
 def test_ghost_allreduce_takes_the_ring_time_and_moves_the_ring_bytes(tmp_path, collectives):
     n_params, nodes, iterations = 1_000_002, 6, 3  # equal chunks: the formula is exact
-    summary, steps, config = _run(tmp_path, [
-        "--nodes", str(nodes), "--algorithm", "allreduce", "--ghost", str(n_params),
-        "--iterations", str(iterations), "--collectives", collectives, "--no-measure-wait",
-        *NETWORK])
+    summary, steps, config = _run(
+        tmp_path,
+        [
+            "--nodes",
+            str(nodes),
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            str(n_params),
+            "--iterations",
+            str(iterations),
+            "--collectives",
+            collectives,
+            "--no-measure-wait",
+            *NETWORK,
+        ],
+    )
     chunk = -(-n_params // nodes)
     step = 2 * (nodes - 1) * (ALPHA + 4 * chunk / BETA)  # compute is free without a profile
     assert summary["time_s"] == pytest.approx(iterations * step, rel=1e-9)
@@ -81,9 +108,20 @@ def test_ghost_allreduce_takes_the_ring_time_and_moves_the_ring_bytes(tmp_path, 
 
 def test_ghost_parameter_server_pushes_and_pulls_the_whole_model(tmp_path):
     workers, iterations = 3, 2
-    summary, steps, _ = _run(tmp_path, [
-        "--nodes", str(workers + 1), "--algorithm", "ps", "--ghost", "resnet18",
-        "--iterations", str(iterations), *NETWORK])
+    summary, steps, _ = _run(
+        tmp_path,
+        [
+            "--nodes",
+            str(workers + 1),
+            "--algorithm",
+            "ps",
+            "--ghost",
+            "resnet18",
+            "--iterations",
+            str(iterations),
+            *NETWORK,
+        ],
+    )
     grad = profile("resnet18").grad_nbytes
     server = [row for row in steps if row["rank"] == "0"]
     assert sum(int(r["bytes_recv"]) for r in server) == iterations * workers * grad
@@ -92,40 +130,75 @@ def test_ghost_parameter_server_pushes_and_pulls_the_whole_model(tmp_path):
     # the replies leave it one after another: worker k has its weights at (3 + k)g/beta + 2 alpha.
     for k in range(1, workers + 1):
         first = next(r for r in steps if r["rank"] == str(k) and r["iteration"] == "1")
-        assert float(first["time_s"]) == pytest.approx((workers + k) * grad / BETA + 2 * ALPHA,
-                                                       rel=1e-12)
+        assert float(first["time_s"]) == pytest.approx(
+            (workers + k) * grad / BETA + 2 * ALPHA, rel=1e-12
+        )
     assert summary["time_s"] > iterations * (workers + 1) * grad / BETA
 
 
 def test_ghost_compute_comes_from_the_profiles_flops(tmp_path):
     cluster = tmp_path / "cluster.toml"
     cluster.write_text("[compute]\nflops_per_s = 1.0e12\n")
-    summary, _, _ = _run(tmp_path, [
-        "--nodes", "2", "--algorithm", "allreduce", "--ghost", "resnet50", "--batch-size", "32",
-        "--iterations", "2", "--profile", str(cluster), *NETWORK])
+    summary, _, _ = _run(
+        tmp_path,
+        [
+            "--nodes",
+            "2",
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            "resnet50",
+            "--batch-size",
+            "32",
+            "--iterations",
+            "2",
+            "--profile",
+            str(cluster),
+            *NETWORK,
+        ],
+    )
     per_step = 32 * 3 * profile("resnet50").flops_per_sample / 1.0e12  # forward + backward
     assert summary["compute_s"] == pytest.approx(2 * per_step, rel=1e-12)
 
 
 def test_steps_sample_keeps_every_kth_nodes_rows_and_all_totals(tmp_path):
-    summary, steps, _ = _run(tmp_path, [
-        "--nodes", "10", "--algorithm", "allreduce", "--ghost", "1000", "--iterations", "4",
-        "--steps-sample", "4", "--collectives", "closed-form", *NETWORK])
+    summary, steps, _ = _run(
+        tmp_path,
+        [
+            "--nodes",
+            "10",
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            "1000",
+            "--iterations",
+            "4",
+            "--steps-sample",
+            "4",
+            "--collectives",
+            "closed-form",
+            *NETWORK,
+        ],
+    )
     assert sorted({int(row["rank"]) for row in steps}) == [0, 4, 8]
     assert len(steps) == 3 * 4
     assert len(summary["per_node"]["bytes_sent"]) == 10
     assert summary["bytes_sent"] == 4 * 2 * 9 * 4 * 1000
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--ghost", "resnet7"], "--ghost: expected resnet18"),
-    (["--ghost", "1000", "--compress", "topk:0.01"], "--ghost carries sizes"),
-    (["--steps-sample", "0"], "--steps-sample must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--ghost", "resnet7"], "--ghost: expected resnet18"),
+        (["--ghost", "1000", "--compress", "topk:0.01"], "--ghost carries sizes"),
+        (["--steps-sample", "0"], "--steps-sample must be >= 1"),
+    ],
+)
 def test_bad_ghost_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
     with pytest.raises(SystemExit) as stop:
-        run.main(["--nodes", "2", "--algorithm", "allreduce", *argv,
-                  "--out", str(tmp_path / "run")])
+        run.main(
+            ["--nodes", "2", "--algorithm", "allreduce", *argv, "--out", str(tmp_path / "run")]
+        )
     assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines

@@ -41,10 +41,33 @@ def test_ranks_that_find_different_data_all_exit_2(tmp_path):
     shutil.copytree(Path(DATA, "mnist"), broken)
     images = broken / "train-images-idx3-ubyte.gz"
     images.write_bytes(gzip.compress(gzip.decompress(images.read_bytes())[:100_000]))
-    argv = [*TRAIN, "--dataset", "mnist", "--algorithm", "allreduce", "--out",
-            str(tmp_path / "run")]
-    done = run([MPIEXEC, "-n", "1", "-env", "TWINSGD_DATA", DATA, *argv, ":",
-                "-n", "1", "-env", "TWINSGD_DATA", str(broken.parent), *argv])
+    argv = [
+        *TRAIN,
+        "--dataset",
+        "mnist",
+        "--algorithm",
+        "allreduce",
+        "--out",
+        str(tmp_path / "run"),
+    ]
+    done = run(
+        [
+            MPIEXEC,
+            "-n",
+            "1",
+            "-env",
+            "TWINSGD_DATA",
+            DATA,
+            *argv,
+            ":",
+            "-n",
+            "1",
+            "-env",
+            "TWINSGD_DATA",
+            str(broken.parent),
+            *argv,
+        ]
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].endswith("(on rank 1)"), done.stderr
@@ -56,25 +79,59 @@ def test_ranks_that_find_different_data_all_exit_2(tmp_path):
 def test_ranks_whose_data_differ_are_refused_together(tmp_path):
     """Rank 1 finds no MNIST and falls back to the bundled subset; rank 0 has the full set: the
     ranks compare what they found before anything else (rank 0 used to wait forever)."""
-    argv = [*TRAIN, "--dataset", "mnist", "--algorithm", "allreduce", "--out",
-            str(tmp_path / "run")]
+    argv = [
+        *TRAIN,
+        "--dataset",
+        "mnist",
+        "--algorithm",
+        "allreduce",
+        "--out",
+        str(tmp_path / "run"),
+    ]
     env = {**ENV, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    done = run([MPIEXEC, "-n", "1", "-env", "TWINSGD_DATA", DATA, *argv, ":",
-                "-n", "1", "-env", "TWINSGD_DATA", "", *argv], env=env)
+    done = run(
+        [
+            MPIEXEC,
+            "-n",
+            "1",
+            "-env",
+            "TWINSGD_DATA",
+            DATA,
+            *argv,
+            ":",
+            "-n",
+            "1",
+            "-env",
+            "TWINSGD_DATA",
+            "",
+            *argv,
+        ],
+        env=env,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
-    assert lines == ["python -m real.train: error: rank 1 found mnist-subset (10000 training "
-                     "images) where rank 0 found mnist (60000): give every node the same data "
-                     "(--data-dir on a shared folder, or python -m twinsgd.data.download mnist "
-                     "on each node)"], done.stderr
+    assert lines == [
+        "python -m real.train: error: rank 1 found mnist-subset (10000 training "
+        "images) where rank 0 found mnist (60000): give every node the same data "
+        "(--data-dir on a shared folder, or python -m twinsgd.data.download mnist "
+        "on each node)"
+    ], done.stderr
 
 
 def test_runs_without_out_never_share_a_folder(tmp_path):
     """Three runs started together without --out (each under mpiexec -n 2): three folders,
     each one run's. They used to share one, or hang when ranks straddled a second."""
-    procs = [subprocess.Popen([MPIEXEC, "-n", "2", *SMALL], cwd=tmp_path, env=ENV,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(3)]
+    procs = [
+        subprocess.Popen(
+            [MPIEXEC, "-n", "2", *SMALL],
+            cwd=tmp_path,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
     for proc in procs:
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
@@ -82,8 +139,9 @@ def test_runs_without_out_never_share_a_folder(tmp_path):
     assert len(folders) == 3
     for folder in folders:
         assert status(folder) == "done"
-        assert json.loads((folder / "config.json").read_text())["config"]["out"] == \
-            str(Path("runs") / folder.name)
+        assert json.loads((folder / "config.json").read_text())["config"]["out"] == str(
+            Path("runs") / folder.name
+        )
         steps = (folder / "steps.csv").read_text().splitlines()
         assert len(steps) == 1 + 2 * 20  # header, 2 ranks x 20 steps: one run's rows
 
@@ -95,9 +153,11 @@ def test_a_folder_holding_a_run_is_kept_unless_overwrite(tmp_path):
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     again = run([*SMALL, "--out", str(out), "--seed", "1"])
     assert again.returncode == 2
-    assert again.stderr.strip() == (f"python -m real.train: error: --out {out} holds a run "
-                                    f"(status 'done'); give --overwrite to replace it, or "
-                                    f"another --out")
+    assert again.stderr.strip() == (
+        f"python -m real.train: error: --out {out} holds a run "
+        f"(status 'done'); give --overwrite to replace it, or "
+        f"another --out"
+    )
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     replaced = run([*SMALL, "--out", str(out), "--seed", "1", "--overwrite"])
     assert replaced.returncode == 0, replaced.stderr
@@ -109,19 +169,28 @@ def test_a_folder_holding_a_run_is_kept_unless_overwrite(tmp_path):
 def test_an_empty_out_is_refused(tmp_path, out):
     done = run([*SMALL, "--out", out], cwd=tmp_path)
     assert done.returncode == 2
-    assert done.stderr.strip() == f"python -m real.train: error: --out must name a folder, " \
-                                  f"got {out!r}"
+    assert (
+        done.stderr.strip() == f"python -m real.train: error: --out must name a folder, got {out!r}"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_ctrl_c_under_mpiexec_is_one_line_exit_130_and_a_marked_folder(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([MPIEXEC, "-n", "2", *SMALL[:-1], "100000", "--eval-every", "20",
-                             "--out", str(out)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        [MPIEXEC, "-n", "2", *SMALL[:-1], "100000", "--eval-every", "20", "--out", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
-    while not (out / "metrics.csv").exists() or \
-            len((out / "metrics.csv").read_text().splitlines()) < 3:
+    while (
+        not (out / "metrics.csv").exists()
+        or len((out / "metrics.csv").read_text().splitlines()) < 3
+    ):
         assert time.monotonic() < deadline, "no metrics within 60 s"
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)  # what Ctrl-C sends mpiexec

@@ -143,22 +143,25 @@ def test_flatten_is_c_order_and_its_gradient_reshapes_back():
 def conv_oracle(x, W, b, stride, padding):
     """Direct loops over every output and every kernel tap::
 
-        y[n, ho, wo, co] = b[co] + sum_{i, j, c} xpad[n, s*ho + i, s*wo + j, c] * W[i, j, c, co]
+    y[n, ho, wo, co] = b[co] + sum_{i, j, c} xpad[n, s*ho + i, s*wo + j, c] * W[i, j, c, co]
     """
     n, Hx, Wx, cin = x.shape
     k, _, _, cout = W.shape
     xp = np.zeros((n, Hx + 2 * padding, Wx + 2 * padding, cin))
-    xp[:, padding:padding + Hx, padding:padding + Wx] = x
+    xp[:, padding : padding + Hx, padding : padding + Wx] = x
     Ho, Wo = (Hx + 2 * padding - k) // stride + 1, (Wx + 2 * padding - k) // stride + 1
     y = np.empty((n, Ho, Wo, cout))
     for s in range(n):
         for ho in range(Ho):
             for wo in range(Wo):
                 for co in range(cout):
-                    window = xp[s, stride * ho:stride * ho + k, stride * wo:stride * wo + k, :]
+                    window = xp[s, stride * ho : stride * ho + k, stride * wo : stride * wo + k, :]
                     y[s, ho, wo, co] = b[co] + sum(
                         window[i, j, c] * W[i, j, c, co]
-                        for i in range(k) for j in range(k) for c in range(cin))
+                        for i in range(k)
+                        for j in range(k)
+                        for c in range(cin)
+                    )
     return y
 
 
@@ -180,15 +183,20 @@ def test_conv2d_forward_matches_direct_loops(k, stride, padding, h, w):
     bind(layer, rng)
     x = rng.standard_normal((2, h, w, 3))
     W, b = layer.params
-    np.testing.assert_allclose(layer.forward(x), conv_oracle(x, W, b, stride, padding),
-                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(
+        layer.forward(x), conv_oracle(x, W, b, stride, padding), rtol=1e-12, atol=1e-12
+    )
 
 
 @pytest.mark.parametrize(("k", "stride", "padding", "h", "w"), CONV_CASES)
 def test_conv2d_gradient(k, stride, padding, h, w):
     rng = np.random.default_rng(6)
-    check_layer(Conv2D(3, 4, k, stride=stride, padding=padding),
-                rng.standard_normal((2, h, w, 3)), rng, n_coords=60)
+    check_layer(
+        Conv2D(3, 4, k, stride=stride, padding=padding),
+        rng.standard_normal((2, h, w, 3)),
+        rng,
+        n_coords=60,
+    )
 
 
 def test_conv2d_output_shape_and_weight_layout():
@@ -224,8 +232,18 @@ def test_maxpool_forward_matches_window_maxima():
     x = rng.standard_normal((2, 4, 6, 3))
     layer = MaxPool2D()
     bind(layer, rng)
-    expected = np.array([[[[x[n, 2 * i:2 * i + 2, 2 * j:2 * j + 2, c].max() for c in range(3)]
-                           for j in range(3)] for i in range(2)] for n in range(2)])
+    expected = np.array(
+        [
+            [
+                [
+                    [x[n, 2 * i : 2 * i + 2, 2 * j : 2 * j + 2, c].max() for c in range(3)]
+                    for j in range(3)
+                ]
+                for i in range(2)
+            ]
+            for n in range(2)
+        ]
+    )
     np.testing.assert_array_equal(layer.forward(x), expected)
 
 

@@ -15,7 +15,6 @@ from models import Model, build_model, make_optimizer
 STEP, RTOL, ATOL = 1e-7, 1e-5, 1e-8
 
 
-
 @pytest.fixture(autouse=True)
 def _one_blas_thread():
     """Small GEMMs gain nothing from threads, and a busy core makes spinning threads crawl."""
@@ -32,24 +31,37 @@ def batch(input_shape, n, n_classes=10, seed=0):
 def test_mlp_layout():
     model = build_model("mlp", (28, 28, 1), 10)
     shapes = {name: v.shape for name, v in model.views.items()}
-    assert shapes == {"dense1.W": (784, 200), "dense1.b": (200,), "dense2.W": (200, 50),
-                      "dense2.b": (50,), "dense3.W": (50, 10), "dense3.b": (10,)}
+    assert shapes == {
+        "dense1.W": (784, 200),
+        "dense1.b": (200,),
+        "dense2.W": (200, 50),
+        "dense2.b": (50,),
+        "dense3.W": (50, 10),
+        "dense3.b": (10,),
+    }
     assert model.n_params == 784 * 200 + 200 + 200 * 50 + 50 + 50 * 10 + 10 == 167_560
     assert model.params.shape == (model.n_params,) and model.params.dtype == np.float32
 
 
-@pytest.mark.parametrize(("input_shape", "n_classes", "n_params"), [
-    ((28, 28, 1), 10, 416 + 12_832 + 1568 * 10 + 10),
-    ((32, 32, 3), 10, 1216 + 12_832 + 2048 * 10 + 10),
-    ((32, 32, 3), 100, 1216 + 12_832 + 2048 * 100 + 100),
-])
+@pytest.mark.parametrize(
+    ("input_shape", "n_classes", "n_params"),
+    [
+        ((28, 28, 1), 10, 416 + 12_832 + 1568 * 10 + 10),
+        ((32, 32, 3), 10, 1216 + 12_832 + 2048 * 10 + 10),
+        ((32, 32, 3), 100, 1216 + 12_832 + 2048 * 100 + 100),
+    ],
+)
 def test_cnn_layout(input_shape, n_classes, n_params):
     model = build_model("cnn", input_shape, n_classes)
     C = input_shape[2]
     assert [(name, v.shape) for name, v in model.views.items()] == [
-        ("conv1.W", (5, 5, C, 16)), ("conv1.b", (16,)), ("conv2.W", (5, 5, 16, 32)),
-        ("conv2.b", (32,)), ("dense1.W", (32 * input_shape[0] // 4 * input_shape[1] // 4,
-                                          n_classes)), ("dense1.b", (n_classes,))]
+        ("conv1.W", (5, 5, C, 16)),
+        ("conv1.b", (16,)),
+        ("conv2.W", (5, 5, 16, 32)),
+        ("conv2.b", (32,)),
+        ("dense1.W", (32 * input_shape[0] // 4 * input_shape[1] // 4, n_classes)),
+        ("dense1.b", (n_classes,)),
+    ]
     assert model.n_params == n_params
 
 
@@ -114,8 +126,10 @@ def test_bad_batches_are_rejected_with_one_line():
 
 
 # --------------------------------------------------------------------------------- gradients
-@pytest.mark.parametrize(("name", "input_shape", "n_classes"), [
-    ("mlp", (28, 28, 1), 10), ("cnn", (28, 28, 1), 10), ("cnn", (8, 12, 3), 5)])
+@pytest.mark.parametrize(
+    ("name", "input_shape", "n_classes"),
+    [("mlp", (28, 28, 1), 10), ("cnn", (28, 28, 1), 10), ("cnn", (8, 12, 3), 5)],
+)
 def test_model_gradient_against_central_differences(name, input_shape, n_classes):
     """Every parameter array, 12 random coordinates each, float64, 3 samples."""
     model = build_model(name, input_shape, n_classes, seed=3, dtype=np.float64)
@@ -131,8 +145,13 @@ def test_model_gradient_against_central_differences(name, input_shape, n_classes
             model.params[i] = saved - STEP
             minus = model.loss_and_gradient(X, y)[0]
             model.params[i] = saved
-            np.testing.assert_allclose(grad[i], (plus - minus) / (2 * STEP), rtol=RTOL,
-                                       atol=ATOL, err_msg=f"{pname}, flat index {i}")
+            np.testing.assert_allclose(
+                grad[i],
+                (plus - minus) / (2 * STEP),
+                rtol=RTOL,
+                atol=ATOL,
+                err_msg=f"{pname}, flat index {i}",
+            )
     assert model.loss_and_gradient(X, y)[0] == loss  # restored exactly
 
 

@@ -34,9 +34,18 @@ def mpirun(n, *argv, timeout=120, module="real.train"):
 
 
 def train(n, out, *argv):
-    done = mpirun(n, *SMALL, "--out", str(out), *argv) if n > 1 else subprocess.run(
-        [sys.executable, "-m", "real.train", *SMALL, "--out", str(out), *argv], cwd=ROOT, env=ENV,
-        timeout=120, capture_output=True, text=True)
+    done = (
+        mpirun(n, *SMALL, "--out", str(out), *argv)
+        if n > 1
+        else subprocess.run(
+            [sys.executable, "-m", "real.train", *SMALL, "--out", str(out), *argv],
+            cwd=ROOT,
+            env=ENV,
+            timeout=120,
+            capture_output=True,
+            text=True,
+        )
+    )
     assert done.returncode == 0, done.stderr
     return out
 
@@ -54,8 +63,14 @@ def read_csv(path):
 @pytest.mark.parametrize("n", range(1, 9))
 def test_our_collectives_equal_mpis(n):
     script = ROOT / "tests" / "mpi" / "ring_vs_mpi.py"
-    done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script)], cwd=ROOT, env=ENV,
-                          timeout=120, capture_output=True, text=True)
+    done = subprocess.run(
+        [MPIEXEC, "-n", str(n), sys.executable, str(script)],
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", str(n)]
 
@@ -67,20 +82,36 @@ SERIAL_STEPS = ["--iterations", "20", "--eval-every", "10"]
 def serial_runs(tmp_path_factory):
     """Serial SGD/momentum/Adam at batch 120: the trajectories the distributed runs must follow."""
     root = tmp_path_factory.mktemp("serial")
-    return {opt: weights(train(1, root / opt, "--algorithm", "serial", "--batch-size", "120",
-                               "--optimizer", opt, *SERIAL_STEPS))
-            for opt in ("sgd", "momentum", "adam")}
+    return {
+        opt: weights(
+            train(
+                1,
+                root / opt,
+                "--algorithm",
+                "serial",
+                "--batch-size",
+                "120",
+                "--optimizer",
+                opt,
+                *SERIAL_STEPS,
+            )
+        )
+        for opt in ("sgd", "momentum", "adam")
+    }
 
 
-@pytest.mark.parametrize(("n", "optimizer", "argv"), [
-    (4, "sgd", ["--algorithm", "ps", "--batch-size", "40"]),
-    (4, "adam", ["--algorithm", "ps", "--batch-size", "40"]),
-    (3, "momentum", ["--algorithm", "ps", "--batch-size", "40", "--server-computes"]),
-    (3, "sgd", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "40"]),
-    (4, "adam", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "30"]),
-    (3, "momentum", ["--algorithm", "allreduce", "--allreduce", "mpi", "--batch-size", "40"]),
-    (3, "sgd", ["--algorithm", "allreduce", "--local-steps", "1", "--batch-size", "40"]),
-])
+@pytest.mark.parametrize(
+    ("n", "optimizer", "argv"),
+    [
+        (4, "sgd", ["--algorithm", "ps", "--batch-size", "40"]),
+        (4, "adam", ["--algorithm", "ps", "--batch-size", "40"]),
+        (3, "momentum", ["--algorithm", "ps", "--batch-size", "40", "--server-computes"]),
+        (3, "sgd", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "40"]),
+        (4, "adam", ["--algorithm", "allreduce", "--allreduce", "ring", "--batch-size", "30"]),
+        (3, "momentum", ["--algorithm", "allreduce", "--allreduce", "mpi", "--batch-size", "40"]),
+        (3, "sgd", ["--algorithm", "allreduce", "--local-steps", "1", "--batch-size", "40"]),
+    ],
+)
 def test_synchronous_runs_follow_the_serial_trajectory(tmp_path, serial_runs, n, optimizer, argv):
     """N shards of batch b each step = serial with batch N*b, same seed: same weights (1e-6).
 
@@ -99,8 +130,15 @@ def test_synchronous_runs_follow_the_serial_trajectory(tmp_path, serial_runs, n,
 
 
 def test_local_sgd_p1_is_allreduce_sgd_and_p4_differs(tmp_path):
-    common = ["--algorithm", "allreduce", "--optimizer", "momentum", "--batch-size", "40",
-              *SERIAL_STEPS]
+    common = [
+        "--algorithm",
+        "allreduce",
+        "--optimizer",
+        "momentum",
+        "--batch-size",
+        "40",
+        *SERIAL_STEPS,
+    ]
     grads = weights(train(3, tmp_path / "grads", *common))
     p1 = weights(train(3, tmp_path / "p1", *common, "--local-steps", "1"))
     p4 = weights(train(3, tmp_path / "p4", *common, "--local-steps", "4"))
@@ -110,8 +148,20 @@ def test_local_sgd_p1_is_allreduce_sgd_and_p4_differs(tmp_path):
 
 
 def test_local_sgd_averages_every_p_steps(tmp_path):
-    out = train(4, tmp_path / "run", "--algorithm", "allreduce", "--local-steps", "4",
-                "--optimizer", "sgd", "--iterations", "12", "--eval-every", "6")
+    out = train(
+        4,
+        tmp_path / "run",
+        "--algorithm",
+        "allreduce",
+        "--local-steps",
+        "4",
+        "--optimizer",
+        "sgd",
+        "--iterations",
+        "12",
+        "--eval-every",
+        "6",
+    )
     steps = read_csv(out / "steps.csv")
     sent = {int(r["iteration"]) for r in steps if int(r["bytes_sent"]) > 0}
     assert sent == {4, 8, 12}
@@ -120,17 +170,21 @@ def test_local_sgd_averages_every_p_steps(tmp_path):
     assert float(metrics[1]["consensus_distance"]) == 0  # step 12: just averaged
 
 
-@pytest.mark.parametrize(("n", "argv"), [
-    (3, ["--algorithm", "ps"]),
-    (3, ["--algorithm", "ps", "--server-computes"]),
-    (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
-    (3, ["--algorithm", "allreduce", "--allreduce", "ring"]),
-])
+@pytest.mark.parametrize(
+    ("n", "argv"),
+    [
+        (3, ["--algorithm", "ps"]),
+        (3, ["--algorithm", "ps", "--server-computes"]),
+        (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+        (3, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+    ],
+)
 def test_steps_csv_counts_the_bytes_of_the_formula(tmp_path, n, argv):
     out = train(n, tmp_path / "run", *argv, "--iterations", "6", "--eval-every", "3")
     steps = read_csv(out / "steps.csv")
-    assert sorted((int(r["rank"]), int(r["iteration"])) for r in steps) == \
-        [(rank, i) for rank in range(n) for i in range(1, 7)]
+    assert sorted((int(r["rank"]), int(r["iteration"])) for r in steps) == [
+        (rank, i) for rank in range(n) for i in range(1, 7)
+    ]
     for row in steps:
         rank, sent, received = int(row["rank"]), int(row["bytes_sent"]), int(row["bytes_recv"])
         if "ps" in argv:
@@ -157,8 +211,11 @@ def test_time_accounting_and_timeline(tmp_path):
     kinds = {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"}
     assert {"compute", "comm", "wait", "eval"} <= kinds
     for rank in range(3):  # each track is a sequence of spans that never overlap
-        spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in trace["traceEvents"]
-                       if e["ph"] == "X" and e["tid"] == rank)
+        spans = sorted(
+            (e["ts"], e["ts"] + e["dur"])
+            for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["tid"] == rank
+        )
         assert all(end >= start for start, end in spans)
         assert all(nxt[0] >= prev[1] - 0.002 for prev, nxt in itertools.pairwise(spans))
     summary = json.loads((out / "summary.json").read_text())
@@ -167,15 +224,22 @@ def test_time_accounting_and_timeline(tmp_path):
     assert config["mpi"].startswith("MPICH") and config["nodes"] == 3
 
 
-@pytest.mark.parametrize(("n", "argv", "message"), [
-    (2, ["--algorithm", "nope"], "invalid choice: 'nope'"),
-    (2, ["--algorithm", "allreduce", "--server-computes"], "--server-computes needs"),
-    (2, ["--algorithm", "serial"], "--algorithm serial runs on one process, got 2 ranks"),
-    (3, ["--algorithm", "allreduce", "--batch-size", "4000"], "--batch-size 4000 is larger"),
-    (2, ["--algorithm", "ps", "--local-steps", "4"], "--local-steps 4 needs"),
-    (3, ["--algorithm", "ps", "--servers", "3"], "--servers 3 needs at least 4 ranks"),
-    (3, ["--algorithm", "ps", "--mode", "async", "--server-computes"], "--server-computes needs"),
-])
+@pytest.mark.parametrize(
+    ("n", "argv", "message"),
+    [
+        (2, ["--algorithm", "nope"], "invalid choice: 'nope'"),
+        (2, ["--algorithm", "allreduce", "--server-computes"], "--server-computes needs"),
+        (2, ["--algorithm", "serial"], "--algorithm serial runs on one process, got 2 ranks"),
+        (3, ["--algorithm", "allreduce", "--batch-size", "4000"], "--batch-size 4000 is larger"),
+        (2, ["--algorithm", "ps", "--local-steps", "4"], "--local-steps 4 needs"),
+        (3, ["--algorithm", "ps", "--servers", "3"], "--servers 3 needs at least 4 ranks"),
+        (
+            3,
+            ["--algorithm", "ps", "--mode", "async", "--server-computes"],
+            "--server-computes needs",
+        ),
+    ],
+)
 def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
     done = mpirun(n, *SMALL, "--out", str(tmp_path / "run"), *argv, timeout=60)
     assert done.returncode == 2, done.stderr
@@ -183,17 +247,34 @@ def test_bad_input_under_mpi_is_one_line_and_exit_2(tmp_path, n, argv, message):
     assert len(lines) == 1 and message in lines[0], done.stderr  # rank 0 alone says it
 
 
-@pytest.mark.parametrize(("kind", "status", "returncode"), [
-    ("exception", "failed: rank 2 raised an injected exception at step 6", 3),
-    ("kill", "failed: rank 2 killed at step 6", signal.SIGKILL),  # mpiexec exits 9
-])
-def test_a_fault_on_one_rank_stops_every_rank_and_the_folder_says_why(tmp_path, kind, status,
-                                                                        returncode):
+@pytest.mark.parametrize(
+    ("kind", "status", "returncode"),
+    [
+        ("exception", "failed: rank 2 raised an injected exception at step 6", 3),
+        ("kill", "failed: rank 2 killed at step 6", signal.SIGKILL),  # mpiexec exits 9
+    ],
+)
+def test_a_fault_on_one_rank_stops_every_rank_and_the_folder_says_why(
+    tmp_path, kind, status, returncode
+):
     out = tmp_path / "run"
     faults = faults_file(tmp_path, {"rank": 2, "step": 6, "kind": kind})
     t0 = time.monotonic()
-    done = mpirun(3, *SMALL, "--algorithm", "allreduce", "--iterations", "1000", "--out",
-                  str(out), "--faults", faults, "--eval-every", "2", timeout=60)
+    done = mpirun(
+        3,
+        *SMALL,
+        "--algorithm",
+        "allreduce",
+        "--iterations",
+        "1000",
+        "--out",
+        str(out),
+        "--faults",
+        faults,
+        "--eval-every",
+        "2",
+        timeout=60,
+    )
     took = time.monotonic() - t0
     assert done.returncode == returncode, done.stderr
     assert took < 10
@@ -210,29 +291,53 @@ def test_a_fault_on_one_rank_stops_every_rank_and_the_folder_says_why(tmp_path, 
 def test_a_run_killed_by_sigkill_and_resumed_ends_bit_for_bit_as_the_uninterrupted_one(tmp_path):
     """Rank 2 SIGKILLs itself as it starts step 13 (mpiexec ends the job); the checkpoint of
     step 10 every rank wrote carries the run on: same weights as a run never stopped."""
-    flags = ["--algorithm", "allreduce", "--iterations", "20", "--optimizer", "adam",
-             "--compress", "topk:0.1", "--error-feedback", "--eval-every", "4"]
+    flags = [
+        "--algorithm",
+        "allreduce",
+        "--iterations",
+        "20",
+        "--optimizer",
+        "adam",
+        "--compress",
+        "topk:0.1",
+        "--error-feedback",
+        "--eval-every",
+        "4",
+    ]
     assert mpirun(3, *SMALL, *flags, "--out", str(tmp_path / "whole")).returncode == 0
     cut = tmp_path / "cut"
     kill = faults_file(tmp_path, {"rank": 2, "step": 13, "kind": "kill"})
-    done = mpirun(3, *SMALL, *flags, "--checkpoint-every", "5", "--faults", kill,
-                  "--out", str(cut))
+    done = mpirun(3, *SMALL, *flags, "--checkpoint-every", "5", "--faults", kill, "--out", str(cut))
     assert done.returncode == signal.SIGKILL, done.stderr
     done = mpirun(3, *SMALL, *flags, "--checkpoint-every", "5", "--resume", str(cut))
     assert done.returncode == 0, done.stderr
     with np.load(tmp_path / "whole" / "model.npz") as a, np.load(cut / "model.npz") as b:
         assert a.files == b.files and all(np.array_equal(a[k], b[k]) for k in a.files)
     steps = read_csv(cut / "steps.csv")
-    assert sorted((r["rank"], int(r["iteration"])) for r in steps) == \
-        sorted((str(r), i) for r in range(3) for i in range(1, 21))  # each step once
+    assert sorted((r["rank"], int(r["iteration"])) for r in steps) == sorted(
+        (str(r), i) for r in range(3) for i in range(1, 21)
+    )  # each step once
 
 
 def test_the_watchdog_names_the_rank_that_does_not_arrive(tmp_path):
     out = tmp_path / "run"
     faults = faults_file(tmp_path, {"rank": 1, "step": 8, "kind": "slow", "factor": 1e7})
     t0 = time.monotonic()
-    done = mpirun(3, *SMALL, "--algorithm", "allreduce", "--iterations", "100", "--out",
-                  str(out), "--faults", faults, "--watchdog", "2s", timeout=60)
+    done = mpirun(
+        3,
+        *SMALL,
+        "--algorithm",
+        "allreduce",
+        "--iterations",
+        "100",
+        "--out",
+        str(out),
+        "--faults",
+        faults,
+        "--watchdog",
+        "2s",
+        timeout=60,
+    )
     assert done.returncode == 3, done.stderr
     assert time.monotonic() - t0 < 20
     lines = [line for line in done.stderr.splitlines() if "real.train" in line]
@@ -244,11 +349,30 @@ def test_the_watchdog_names_the_rank_that_does_not_arrive(tmp_path):
 
 def test_sigkill_of_every_rank_mid_run_leaves_parseable_files(tmp_path):
     out = tmp_path / "run"
-    proc = subprocess.Popen([MPIEXEC, "-n", "2", sys.executable, "-m", "real.train", *SMALL,
-                             "--algorithm", "allreduce", "--epochs", "100", "--eval-every", "5",
-                             "--out", str(out)],
-                            cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            MPIEXEC,
+            "-n",
+            "2",
+            sys.executable,
+            "-m",
+            "real.train",
+            *SMALL,
+            "--algorithm",
+            "allreduce",
+            "--epochs",
+            "100",
+            "--eval-every",
+            "5",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 60
         while not ((out / "metrics.csv").exists() and len(read_csv(out / "metrics.csv")) >= 3):
@@ -280,10 +404,25 @@ def test_ssp_with_staleness_0_is_the_synchronous_trajectory(tmp_path):
 @pytest.mark.parametrize("bound", [1, 3])
 def test_ssp_never_exceeds_its_staleness_bound_and_reaches_it_with_a_straggler(tmp_path, bound):
     out = tmp_path / "run"
-    slow = faults_file(tmp_path, {"rank": 1, "step": 1, "kind": "slow", "factor": 100.0,
-                                  "steps": 15})  # a straggler: about 50 ms a step
-    done = mpirun(4, *SMALL, "--algorithm", "ps", "--mode", "ssp", "--staleness", str(bound),
-                  "--iterations", "15", "--out", str(out), "--faults", slow)
+    slow = faults_file(
+        tmp_path, {"rank": 1, "step": 1, "kind": "slow", "factor": 100.0, "steps": 15}
+    )  # a straggler: about 50 ms a step
+    done = mpirun(
+        4,
+        *SMALL,
+        "--algorithm",
+        "ps",
+        "--mode",
+        "ssp",
+        "--staleness",
+        str(bound),
+        "--iterations",
+        "15",
+        "--out",
+        str(out),
+        "--faults",
+        slow,
+    )
     assert done.returncode == 0, done.stderr
     server = [r for r in read_csv(out / "steps.csv") if r["rank"] == "0"]
     assert [int(r["iteration"]) for r in server] == list(range(1, 16))
@@ -294,8 +433,18 @@ def test_ssp_never_exceeds_its_staleness_bound_and_reaches_it_with_a_straggler(t
 
 
 def test_async_server_applies_every_push_and_records_staleness(tmp_path):
-    out = train(4, tmp_path / "run", "--algorithm", "ps", "--mode", "async", "--iterations", "10",
-                "--eval-every", "15")
+    out = train(
+        4,
+        tmp_path / "run",
+        "--algorithm",
+        "ps",
+        "--mode",
+        "async",
+        "--iterations",
+        "10",
+        "--eval-every",
+        "15",
+    )
     steps = read_csv(out / "steps.csv")
     server = [r for r in steps if r["rank"] == "0"]
     assert [int(r["iteration"]) for r in server] == list(range(1, 31))  # an iteration is a push
@@ -316,13 +465,23 @@ def test_sharded_servers_follow_the_single_server_trajectory(tmp_path):
         np.testing.assert_array_equal(sharded[name], single[name], err_msg=name)
 
 
-@pytest.mark.parametrize(("mode", "servers"), [("sync", 2), ("sync", 3), ("async", 2),
-                                               ("ssp", 3)])
+@pytest.mark.parametrize(("mode", "servers"), [("sync", 2), ("sync", 3), ("async", 2), ("ssp", 3)])
 def test_bytes_per_server_fall_as_one_over_k(tmp_path, mode, servers):
     workers, iterations = 2, 4
     bound = ["--staleness", "1"] if mode == "ssp" else []  # elsewhere refused as ignored
-    out = train(servers + workers, tmp_path / "run", "--algorithm", "ps", "--mode", mode,
-                "--servers", str(servers), "--iterations", str(iterations), *bound)
+    out = train(
+        servers + workers,
+        tmp_path / "run",
+        "--algorithm",
+        "ps",
+        "--mode",
+        mode,
+        "--servers",
+        str(servers),
+        "--iterations",
+        str(iterations),
+        *bound,
+    )
     steps = read_csv(out / "steps.csv")
     bounds = chunk_bounds(P_MLP, servers)
     for server in range(servers):
@@ -338,14 +497,21 @@ def test_bytes_per_server_fall_as_one_over_k(tmp_path, mode, servers):
     assert reported[-1] == iterations  # the reporter evaluated the final weights
 
 
-@pytest.mark.parametrize(("n", "topology"), [(5, "ring"), (8, "hypercube"), (8, "exponential"),
-                                             (9, "torus")])
+@pytest.mark.parametrize(
+    ("n", "topology"), [(5, "ring"), (8, "hypercube"), (8, "exponential"), (9, "torus")]
+)
 def test_gossip_consensus_contracts_as_the_spectral_gap_predicts(n, topology):
     """Mixing alone, from different weights per rank: per-round contraction of the consensus
     distance within 10% of |lambda_2| = 1 - spectral gap (measured here within 1%)."""
     script = ROOT / "tests" / "mpi" / "gossip_consensus.py"
-    done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, str(script), topology],
-                          cwd=ROOT, env=ENV, timeout=120, capture_output=True, text=True)
+    done = subprocess.run(
+        [MPIEXEC, "-n", str(n), sys.executable, str(script), topology],
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     measured, predicted = map(float, done.stdout.split())
     assert measured == pytest.approx(predicted, rel=0.10)
@@ -354,30 +520,60 @@ def test_gossip_consensus_contracts_as_the_spectral_gap_predicts(n, topology):
 @pytest.mark.parametrize("local_steps", ["1", "4"])
 def test_gossip_on_the_complete_graph_is_allreduce_sgd(tmp_path, local_steps):
     """W = J/n averages everything: update-then-mix gossip = (Local-)SGD over allreduce."""
-    common = ["--optimizer", "momentum", "--batch-size", "40", "--local-steps", local_steps,
-              *SERIAL_STEPS]
-    gossip = weights(train(3, tmp_path / "g", "--algorithm", "gossip", "--topology", "complete",
-                           *common))
+    common = [
+        "--optimizer",
+        "momentum",
+        "--batch-size",
+        "40",
+        "--local-steps",
+        local_steps,
+        *SERIAL_STEPS,
+    ]
+    gossip = weights(
+        train(3, tmp_path / "g", "--algorithm", "gossip", "--topology", "complete", *common)
+    )
     allreduce = weights(train(3, tmp_path / "a", "--algorithm", "allreduce", *common))
     for name in gossip:
         np.testing.assert_allclose(gossip[name], allreduce[name], rtol=0, atol=1e-6)
 
 
 def test_gossip_bytes_are_the_weights_to_each_neighbour(tmp_path):
-    out = train(5, tmp_path / "run", "--algorithm", "gossip", "--topology", "ring",
-                "--iterations", "4", "--local-steps", "2")
+    out = train(
+        5,
+        tmp_path / "run",
+        "--algorithm",
+        "gossip",
+        "--topology",
+        "ring",
+        "--iterations",
+        "4",
+        "--local-steps",
+        "2",
+    )
     for row in read_csv(out / "steps.csv"):
         expected = 2 * 4 * P_MLP if int(row["iteration"]) % 2 == 0 else 0
         assert int(row["bytes_sent"]) == int(row["bytes_recv"]) == expected, row
 
 
-@pytest.mark.parametrize(("n", "topology", "message"), [
-    (6, "hypercube", "hypercube needs a power of two"),
-    (3, "nope.edges", "nope.edges"),
-])
+@pytest.mark.parametrize(
+    ("n", "topology", "message"),
+    [
+        (6, "hypercube", "hypercube needs a power of two"),
+        (3, "nope.edges", "nope.edges"),
+    ],
+)
 def test_a_topology_that_cannot_be_made_is_one_line_and_exit_2(tmp_path, n, topology, message):
-    done = mpirun(n, *SMALL, "--algorithm", "gossip", "--topology", topology, "--out",
-                  str(tmp_path / "run"), timeout=60)
+    done = mpirun(
+        n,
+        *SMALL,
+        "--algorithm",
+        "gossip",
+        "--topology",
+        topology,
+        "--out",
+        str(tmp_path / "run"),
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
@@ -387,11 +583,14 @@ K_TOPK = round(0.01 * P_MLP)  # entries a topk:0.01 message keeps of the MLP's g
 TOPK_NBYTES = 12 + K_TOPK * (4 + 4)  # header + float32 values + uint32 indices (P > 65536)
 
 
-@pytest.mark.parametrize(("n", "argv", "sent", "received"), [
-    (3, ["--algorithm", "allreduce"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),  # allgather
-    (3, ["--algorithm", "ps"], TOPK_NBYTES, 4 * P_MLP),  # a worker: compressed up, dense down
-    (4, ["--algorithm", "gossip", "--topology", "ring"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),
-])
+@pytest.mark.parametrize(
+    ("n", "argv", "sent", "received"),
+    [
+        (3, ["--algorithm", "allreduce"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),  # allgather
+        (3, ["--algorithm", "ps"], TOPK_NBYTES, 4 * P_MLP),  # a worker: compressed up, dense down
+        (4, ["--algorithm", "gossip", "--topology", "ring"], 2 * TOPK_NBYTES, 2 * TOPK_NBYTES),
+    ],
+)
 def test_compressed_bytes_on_the_wire_are_the_messages(tmp_path, n, argv, sent, received):
     out = train(n, tmp_path / "run", *argv, "--compress", "topk:0.01", "--iterations", "3")
     for row in read_csv(out / "steps.csv"):
@@ -401,8 +600,15 @@ def test_compressed_bytes_on_the_wire_are_the_messages(tmp_path, n, argv, sent, 
 
 
 def test_choco_gossip_with_a_nearly_lossless_codec_is_plain_gossip(tmp_path):
-    common = ["--algorithm", "gossip", "--topology", "rotating", "--optimizer", "sgd",
-              *SERIAL_STEPS]
+    common = [
+        "--algorithm",
+        "gossip",
+        "--topology",
+        "rotating",
+        "--optimizer",
+        "sgd",
+        *SERIAL_STEPS,
+    ]
     plain = weights(train(4, tmp_path / "plain", *common))
     choco = weights(train(4, tmp_path / "fp16", *common, "--compress", "fp16"))
     for name in plain:
@@ -410,29 +616,62 @@ def test_choco_gossip_with_a_nearly_lossless_codec_is_plain_gossip(tmp_path):
 
 
 STUDY = {  # the Lomonosov-2 study's ten configurations, one command each
-    **{f"local-sgd({p}) allreduce": ["--algorithm", "allreduce", "--local-steps", p]
-       for p in ("1", "4", "16", "32")},
-    **{f"local-sgd({p}) gossip": ["--algorithm", "gossip", "--topology", "rotating",
-                                  "--local-steps", p] for p in ("1", "4", "16")},
-    **{f"local-sgd({p}) gossip+threshold": ["--algorithm", "gossip", "--topology", "rotating",
-                                            "--local-steps", p, "--compress", "threshold:0.01"]
-       for p in ("1", "4", "16")},
+    **{
+        f"local-sgd({p}) allreduce": ["--algorithm", "allreduce", "--local-steps", p]
+        for p in ("1", "4", "16", "32")
+    },
+    **{
+        f"local-sgd({p}) gossip": [
+            "--algorithm",
+            "gossip",
+            "--topology",
+            "rotating",
+            "--local-steps",
+            p,
+        ]
+        for p in ("1", "4", "16")
+    },
+    **{
+        f"local-sgd({p}) gossip+threshold": [
+            "--algorithm",
+            "gossip",
+            "--topology",
+            "rotating",
+            "--local-steps",
+            p,
+            "--compress",
+            "threshold:0.01",
+        ]
+        for p in ("1", "4", "16")
+    },
 }
 
 
 @pytest.mark.parametrize("name", sorted(STUDY))
 def test_each_configuration_of_the_study_trains(tmp_path, name):
     out = tmp_path / "run"
-    done = mpirun(4, "--dataset", "mnist-subset", "--no-progress", "--out", str(out),
-                  "--batch-size", "32", "--iterations", "64", *STUDY[name])
+    done = mpirun(
+        4,
+        "--dataset",
+        "mnist-subset",
+        "--no-progress",
+        "--out",
+        str(out),
+        "--batch-size",
+        "32",
+        "--iterations",
+        "64",
+        *STUDY[name],
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final_test_accuracy"] > 0.6, summary
 
 
 @pytest.mark.parametrize(("mode", "evaluated_at"), [("sync", [33]), ("async", [99])])
-def test_an_epoch_of_a_parameter_server_is_every_worker_over_its_shard(tmp_path, mode,
-                                                                       evaluated_at):
+def test_an_epoch_of_a_parameter_server_is_every_worker_over_its_shard(
+    tmp_path, mode, evaluated_at
+):
     """3 workers share 10,000 samples at batch 100: 33 steps each; an async server counts 99."""
     out = train(4, tmp_path / "run", "--algorithm", "ps", "--mode", mode, "--epochs", "1")
     assert [int(r["iteration"]) for r in read_csv(out / "metrics.csv")] == evaluated_at

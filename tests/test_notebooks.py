@@ -15,8 +15,14 @@ DATA = os.environ.get("TWINSGD_DATA")
 
 def run_notebook(name, timeout_s=600):
     env = {**os.environ, "TWINSGD_SMOKE": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
-    done = subprocess.run([sys.executable, str(ROOT / "notebooks" / name)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=timeout_s)
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "notebooks" / name)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| the study's claim | measured | simulated | reproduced | why |" in done.stdout
     return done.stdout
@@ -24,13 +30,17 @@ def run_notebook(name, timeout_s=600):
 
 def table_rows(text, first_cell):
     """The cells of the Markdown rows whose first cell matches ``first_cell`` (a regex)."""
-    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
-            if line.startswith("|")]
+    rows = [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("|")
+    ]
     return [r for r in rows if re.fullmatch(first_cell, r[0])]
 
 
-needs_mnist = pytest.mark.skipif(not DATA or not Path(DATA, "mnist").is_dir(),
-                                 reason="the real MNIST (TWINSGD_DATA) is needed")
+needs_mnist = pytest.mark.skipif(
+    not DATA or not Path(DATA, "mnist").is_dir(), reason="the real MNIST (TWINSGD_DATA) is needed"
+)
 
 
 @needs_mnist
@@ -67,9 +77,10 @@ def test_straggler_study_meets_the_formulas():
 def test_lomonosov_study_local_sgd_exchanges_less():
     out = run_notebook("03_lomonosov2_ten_configurations.py", timeout_s=1200)
     row = table_rows(out, r"Local-SGD\(4\) speeds communication")[0]
-    measured, simulated = ([] if cell == "not measured" else
-                           [float(x.rstrip("x")) for x in cell.split("–")]
-                           for cell in (row[1], row[2]))
+    measured, simulated = (
+        [] if cell == "not measured" else [float(x.rstrip("x")) for x in cell.split("–")]
+        for cell in (row[1], row[2])
+    )
     # exchanging every 4th step: at most 4x less communication, and clearly less; a measured
     # ratio is of wall times on a shared machine, so only "clearly less" holds for it exactly
     assert all(1.5 < x <= 4.0 for x in simulated), row

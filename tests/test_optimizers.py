@@ -32,8 +32,7 @@ def test_momentum_first_steps_by_hand():
 
 def test_momentum_matches_reference_loop():
     g, lr, mu = grads(50, 20), 0.05, 0.8
-    params, opt = np.ones(50), make_optimizer("momentum", 50, lr=lr, momentum=mu,
-                                              dtype=np.float64)
+    params, opt = np.ones(50), make_optimizer("momentum", 50, lr=lr, momentum=mu, dtype=np.float64)
     w, v = np.ones(50), np.zeros(50)
     for t in range(20):
         opt.step(params, g[t])
@@ -105,8 +104,9 @@ def test_make_optimizer_rejects_bad_arguments_in_one_line():
         make_optimizer("sgd", 10, lr=0)
     with pytest.raises(ValueError, match=r"^lr must be > 0, got -0\.1$"):
         make_optimizer("adam", 10, lr=-0.1)
-    with pytest.raises(ValueError,
-                       match=r"^optimizer must be one of sgd, momentum, adam, got 'lbfgs'$"):
+    with pytest.raises(
+        ValueError, match=r"^optimizer must be one of sgd, momentum, adam, got 'lbfgs'$"
+    ):
         make_optimizer("lbfgs", 10, lr=0.1)
     with pytest.raises(ValueError, match=r"^momentum must be in \[0, 1\), got 1\.0$"):
         make_optimizer("momentum", 10, lr=0.1, momentum=1.0)
@@ -118,8 +118,11 @@ def test_make_optimizer_rejects_bad_arguments_in_one_line():
 
 def test_momentum_argument_is_accepted_by_every_rule():
     """real.train passes --momentum whatever the optimizer; only momentum uses it."""
-    assert make_optimizer("sgd", 3, lr=0.1, momentum=0.5).state_dict() == \
-        {"name": "sgd", "lr": 0.1, "t": 0}
+    assert make_optimizer("sgd", 3, lr=0.1, momentum=0.5).state_dict() == {
+        "name": "sgd",
+        "lr": 0.1,
+        "t": 0,
+    }
     assert isinstance(make_optimizer("momentum", 3, lr=0.1, momentum=0.5), Momentum)
 
 

@@ -12,8 +12,21 @@ pytest.importorskip("matplotlib")
 from sim.run import main as simulate
 from twinsgd.analysis.plot import KINDS, Run, main, plot
 
-SIM = ["--dataset", "synthetic", "--iterations", "30", "--eval-every", "5", "--no-progress",
-       "--algorithm", "allreduce", "--latency", "5us", "--bandwidth", "10Gbps"]
+SIM = [
+    "--dataset",
+    "synthetic",
+    "--iterations",
+    "30",
+    "--eval-every",
+    "5",
+    "--no-progress",
+    "--algorithm",
+    "allreduce",
+    "--latency",
+    "5us",
+    "--bandwidth",
+    "10Gbps",
+]
 
 
 @pytest.fixture(scope="module")
@@ -57,13 +70,15 @@ def test_breakdown_is_the_summary_per_iteration(runs, tmp_path):
 
 def test_speedup_is_the_ratio_of_times_to_the_target(runs, tmp_path):
     target = min(max(float(r["test_accuracy"]) for r in _metrics(f)) for f in runs)
-    nodes, speedups, rates = plot("speedup", [Run(f) for f in reversed(runs)],
-                                  tmp_path / "s.png", target=target)
+    nodes, speedups, rates = plot(
+        "speedup", [Run(f) for f in reversed(runs)], tmp_path / "s.png", target=target
+    )
     assert nodes == [1, 2, 4]
 
     def first_crossing(folder):
-        return next(float(r["time_s"]) for r in _metrics(folder)
-                    if float(r["test_accuracy"]) >= target)
+        return next(
+            float(r["time_s"]) for r in _metrics(folder) if float(r["test_accuracy"]) >= target
+        )
 
     assert speedups[0] == 1.0
     assert speedups[2] == first_crossing(runs[0]) / first_crossing(runs[2])
@@ -73,7 +88,7 @@ def test_speedup_is_the_ratio_of_times_to_the_target(runs, tmp_path):
 
 def test_predicted_pairs_and_timeline(runs, tmp_path):
     data = plot("predicted", [(Run(runs[1]), Run(runs[2]))], tmp_path / "p.png")
-    (measured, simulated), = data.values()
+    ((measured, simulated),) = data.values()
     assert simulated == Run(runs[2]).per_iteration_ms("time_s")
     assert measured == Run(runs[1]).per_iteration_ms("time_s")
     spans = plot("timeline", [Run(runs[2])], tmp_path / "t.png", steps=3)
@@ -82,8 +97,9 @@ def test_predicted_pairs_and_timeline(runs, tmp_path):
         first = next(r for r in csv.DictReader(fh) if r["rank"] == "1")
     start, width, part = spans[1][0]
     assert part == "compute" and width == float(first["compute_s"])
-    assert start + width + float(first["comm_s"]) + float(first["wait_s"]) == \
-        pytest.approx(float(first["time_s"]), rel=1e-12)
+    assert start + width + float(first["comm_s"]) + float(first["wait_s"]) == pytest.approx(
+        float(first["time_s"]), rel=1e-12
+    )
 
 
 def test_the_command_line_writes_every_kind(runs, tmp_path, capsys):
@@ -96,11 +112,14 @@ def test_the_command_line_writes_every_kind(runs, tmp_path, capsys):
     assert capsys.readouterr().out.count("wrote") == len(KINDS)
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["accuracy", "nowhere", "--out", "x.png"], "nowhere: not a run folder"),
-    (["predicted", "a", "--out", "x.png"], "MEASURED,SIMULATED run-folder pairs"),
-    (["accuracy", ".", "--out", "x.txt"], "--out must end in .png, .svg or .pdf"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["accuracy", "nowhere", "--out", "x.png"], "nowhere: not a run folder"),
+        (["predicted", "a", "--out", "x.png"], "MEASURED,SIMULATED run-folder pairs"),
+        (["accuracy", ".", "--out", "x.txt"], "--out must end in .png, .svg or .pdf"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(argv)

@@ -5,19 +5,23 @@ import pytest
 from models import PROFILES, profile
 
 
-@pytest.mark.parametrize(("name", "params"), [
-    ("resnet18", 11_173_962),  # kuangliu/pytorch-cifar ResNet18 (torchsummary, thop)
-    ("vgg16", 14_728_266),  # kuangliu/pytorch-cifar VGG('VGG16')
-    ("resnet50", 25_557_032),  # torchvision resnet50, num_params in its documentation
-])
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("resnet18", 11_173_962),  # kuangliu/pytorch-cifar ResNet18 (torchsummary, thop)
+        ("vgg16", 14_728_266),  # kuangliu/pytorch-cifar VGG('VGG16')
+        ("resnet50", 25_557_032),  # torchvision resnet50, num_params in its documentation
+    ],
+)
 def test_parameter_count_equals_published(name, params):
     p = profile(name)
     assert p.params == params
     assert p.grad_nbytes == 4 * params
 
 
-@pytest.mark.parametrize(("name", "gmacs"), [
-    ("resnet18", 0.56), ("vgg16", 0.31), ("resnet50", 4.09)])
+@pytest.mark.parametrize(
+    ("name", "gmacs"), [("resnet18", 0.56), ("vgg16", 0.31), ("resnet50", 4.09)]
+)
 def test_multiply_adds_round_to_published(name, gmacs):
     """Published to two decimals in G multiply-adds; FLOPs are twice that."""
     p = profile(name)
@@ -46,6 +50,9 @@ def test_profile_fields():
 
 
 def test_unknown_profile_is_one_line_error():
-    with pytest.raises(ValueError, match=r"^profile must be one of resnet18, vgg16, resnet50, "
-                                         r"got 'alexnet'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^profile must be one of resnet18, vgg16, resnet50, "
+        r"got 'alexnet'$",
+    ):
         profile("alexnet")

@@ -27,17 +27,28 @@ from sim.run import build_parser, simulate
 from twinsgd.algorithms.config import CheckingParser, parse_command
 
 STEPS, BATCH = 6, 16
-COMMON = ["--dataset", "mnist-subset", "--iterations", str(STEPS), "--batch-size", str(BATCH),
-          "--no-progress", "--eval-every", str(STEPS)]
-SETTINGS = settings(max_examples=6, deadline=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+COMMON = [
+    "--dataset",
+    "mnist-subset",
+    "--iterations",
+    str(STEPS),
+    "--batch-size",
+    str(BATCH),
+    "--no-progress",
+    "--eval-every",
+    str(STEPS),
+]
+SETTINGS = settings(
+    max_examples=6, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 def run(flags):
     """Simulate ``flags`` into a fresh folder; (summary, final weights, steps.csv rows)."""
     out = Path(tempfile.mkdtemp(prefix="twinsgd-prop-"))
-    cfg, cluster = parse_command([*COMMON, *flags, "--out", str(out / "run")],
-                                 build_parser(CheckingParser))
+    cfg, cluster = parse_command(
+        [*COMMON, *flags, "--out", str(out / "run")], build_parser(CheckingParser)
+    )
     summary = simulate(cfg, cluster, say=lambda _: None)
     with np.load(out / "run" / "model.npz") as archive:
         weights = np.concatenate([archive[k].ravel() for k in sorted(archive.files)])
@@ -53,11 +64,19 @@ NODES = st.sampled_from([2, 3, 4])
 def clusters(draw, nodes=NODES):
     """sim.run's cluster flags: a node count and a random cluster for it."""
     n = draw(nodes)
-    speeds = draw(st.lists(st.sampled_from(["0.25x", "0.5x", "1x", "2x", "3x"]), min_size=n,
-                           max_size=n))
-    flags = ["--nodes", str(n), "--latency", f"{draw(st.integers(0, 2000))}us",
-             "--bandwidth", f"{draw(st.sampled_from([0.01, 0.1, 1, 10, 100]))}Gbps",
-             "--speeds", ",".join(speeds)]
+    speeds = draw(
+        st.lists(st.sampled_from(["0.25x", "0.5x", "1x", "2x", "3x"]), min_size=n, max_size=n)
+    )
+    flags = [
+        "--nodes",
+        str(n),
+        "--latency",
+        f"{draw(st.integers(0, 2000))}us",
+        "--bandwidth",
+        f"{draw(st.sampled_from([0.01, 0.1, 1, 10, 100]))}Gbps",
+        "--speeds",
+        ",".join(speeds),
+    ]
     if draw(st.booleans()):
         flags += ["--stragglers", f"{draw(st.sampled_from([0.1, 0.5]))}:4x"]
     return n, flags
@@ -66,8 +85,13 @@ def clusters(draw, nodes=NODES):
 SYNCHRONOUS = {
     "allreduce ring": ["--algorithm", "allreduce", "--allreduce", "ring"],
     "allreduce mpi (MPICH's choice)": ["--algorithm", "allreduce", "--allreduce", "mpi"],
-    "allreduce, top-k + error feedback": ["--algorithm", "allreduce", "--compress", "topk:0.05",
-                                          "--error-feedback"],
+    "allreduce, top-k + error feedback": [
+        "--algorithm",
+        "allreduce",
+        "--compress",
+        "topk:0.05",
+        "--error-feedback",
+    ],
     "Local-SGD(3)": ["--algorithm", "allreduce", "--local-steps", "3"],
     "sync parameter server": ["--algorithm", "ps", "--mode", "sync", "--server-computes"],
     "gossip on a ring": ["--algorithm", "gossip", "--topology", "ring"],
@@ -98,8 +122,18 @@ def test_a_synchronous_programs_weights_do_not_depend_on_the_cluster(name, clust
 def test_synchronous_sgd_follows_the_serial_trajectory_with_the_global_batch(cluster):
     n, flags = cluster
     _, weights, _ = run(["--algorithm", "allreduce", "--optimizer", "sgd", *flags])
-    serial = run(["--algorithm", "serial", "--nodes", "1", "--optimizer", "sgd",
-                  "--batch-size", str(n * BATCH)])[1]
+    serial = run(
+        [
+            "--algorithm",
+            "serial",
+            "--nodes",
+            "1",
+            "--optimizer",
+            "sgd",
+            "--batch-size",
+            str(n * BATCH),
+        ]
+    )[1]
     np.testing.assert_allclose(weights, serial, rtol=1e-4, atol=1e-6)
 
 
@@ -118,8 +152,11 @@ def test_the_bytes_sent_equal_the_formula(cluster, algorithm):
     """Ring allreduce: each of the 2(N-1) rounds moves every chunk once, 2(N-1) * 4n bytes a
     step over all nodes. Synchronous PS, one server: N-1 pushes and N-1 replies of 4n bytes."""
     n, flags = cluster
-    argv = ["--algorithm", "allreduce", "--allreduce", "ring"] if algorithm == "allreduce" \
+    argv = (
+        ["--algorithm", "allreduce", "--allreduce", "ring"]
+        if algorithm == "allreduce"
         else ["--algorithm", "ps", "--mode", "sync"]
+    )
     summary, weights, rows = run([*argv, *flags])
     params = weights.size
     per_step = 2 * (n - 1) * 4 * params

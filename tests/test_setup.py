@@ -34,7 +34,10 @@ def test_sharded_servers_own_balanced_slices_and_workers_share_the_data(dataset)
     assert slices[0].stop == slices[1].start and slices[1].stop == nodes[0].model.n_params
     assert abs((slices[0].stop - slices[0].start) - (slices[1].stop - slices[1].start)) <= 1
     assert [n.optimizer.n_params for n in nodes[:2]] == [s.stop - s.start for s in slices]
-    assert [(n.computes, n.shard, n.shards) for n in nodes[2:]] == [(True, 0, 3), (True, 1, 3),
-                                                                     (True, 2, 3)]
+    assert [(n.computes, n.shard, n.shards) for n in nodes[2:]] == [
+        (True, 0, 3),
+        (True, 1, 3),
+        (True, 2, 3),
+    ]
     assert not nodes[0].computes and {n.reporter for n in nodes} == {2}
     assert nodes[2].steps_per_epoch == 10_000 // (3 * 100)

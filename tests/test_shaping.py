@@ -69,8 +69,7 @@ def test_a_message_within_the_tokens_leaves_the_rest():
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(0, 5e-3), st.integers(1, 2_000_000)), min_size=1,
-                max_size=20))
+@given(st.lists(st.tuples(st.floats(0, 5e-3), st.integers(1, 2_000_000)), min_size=1, max_size=20))
 def test_tokens_stay_within_the_bucket_and_time_never_beats_the_line(messages):
     seconds, star = _one_after_another([(gap, 0, 1, n) for gap, n in messages])
     for (_, n), s in zip(messages, seconds, strict=True):
@@ -100,8 +99,14 @@ class _Log:
 
 def _simulate(size, program):
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
-                    ComputeModel(seconds_per_sample=0.0), shaping=SHAPING)
+    sim = Simulator(
+        nodes,
+        [_Log() for _ in nodes],
+        1e-6,
+        1e9,
+        ComputeModel(seconds_per_sample=0.0),
+        shaping=SHAPING,
+    )
     sim.run([program(r) for r in range(size)])
     return sim.env.now
 
@@ -147,17 +152,32 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
 
     def cost(alpha_s, line_Bps, rate_Bps):
         nan = (float("nan"), float("nan"))
-        return PiecewiseCost(min_bytes=(0.0, 1e5), max_bytes=(1e5, 2.0**24),
-                             latency_s=(alpha_s, -2e-4), bandwidth_Bps=(line_Bps, rate_Bps),
-                             latency_ci_s=(nan, nan), bandwidth_ci_Bps=(nan, nan),
-                             max_rel_residual=(0.0, 0.0)).to_dict()
+        return PiecewiseCost(
+            min_bytes=(0.0, 1e5),
+            max_bytes=(1e5, 2.0**24),
+            latency_s=(alpha_s, -2e-4),
+            bandwidth_Bps=(line_Bps, rate_Bps),
+            latency_ci_s=(nan, nan),
+            bandwidth_ci_Bps=(nan, nan),
+            max_rel_residual=(0.0, 0.0),
+        ).to_dict()
 
     path = tmp_path / "p.toml"
-    path.write_text(tomli_w.dumps({
-        "cluster": {"name": "emulated", "one_machine": True, "cores": 2},
-        "network": {"topology": "star", "latency": "12us", "bandwidth": "119MB/s",
-                    "oneway": cost(12e-6, 240e6, 119.5e6), "sendrecv": cost(18e-6, 120e6, 116e6),
-                    "shaper": {"rates_Bps": [RATE, RATE / 10], "bursts_bytes": [BURST, 12500]}}}))
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "cluster": {"name": "emulated", "one_machine": True, "cores": 2},
+                "network": {
+                    "topology": "star",
+                    "latency": "12us",
+                    "bandwidth": "119MB/s",
+                    "oneway": cost(12e-6, 240e6, 119.5e6),
+                    "sendrecv": cost(18e-6, 120e6, 116e6),
+                    "shaper": {"rates_Bps": [RATE, RATE / 10], "bursts_bytes": [BURST, 12500]},
+                },
+            }
+        )
+    )
     shaping = load_profile(str(path)).shaping()
     assert shaping.hosts == ((RATE, BURST), (RATE / 10, 12500.0))
     oneway, sendrecv = shaping.patterns["oneway"], shaping.patterns["sendrecv"]
@@ -185,9 +205,15 @@ def test_messages_in_flight_share_a_nic_and_finish_together():
             arrivals[rank] = True
 
     nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
-    sim = Simulator(nodes, [_Log() for _ in nodes], 1e-6, 1e9,
-                    ComputeModel(seconds_per_sample=0.0), shaping=SHAPING,
-                    eager_bytes=2**20)  # eager sends: both messages leave at once
+    sim = Simulator(
+        nodes,
+        [_Log() for _ in nodes],
+        1e-6,
+        1e9,
+        ComputeModel(seconds_per_sample=0.0),
+        shaping=SHAPING,
+        eager_bytes=2**20,
+    )  # eager sends: both messages leave at once
     times = {}
     original = sim.network._deliver
 

@@ -144,32 +144,50 @@ def _real(n, out, argv):
 
 def _simulated(n, out, argv):
     nodes = [] if n is None else ["--nodes", str(n)]
-    done = subprocess.run([sys.executable, "-m", "sim.run", *nodes, *argv, "--out",
-                           str(out)], cwd=ROOT, env=ENV, timeout=120, capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.run", *nodes, *argv, "--out", str(out)],
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
 
 
 @pytest.mark.mpi
-@pytest.mark.parametrize(("n", "argv"), [
-    (3, ["--algorithm", "ps"]),
-    (4, ["--algorithm", "ps", "--servers", "2", "--optimizer", "momentum"]),
-    (4, ["--algorithm", "ps", "--replicas", "2"]),
-    (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
-    (3, ["--algorithm", "allreduce", "--allreduce", "recursive-doubling"]),
-    (4, ["--algorithm", "allreduce", "--allreduce", "rabenseifner"]),
-    (3, ["--algorithm", "allreduce", "--allreduce", "rabenseifner", "--optimizer", "sgd"]),
-    (3, ["--algorithm", "allreduce", "--local-steps", "4", "--optimizer", "sgd"]),
-    (4, ["--algorithm", "gossip", "--topology", "ring"]),
-    (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
-])
+@pytest.mark.parametrize(
+    ("n", "argv"),
+    [
+        (3, ["--algorithm", "ps"]),
+        (4, ["--algorithm", "ps", "--servers", "2", "--optimizer", "momentum"]),
+        (4, ["--algorithm", "ps", "--replicas", "2"]),
+        (4, ["--algorithm", "allreduce", "--allreduce", "ring"]),
+        (3, ["--algorithm", "allreduce", "--allreduce", "recursive-doubling"]),
+        (4, ["--algorithm", "allreduce", "--allreduce", "rabenseifner"]),
+        (3, ["--algorithm", "allreduce", "--allreduce", "rabenseifner", "--optimizer", "sgd"]),
+        (3, ["--algorithm", "allreduce", "--local-steps", "4", "--optimizer", "sgd"]),
+        (4, ["--algorithm", "gossip", "--topology", "ring"]),
+        (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
+    ],
+)
 def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv):
-    common = ["--dataset", "mnist-subset", "--iterations", "12", "--eval-every", "6",
-              "--no-progress", *argv]
+    common = [
+        "--dataset",
+        "mnist-subset",
+        "--iterations",
+        "12",
+        "--eval-every",
+        "6",
+        "--no-progress",
+        *argv,
+    ]
     _real(n, tmp_path / "real", common)
     _simulated(n, tmp_path / "sim", common)
-    with np.load(tmp_path / "real" / "model.npz") as real, \
-            np.load(tmp_path / "sim" / "model.npz") as sim:
+    with (
+        np.load(tmp_path / "real" / "model.npz") as real,
+        np.load(tmp_path / "sim" / "model.npz") as sim,
+    ):
         assert real.files == sim.files
         for name in real.files:
             np.testing.assert_array_equal(sim[name], real[name], err_msg=name)
@@ -179,26 +197,50 @@ def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv)
         assert r.split(",")[4:6] == s.split(",")[4:6]
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--latency", "5"], "--latency: '5' needs a unit"),
-    (["--bandwidth", "fast"], "--bandwidth: cannot read 'fast'"),
-    (["--latency", "1e400s"], "argument --latency: '1e400s' is not a finite number"),
-    (["--bandwidth", "0Gbps"], "argument --bandwidth: '0Gbps' must be > 0"),
-    (["--speeds", "1e400x"], "--speeds 1e400x: factor: '1e400x' is not a finite number"),
-    (["--stragglers", "abc"], "argument --stragglers: expects P:SLOWDOWN with 0 <= P <= 1"),
-    (["--stragglers", "0.1:0.5x"], "argument --stragglers: SLOWDOWN must be >= 1x"),
-    (["--algorithm", "allreduce", "--mode", "ssp"],
-     "--mode ssp needs --algorithm ps, got --algorithm allreduce"),
-    (["--ghost", "resnet50", "--compute", "measured"],
-     "--compute measured needs the real kernel, which --ghost does not run"),
-    (["--nodes", "1000000000"], "--nodes 1000000000: about 4.04e+06 GB of memory for the nodes"),
-    (["--nodes", "0"], "--nodes must be >= 1"),
-    (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps --servers 1 needs at least 2"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--latency", "5"], "--latency: '5' needs a unit"),
+        (["--bandwidth", "fast"], "--bandwidth: cannot read 'fast'"),
+        (["--latency", "1e400s"], "argument --latency: '1e400s' is not a finite number"),
+        (["--bandwidth", "0Gbps"], "argument --bandwidth: '0Gbps' must be > 0"),
+        (["--speeds", "1e400x"], "--speeds 1e400x: factor: '1e400x' is not a finite number"),
+        (["--stragglers", "abc"], "argument --stragglers: expects P:SLOWDOWN with 0 <= P <= 1"),
+        (["--stragglers", "0.1:0.5x"], "argument --stragglers: SLOWDOWN must be >= 1x"),
+        (
+            ["--algorithm", "allreduce", "--mode", "ssp"],
+            "--mode ssp needs --algorithm ps, got --algorithm allreduce",
+        ),
+        (
+            ["--ghost", "resnet50", "--compute", "measured"],
+            "--compute measured needs the real kernel, which --ghost does not run",
+        ),
+        (
+            ["--nodes", "1000000000"],
+            "--nodes 1000000000: about 4.04e+06 GB of memory for the nodes",
+        ),
+        (["--nodes", "0"], "--nodes must be >= 1"),
+        (["--algorithm", "ps", "--nodes", "1"], "--algorithm ps --servers 1 needs at least 2"),
+    ],
+)
 def test_bad_cluster_input_is_one_line_and_exit_2(tmp_path, argv, message):
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset", *argv,
-                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "mnist-subset",
+            *argv,
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], done.stderr
@@ -213,8 +255,23 @@ def _profiled(tmp_path, n, argv, seconds_per_sample=1e-3):
     profile = tmp_path / "profile.toml"
     profile.write_text(f"[compute]\nseconds_per_sample = {seconds_per_sample}\n")
     out = tmp_path / "run"
-    _simulated(n, out, ["--dataset", "mnist-subset", "--no-progress", "--compute", "profile",
-                        "--profile", str(profile), "--batch-size", "10", *FREE_NETWORK, *argv])
+    _simulated(
+        n,
+        out,
+        [
+            "--dataset",
+            "mnist-subset",
+            "--no-progress",
+            "--compute",
+            "profile",
+            "--profile",
+            str(profile),
+            "--batch-size",
+            "10",
+            *FREE_NETWORK,
+            *argv,
+        ],
+    )
     import csv
     import json
 
@@ -224,8 +281,9 @@ def _profiled(tmp_path, n, argv, seconds_per_sample=1e-3):
 
 
 def test_a_synchronous_step_lasts_as_long_as_the_slowest_node(tmp_path):
-    summary, _ = _profiled(tmp_path, 4, ["--algorithm", "allreduce", "--iterations", "5",
-                                         "--speeds", "1x,1x,1x,0.5x"])
+    summary, _ = _profiled(
+        tmp_path, 4, ["--algorithm", "allreduce", "--iterations", "5", "--speeds", "1x,1x,1x,0.5x"]
+    )
     assert summary["time_s"] == pytest.approx(5 * 2 * 10 * 1e-3, rel=1e-5)  # 20 ms a step
 
 
@@ -236,9 +294,20 @@ def test_stragglers_slow_synchronous_steps_as_the_maximum_predicts(tmp_path):
     seeded, so the figure is the same every time (measured: within 1 %).
     """
     n, p, slowdown, t = 4, 0.1, 3.0, 10 * 1e-3
-    summary, steps = _profiled(tmp_path, n, ["--algorithm", "allreduce", "--iterations", "1000",
-                                             "--stragglers", f"{p}:{slowdown}x",
-                                             "--eval-every", "1000"])
+    summary, steps = _profiled(
+        tmp_path,
+        n,
+        [
+            "--algorithm",
+            "allreduce",
+            "--iterations",
+            "1000",
+            "--stragglers",
+            f"{p}:{slowdown}x",
+            "--eval-every",
+            "1000",
+        ],
+    )
     expected = t * (1 + (slowdown - 1) * (1 - (1 - p) ** n))
     assert summary["time_s"] / 1000 == pytest.approx(expected, rel=0.06)
     slowed = np.mean([float(r["compute_s"]) > 1.5 * t for r in steps])
@@ -276,8 +345,9 @@ def test_closed_form_collectives_agree_with_message_level(algo, size, extra):
     for collectives in ("message", "closed-form"):
         nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
         logs = [_Log() for _ in range(size)]
-        sim = Simulator(nodes, logs, ALPHA, BETA, ComputeModel(seconds_per_sample=0.0),
-                        collectives=collectives)
+        sim = Simulator(
+            nodes, logs, ALPHA, BETA, ComputeModel(seconds_per_sample=0.0), collectives=collectives
+        )
         sim.run([program(r) for r in range(size)])
         results[collectives] = (sim.env.now, dict(out), [(g.sent, g.received) for g in logs])
     (t_msg, bufs_msg, bytes_msg), (t_cf, bufs_cf, bytes_cf) = results.values()
@@ -294,12 +364,21 @@ def test_closed_form_collectives_agree_with_message_level(algo, size, extra):
 
 
 def test_closed_form_training_ends_with_the_message_level_weights(tmp_path):
-    common = ["--dataset", "mnist-subset", "--no-progress", "--algorithm", "allreduce",
-              "--iterations", "6"]
+    common = [
+        "--dataset",
+        "mnist-subset",
+        "--no-progress",
+        "--algorithm",
+        "allreduce",
+        "--iterations",
+        "6",
+    ]
     _simulated(3, tmp_path / "message", common)
     _simulated(3, tmp_path / "closed", [*common, "--collectives", "closed-form"])
-    with np.load(tmp_path / "message" / "model.npz") as a, \
-            np.load(tmp_path / "closed" / "model.npz") as b:
+    with (
+        np.load(tmp_path / "message" / "model.npz") as a,
+        np.load(tmp_path / "closed" / "model.npz") as b,
+    ):
         for name in a.files:
             np.testing.assert_array_equal(a[name], b[name])
 
@@ -309,8 +388,24 @@ def _ghost_allreduce(tmp_path, name, argv):
     import json
 
     out = tmp_path / name
-    _simulated(8, out, ["--algorithm", "allreduce", "--ghost", "1000000", "--iterations", "2",
-                        "--latency", "5us", "--bandwidth", "10Gbps", "--no-measure-wait", *argv])
+    _simulated(
+        8,
+        out,
+        [
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            "1000000",
+            "--iterations",
+            "2",
+            "--latency",
+            "5us",
+            "--bandwidth",
+            "10Gbps",
+            "--no-measure-wait",
+            *argv,
+        ],
+    )
     return json.loads((out / "summary.json").read_text())
 
 
@@ -320,8 +415,9 @@ def test_a_ring_network_carries_the_ring_allreduce_as_the_star_does(tmp_path):
     switches (up to 5 alpha) but the bytes are the same."""
     star = _ghost_allreduce(tmp_path, "star", [])
     ring = _ghost_allreduce(tmp_path, "ring", ["--network", "ring"])
-    closed = _ghost_allreduce(tmp_path, "closed", ["--network", "ring", "--collectives",
-                                                   "closed-form"])
+    closed = _ghost_allreduce(
+        tmp_path, "closed", ["--network", "ring", "--collectives", "closed-form"]
+    )
     tree = _ghost_allreduce(tmp_path, "tree", ["--network", "fat-tree:4"])
     expected = 2 * 2 * 7 * (ALPHA + 4 * 1_000_000 / 8 / BETA)
     for summary in (star, ring, closed):
@@ -331,10 +427,28 @@ def test_a_ring_network_carries_the_ring_allreduce_as_the_star_does(tmp_path):
 
 
 def test_a_bad_network_is_one_line_and_exit_2(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--nodes", "20", "--algorithm",
-                           "allreduce", "--ghost", "1000", "--network", "fat-tree:4",
-                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--nodes",
+            "20",
+            "--algorithm",
+            "allreduce",
+            "--ghost",
+            "1000",
+            "--network",
+            "fat-tree:4",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "fat-tree:4 holds 16 hosts" in lines[0], done.stderr
@@ -348,9 +462,27 @@ def test_the_same_seed_gives_the_same_run_folder_byte_for_byte(tmp_path):
 
     profile = tmp_path / "profile.toml"
     profile.write_text("[compute]\nseconds_per_sample = 1e-4\n")
-    argv = ["--dataset", "mnist-subset", "--no-progress", "--algorithm", "gossip", "--topology",
-            "ring", "--iterations", "8", "--eval-every", "4", "--stragglers", "0.3:3x",
-            "--compute", "profile", "--profile", str(profile), "--network", "torus"]
+    argv = [
+        "--dataset",
+        "mnist-subset",
+        "--no-progress",
+        "--algorithm",
+        "gossip",
+        "--topology",
+        "ring",
+        "--iterations",
+        "8",
+        "--eval-every",
+        "4",
+        "--stragglers",
+        "0.3:3x",
+        "--compute",
+        "profile",
+        "--profile",
+        str(profile),
+        "--network",
+        "torus",
+    ]
     for name in ("a", "b"):
         _simulated(4, tmp_path / name, argv)
     files = sorted(p.name for p in (tmp_path / "a").iterdir())
@@ -366,19 +498,36 @@ def test_the_same_seed_gives_the_same_run_folder_byte_for_byte(tmp_path):
         assert a == b, name
 
 
-@pytest.mark.parametrize("argv", [
-    ["--algorithm", "allreduce"], ["--algorithm", "allreduce", "--allreduce",
-                                   "recursive-doubling"],
-    ["--algorithm", "ps"], ["--algorithm", "ps", "--mode", "async"],
-    ["--algorithm", "ps", "--servers", "2"],
-    ["--algorithm", "gossip", "--topology", "exponential"],
-    ["--algorithm", "allreduce", "--compress", "topk:0.1"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--algorithm", "allreduce"],
+        ["--algorithm", "allreduce", "--allreduce", "recursive-doubling"],
+        ["--algorithm", "ps"],
+        ["--algorithm", "ps", "--mode", "async"],
+        ["--algorithm", "ps", "--servers", "2"],
+        ["--algorithm", "gossip", "--topology", "exponential"],
+        ["--algorithm", "allreduce", "--compress", "topk:0.1"],
+    ],
+)
 def test_every_simulated_second_is_charged_once(tmp_path, argv):
     """compute + comm + wait of each step add up to the time the step took, on every node
     (overlapping transfers of one operation are not counted twice)."""
-    _, steps = _profiled(tmp_path, 5, [*argv, "--iterations", "6", "--latency", "5us",
-                                       "--bandwidth", "1GB/s", "--stragglers", "0.3:2x"])
+    _, steps = _profiled(
+        tmp_path,
+        5,
+        [
+            *argv,
+            "--iterations",
+            "6",
+            "--latency",
+            "5us",
+            "--bandwidth",
+            "1GB/s",
+            "--stragglers",
+            "0.3:2x",
+        ],
+    )
     last = {}
     for row in steps:
         spent = sum(float(row[k]) for k in ("compute_s", "comm_s", "wait_s"))
@@ -389,16 +538,34 @@ def test_every_simulated_second_is_charged_once(tmp_path, argv):
 
 def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
     """Like ``sim.run --nodes 210`` on the bundled images: 10,000 over 120 shards is 83 each."""
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
-                           "--nodes", "120", "--collectives", "closed-form",
-                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=300,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "mnist-subset",
+            "--nodes",
+            "120",
+            "--collectives",
+            "closed-form",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=300,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     import json
 
     notes = [line for line in done.stderr.splitlines() if line.startswith("python -m sim.run: ")]
-    assert notes[0].endswith("batch size 64 per node: the default 100 does not fit a node's "
-                             "shard of 83 images (set --batch-size)")
+    assert notes[0].endswith(
+        "batch size 64 per node: the default 100 does not fit a node's "
+        "shard of 83 images (set --batch-size)"
+    )
     assert "20 steps (20 epochs)" in notes[1]
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert (config["batch_size"], config["iterations"]) == (64, 20)
@@ -408,13 +575,31 @@ def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
 def test_a_profile_with_an_impossible_number_is_refused_naming_it(tmp_path):
     profile = tmp_path / "p.toml"
     profile.write_text("[compute]\nseconds_per_sample = -1\n")
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
-                           "--compute", "profile", "--profile", str(profile),
-                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "mnist-subset",
+            "--compute",
+            "profile",
+            "--profile",
+            str(profile),
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
-    assert done.stderr.strip() == (f"python -m sim.run: error: --profile {profile}: [compute] "
-                                   f"seconds_per_sample (*) must be a finite number >= 0, got -1")
+    assert done.stderr.strip() == (
+        f"python -m sim.run: error: --profile {profile}: [compute] "
+        f"seconds_per_sample (*) must be a finite number >= 0, got -1"
+    )
     assert not (tmp_path / "run").exists()
 
 
@@ -422,8 +607,9 @@ def test_a_config_file_sets_cluster_options_too_and_flags_win(tmp_path):
     import json
 
     toml = tmp_path / "run.toml"
-    toml.write_text('nodes = 3\nlatency = "7us"\nprogress = false\niterations = 2\n'
-                    'algorithm = "allreduce"\n')
+    toml.write_text(
+        'nodes = 3\nlatency = "7us"\nprogress = false\niterations = 2\nalgorithm = "allreduce"\n'
+    )
     for extra, nodes in (([], 3), (["--nodes", "2"], 2)):
         out = tmp_path / f"run{nodes}"
         _simulated(None, out, ["--dataset", "mnist-subset", "--config", str(toml), *extra])
@@ -434,10 +620,28 @@ def test_a_config_file_sets_cluster_options_too_and_flags_win(tmp_path):
 def test_a_run_whose_every_node_failed_is_not_done(tmp_path):
     import json
 
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "mnist-subset",
-                           "--nodes", "2", "--iterations", "5", "--fail", "0@1ms,1@1ms",
-                           "--out", str(tmp_path / "run")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "mnist-subset",
+            "--nodes",
+            "2",
+            "--iterations",
+            "5",
+            "--fail",
+            "0@1ms,1@1ms",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 3
     status = json.loads((tmp_path / "run" / "summary.json").read_text())["status"]
     assert status == "failed: rank 0 killed at 0.001 s; rank 1 killed at 0.001 s"
@@ -450,9 +654,23 @@ def test_a_simulated_run_writes_a_timeline_that_tiles_each_nodes_time(tmp_path, 
     program's own code after a step's last operation is charged, and drawn, with the next)."""
     import json
 
-    _simulated(100, tmp_path / "run", ["--dataset", "mnist-subset", "--algorithm", "allreduce",
-                                       "--iterations", "3", "--batch-size", "10",
-                                       "--collectives", collectives, *FREE_NETWORK])
+    _simulated(
+        100,
+        tmp_path / "run",
+        [
+            "--dataset",
+            "mnist-subset",
+            "--algorithm",
+            "allreduce",
+            "--iterations",
+            "3",
+            "--batch-size",
+            "10",
+            "--collectives",
+            collectives,
+            *FREE_NETWORK,
+        ],
+    )
     trace = json.loads((tmp_path / "run" / "timeline.json").read_text())
     with open(tmp_path / "run" / "steps.csv") as fh:
         ends = {int(r["rank"]): float(r["time_s"]) for r in csv.DictReader(fh)}  # last step's
@@ -460,8 +678,11 @@ def test_a_simulated_run_writes_a_timeline_that_tiles_each_nodes_time(tmp_path, 
     tracks = [e["tid"] for e in trace["traceEvents"] if e["ph"] == "M"]
     assert tracks == list(range(0, 100, 2))  # 100 nodes: every 2nd, at most 64 drawn
     for rank in tracks:
-        events = sorted((e["ts"], e["dur"], e["cat"]) for e in trace["traceEvents"]
-                        if e["ph"] == "X" and e["tid"] == rank)
+        events = sorted(
+            (e["ts"], e["dur"], e["cat"])
+            for e in trace["traceEvents"]
+            if e["ph"] == "X" and e["tid"] == rank
+        )
         assert {cat for _, _, cat in events} <= {"compute", "comm", "wait"}
         for (ts, dur, _), (next_ts, _, _) in itertools.pairwise(events):
             assert next_ts == pytest.approx(ts + dur, abs=2e-3)  # microseconds, each rounded

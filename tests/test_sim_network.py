@@ -53,6 +53,7 @@ def times(arrivals):
 
 # -- star: the alpha-beta model -------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("nbytes", [0, 1, NBYTES, 10**6])
 def test_star_message_takes_alpha_plus_n_over_beta(nbytes):
     net = network("star", 4)
@@ -84,9 +85,10 @@ def test_transfer_ends_when_the_bytes_have_left_the_sender():
 def test_mailbox_gets_source_tag_payload_and_start_after_queueing():
     net = network("star", 3)
     arrivals = run_messages(net, [(1, 0, NBYTES), (2, 0, NBYTES)])
-    assert [m for _, m in arrivals] == [Message(source=1, tag=0, payload="m0", started=0.0),
-                                        Message(source=2, tag=1, payload="m1",
-                                                started=pytest.approx(SEND, rel=1e-12))]
+    assert [m for _, m in arrivals] == [
+        Message(source=1, tag=0, payload="m0", started=0.0),
+        Message(source=2, tag=1, payload="m1", started=pytest.approx(SEND, rel=1e-12)),
+    ]
 
 
 def test_message_to_oneself_is_free():
@@ -97,12 +99,14 @@ def test_message_to_oneself_is_free():
 
 # -- ring and torus: direct networks, alpha per link ----------------------------------------------
 
+
 @pytest.mark.parametrize(("dest", "hops"), [(1, 1), (2, 2), (3, 3), (4, 4), (5, 3), (7, 1)])
 def test_ring_message_over_h_hops_takes_h_alpha_plus_n_over_beta(dest, hops):
     net = network("ring", 8)
     assert net.hops(0, dest) == hops
-    assert times(run_messages(net, [(0, dest, NBYTES)])) == \
-        pytest.approx([hops * ALPHA + SEND], rel=1e-12)
+    assert times(run_messages(net, [(0, dest, NBYTES)])) == pytest.approx(
+        [hops * ALPHA + SEND], rel=1e-12
+    )
 
 
 def test_torus_is_as_square_as_possible_with_ranks_row_major():
@@ -116,8 +120,9 @@ def test_torus_is_as_square_as_possible_with_ranks_row_major():
 def test_torus_message_over_h_hops_takes_h_alpha_plus_n_over_beta(dest):
     net = network("torus", 12)
     hops = net.hops(0, dest)
-    assert times(run_messages(net, [(0, dest, NBYTES)])) == \
-        pytest.approx([hops * ALPHA + SEND], rel=1e-12)
+    assert times(run_messages(net, [(0, dest, NBYTES)])) == pytest.approx(
+        [hops * ALPHA + SEND], rel=1e-12
+    )
 
 
 def test_torus_of_a_prime_is_a_ring():
@@ -133,8 +138,10 @@ def test_messages_sharing_a_link_one_way_take_turns():
     assert second == pytest.approx(SEND + ALPHA + SEND, rel=1e-12)  # waits for the link
 
 
-@pytest.mark.parametrize(("spec", "a", "b"), [("ring", 0, 2), ("ring", 0, 1), ("torus", 0, 6),
-                                              ("star", 0, 1), ("fat-tree:4", 0, 8)])
+@pytest.mark.parametrize(
+    ("spec", "a", "b"),
+    [("ring", 0, 2), ("ring", 0, 1), ("torus", 0, 6), ("star", 0, 1), ("fat-tree:4", 0, 8)],
+)
 def test_opposite_directions_do_not_interfere(spec, a, b):
     net = network(spec, {"torus": 12, "fat-tree:4": 16}.get(spec, 8))
     arrivals = times(run_messages(net, [(a, b, NBYTES), (b, a, NBYTES)]))
@@ -152,19 +159,20 @@ def test_ring_everyone_sends_three_hops_round_without_deadlock(offset):
     assert 3 * ALPHA + 3 * SEND - 1e-15 <= max(arrivals) <= 3 * ALPHA + n * SEND + 1e-15
 
 
-@pytest.mark.parametrize(("spec", "n"), [("ring", 6), ("torus", 9), ("torus", 16), ("star", 6),
-                                         ("fat-tree:4", 16)])
+@pytest.mark.parametrize(
+    ("spec", "n"), [("ring", 6), ("torus", 9), ("torus", 16), ("star", 6), ("fat-tree:4", 16)]
+)
 def test_all_to_all_at_once_arrives(spec, n):
     net = network(spec, n)
     sends = [(s, d, NBYTES) for s, d in itertools.permutations(range(n), 2)]
     arrivals = times(run_messages(net, sends))
     for (s, d, nbytes), arrival in zip(sends, arrivals, strict=True):
         assert arrival >= net.idle_transfer_s(s, d, nbytes) - 1e-15
-    assert max(arrivals) <= max(net.route(s, d).latency_s for s, d, _ in sends) + \
-        len(sends) * SEND
+    assert max(arrivals) <= max(net.route(s, d).latency_s for s, d, _ in sends) + len(sends) * SEND
 
 
 # -- fat tree -------------------------------------------------------------------------------------
+
 
 def test_fat_tree_4_has_16_hosts_20_switches_48_links():
     net = network("fat-tree:4", 16)
@@ -173,14 +181,16 @@ def test_fat_tree_4_has_16_hosts_20_switches_48_links():
     assert net.graph.number_of_edges() == 48 and len(net.mailbox) == 16
 
 
-@pytest.mark.parametrize(("dest", "hops", "switches"), [(1, 2, 1), (2, 4, 3), (3, 4, 3),
-                                                        (4, 6, 5), (15, 6, 5)])
+@pytest.mark.parametrize(
+    ("dest", "hops", "switches"), [(1, 2, 1), (2, 4, 3), (3, 4, 3), (4, 6, 5), (15, 6, 5)]
+)
 def test_fat_tree_route_lengths(dest, hops, switches):
     """Same edge switch, same pod, another pod: alpha per switch passed through."""
     net = network("fat-tree:4", 16)
     assert net.hops(0, dest) == hops
-    assert times(run_messages(net, [(0, dest, NBYTES)])) == \
-        pytest.approx([switches * ALPHA + SEND], rel=1e-12)
+    assert times(run_messages(net, [(0, dest, NBYTES)])) == pytest.approx(
+        [switches * ALPHA + SEND], rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("pods", [1, 2, 3])
@@ -223,9 +233,13 @@ def test_fat_tree_needs_an_even_k(spec):
 
 # -- specs and checks -----------------------------------------------------------------------------
 
+
 def test_unknown_spec_lists_the_choices():
-    with pytest.raises(ValueError, match=r"^--network: expected star, fat-tree:K, torus, ring or "
-                                         r"a graph file, got 'mesh'$"):
+    with pytest.raises(
+        ValueError,
+        match=r"^--network: expected star, fat-tree:K, torus, ring or "
+        r"a graph file, got 'mesh'$",
+    ):
         network("mesh", 4)
 
 
@@ -235,29 +249,32 @@ def test_large_networks_build_without_computing_routes():
         assert times(run_messages(net, [(0, 9_999, NBYTES)]))[0] >= SEND
 
 
-@pytest.mark.parametrize(("graph", "hosts", "latency_s", "bandwidth_Bps", "match"), [
-    (nx.Graph([(0, 1), (2, 3)]), [0, 2], ALPHA, BETA, "connected"),
-    (nx.path_graph(3), [0, 0], ALPHA, BETA, "distinct"),
-    (nx.path_graph(3), [0, 5], ALPHA, BETA, "host 5"),
-    (nx.path_graph(3), [], ALPHA, BETA, "at least one"),
-    (nx.path_graph(3), [0, 2], -1.0, BETA, "latency_s"),
-    (nx.path_graph(3), [0, 2], ALPHA, 0.0, "bandwidth_Bps"),
-])
+@pytest.mark.parametrize(
+    ("graph", "hosts", "latency_s", "bandwidth_Bps", "match"),
+    [
+        (nx.Graph([(0, 1), (2, 3)]), [0, 2], ALPHA, BETA, "connected"),
+        (nx.path_graph(3), [0, 0], ALPHA, BETA, "distinct"),
+        (nx.path_graph(3), [0, 5], ALPHA, BETA, "host 5"),
+        (nx.path_graph(3), [], ALPHA, BETA, "at least one"),
+        (nx.path_graph(3), [0, 2], -1.0, BETA, "latency_s"),
+        (nx.path_graph(3), [0, 2], ALPHA, 0.0, "bandwidth_Bps"),
+    ],
+)
 def test_routed_network_checks_its_inputs(graph, hosts, latency_s, bandwidth_Bps, match):
     with pytest.raises(ValueError, match=match):
         RoutedNetwork(simpy.Environment(), graph, hosts, latency_s, bandwidth_Bps)
 
 
 def test_a_router_that_gives_no_path_is_refused():
-    net = RoutedNetwork(simpy.Environment(), nx.path_graph(3), [0, 2], ALPHA, BETA,
-                        router=lambda u, v: [u, v])
+    net = RoutedNetwork(
+        simpy.Environment(), nx.path_graph(3), [0, 2], ALPHA, BETA, router=lambda u, v: [u, v]
+    )
     with pytest.raises(ValueError, match="not a path"):
         net.hops(0, 1)
 
 
-
-
 # -- interrupted transfers give their links back --------------------------------------------------
+
 
 def interrupted_incast(interrupt_rank, interrupt_at):
     """Ranks 1, 2, 3 send to 0 on a star, in that order; ``interrupt_rank``'s transfer is
@@ -291,16 +308,19 @@ def interrupted_incast(interrupt_rank, interrupt_at):
 @pytest.mark.parametrize(("rank", "at"), [(2, SEND / 2), (2, SEND)])
 def test_a_transfer_interrupted_while_queueing_leaves_the_queue(rank, at):
     """At ``SEND`` it is interrupted just as it is handed the link: it hands it on."""
-    assert interrupted_incast(rank, at) == pytest.approx({1: ALPHA + SEND,
-                                                          3: ALPHA + 2 * SEND}, rel=1e-12)
+    assert interrupted_incast(rank, at) == pytest.approx(
+        {1: ALPHA + SEND, 3: ALPHA + 2 * SEND}, rel=1e-12
+    )
 
 
 def test_a_transfer_interrupted_while_sending_frees_its_links():
-    assert interrupted_incast(1, SEND / 2) == pytest.approx({2: ALPHA + 1.5 * SEND,
-                                                             3: ALPHA + 2.5 * SEND}, rel=1e-12)
+    assert interrupted_incast(1, SEND / 2) == pytest.approx(
+        {2: ALPHA + 1.5 * SEND, 3: ALPHA + 2.5 * SEND}, rel=1e-12
+    )
 
 
 # -- graph files ----------------------------------------------------------------------------------
+
 
 def small_switched_graph():
     """h1, h2 on switch s0; h10 on switch s1; the s0-s1 link at half the bandwidth."""
@@ -339,14 +359,17 @@ def test_a_host_without_a_rank_still_forwards_as_a_host(tmp_path):
     assert times(run_messages(net, [(0, 1, NBYTES)])) == pytest.approx([2 * ALPHA + SEND])
 
 
-@pytest.mark.parametrize(("name", "text", "n", "match"), [
-    ("bad.graphml", "<graphml><node", 2, "not a valid GraphML"),
-    ("bad.edgelist", "h0 s0 not-a-dict\n", 2, "not a valid edge list"),
-    ("few.edgelist", "h0 s0\nh1 s0\n", 3, "has 2 hosts"),
-    ("apart.edgelist", "h0 s0\nh1 s1\n", 2, "disconnected"),
-    ("slow.edgelist", "h0 s0 {'bandwidth_Bps': -1}\nh1 s0\n", 2, "bandwidth_Bps"),
-    ("missing.graphml", None, 2, "cannot read"),
-])
+@pytest.mark.parametrize(
+    ("name", "text", "n", "match"),
+    [
+        ("bad.graphml", "<graphml><node", 2, "not a valid GraphML"),
+        ("bad.edgelist", "h0 s0 not-a-dict\n", 2, "not a valid edge list"),
+        ("few.edgelist", "h0 s0\nh1 s0\n", 3, "has 2 hosts"),
+        ("apart.edgelist", "h0 s0\nh1 s1\n", 2, "disconnected"),
+        ("slow.edgelist", "h0 s0 {'bandwidth_Bps': -1}\nh1 s0\n", 2, "bandwidth_Bps"),
+        ("missing.graphml", None, 2, "cannot read"),
+    ],
+)
 def test_a_bad_graph_file_is_one_line_naming_it(tmp_path, name, text, n, match):
     path = tmp_path / name
     if text is not None:
@@ -358,13 +381,15 @@ def test_a_bad_graph_file_is_one_line_naming_it(tmp_path, name, text, n, match):
 
 # -- property: an idle message on any tree --------------------------------------------------------
 
+
 @st.composite
 def trees_with_hosts(draw):
     """A random labelled tree on 2..10 nodes (from a Pruefer sequence), some of them hosts in a
     random rank order, each link at the default or its own bandwidth."""
     size = draw(st.integers(2, 10))
-    tree = nx.from_prufer_sequence(draw(st.lists(st.integers(0, size - 1), min_size=size - 2,
-                                                 max_size=size - 2)))
+    tree = nx.from_prufer_sequence(
+        draw(st.lists(st.integers(0, size - 1), min_size=size - 2, max_size=size - 2))
+    )
     hosts = draw(st.lists(st.integers(0, size - 1), min_size=1, unique=True))
     for u, v in tree.edges:
         link_Bps = draw(st.sampled_from([None, 1e8, 2.5e9, 1e10]))
@@ -382,10 +407,13 @@ def test_idle_message_takes_route_latency_plus_n_over_slowest_link(network_, dat
     path = nx.shortest_path(tree, hosts[source], hosts[dest])  # the only path in a tree
     links = list(itertools.pairwise(path))
     switches = set(tree) - set(hosts)
-    alphas = sum(v in switches for v in path[1:-1]) + \
-        sum(u not in switches and v not in switches for u, v in links)
-    slowest_Bps = min((tree.edges[link].get("bandwidth_Bps", BETA) for link in links),
-                      default=math.inf)
+    alphas = sum(v in switches for v in path[1:-1]) + sum(
+        u not in switches and v not in switches for u, v in links
+    )
+    slowest_Bps = min(
+        (tree.edges[link].get("bandwidth_Bps", BETA) for link in links), default=math.inf
+    )
     assert net.hops(source, dest) == len(links)
-    assert times(run_messages(net, [(source, dest, nbytes)])) == \
-        pytest.approx([alphas * ALPHA + nbytes / slowest_Bps], rel=1e-12)
+    assert times(run_messages(net, [(source, dest, nbytes)])) == pytest.approx(
+        [alphas * ALPHA + nbytes / slowest_Bps], rel=1e-12
+    )

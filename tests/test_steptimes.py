@@ -57,28 +57,40 @@ def test_many_draws_have_the_samples_mean_and_quantiles():
 
 
 def test_round_trip_through_a_profile_table():
-    times = StepTimes.from_samples([2e-3, 3e-3, 2.5e-3], batch_size=100, ranks=2, cores=2,
-                                   model="mlp", source="here")
+    times = StepTimes.from_samples(
+        [2e-3, 3e-3, 2.5e-3], batch_size=100, ranks=2, cores=2, model="mlp", source="here"
+    )
     again = StepTimes.from_dict(times.to_dict(), "mlp")
     assert again.batch_size == 100 and (again.ranks, again.cores) == (2, 2)
     np.testing.assert_allclose(again.quantiles_s, times.quantiles_s, rtol=1e-5)
 
 
-@pytest.mark.parametrize(("document", "match"), [
-    ({"batch_size": 1, "steps": 1}, "needs 'quantiles_s'"),
-    ({"quantiles_s": [1.0] * 3, "batch_size": 1, "steps": 1}, "101 values"),
-    ({"quantiles_s": [1.0] * 100 + [0.5], "batch_size": 1, "steps": 1}, "non-decreasing"),
-    ({"quantiles_s": [math.nan] * 101, "batch_size": 1, "steps": 1}, "finite"),
-    ({"quantiles_s": [1.0] * 101, "batch_size": 0, "steps": 1}, "batch_size"),
-])
+@pytest.mark.parametrize(
+    ("document", "match"),
+    [
+        ({"batch_size": 1, "steps": 1}, "needs 'quantiles_s'"),
+        ({"quantiles_s": [1.0] * 3, "batch_size": 1, "steps": 1}, "101 values"),
+        ({"quantiles_s": [1.0] * 100 + [0.5], "batch_size": 1, "steps": 1}, "non-decreasing"),
+        ({"quantiles_s": [math.nan] * 101, "batch_size": 1, "steps": 1}, "finite"),
+        ({"quantiles_s": [1.0] * 101, "batch_size": 0, "steps": 1}, "batch_size"),
+    ],
+)
 def test_a_bad_table_is_one_line_naming_the_table(document, match):
     with pytest.raises(ValueError, match=match):
         StepTimes.from_dict(document, "mlp")
 
 
-@pytest.mark.parametrize(("measured", "now", "slowdown"), [
-    ((2, 2), (2, 2), 1.0), ((2, 2), (4, 2), 2.0), ((2, 2), (3, 2), 1.5),
-    ((4, 2), (2, 2), 0.5), ((2, 0), (16, 2), 8.0), ((2, 2), (16, 0), 1.0)])
+@pytest.mark.parametrize(
+    ("measured", "now", "slowdown"),
+    [
+        ((2, 2), (2, 2), 1.0),
+        ((2, 2), (4, 2), 2.0),
+        ((2, 2), (3, 2), 1.5),
+        ((4, 2), (2, 2), 0.5),
+        ((2, 0), (16, 2), 8.0),
+        ((2, 2), (16, 0), 1.0),
+    ],
+)
 def test_core_slowdown_is_relative_to_the_sharing_measured(measured, now, slowdown):
     times = StepTimes.from_samples([1e-3], batch_size=1, ranks=measured[0], cores=measured[1])
     assert times.core_slowdown(*now) == pytest.approx(slowdown)
@@ -88,8 +100,11 @@ def test_core_slowdown_is_relative_to_the_sharing_measured(measured, now, slowdo
 def _run_folder(path, per_rank, batch_size=50, model="mlp", machine_cores=2):
     """A run folder with steps.csv rows of the given compute seconds per rank."""
     path.mkdir(parents=True)
-    config = {"config": {"batch_size": batch_size, "model": model, "algorithm": "allreduce"},
-              "nodes": len(per_rank), "machine_cores": machine_cores}
+    config = {
+        "config": {"batch_size": batch_size, "model": model, "algorithm": "allreduce"},
+        "nodes": len(per_rank),
+        "machine_cores": machine_cores,
+    }
     (path / "config.json").write_text(json.dumps(config))
     with open(path / "steps.csv", "w", newline="") as fh:
         writer = csv.writer(fh)
@@ -121,57 +136,113 @@ def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
 # ---------------------------------------------------------------------------- in the simulator
 def _profile(path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None):
     """A profile holding constant step times ``step_s`` for the MLP (and cost models)."""
-    times = StepTimes.from_samples([step_s], batch_size=batch_size, ranks=ranks, cores=cores,
-                                   model="mlp")
-    document = {"cluster": {"name": "test", "calibrated": True, "cores": cores,
-                            "one_machine": one_machine},
-                "network": {"topology": "star", "latency": "5us", "bandwidth": "1GB/s",
-                            **{k: v.to_dict() for k, v in (costs or {}).items()}},
-                "compute": {"steps": {"mlp": times.to_dict()}}}
+    times = StepTimes.from_samples(
+        [step_s], batch_size=batch_size, ranks=ranks, cores=cores, model="mlp"
+    )
+    document = {
+        "cluster": {"name": "test", "calibrated": True, "cores": cores, "one_machine": one_machine},
+        "network": {
+            "topology": "star",
+            "latency": "5us",
+            "bandwidth": "1GB/s",
+            **{k: v.to_dict() for k, v in (costs or {}).items()},
+        },
+        "compute": {"steps": {"mlp": times.to_dict()}},
+    }
     path.write_text(tomli_w.dumps(document))
     return path
 
 
 def _sim_run(tmp_path, *argv):
     out = tmp_path / "sim"
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "synthetic",
-                           "--no-progress", "--out", str(out), *argv], cwd=ROOT, env=ENV,
-                          timeout=120, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "synthetic",
+            "--no-progress",
+            "--out",
+            str(out),
+            *argv,
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     return json.loads((out / "summary.json").read_text()), out
 
 
 @pytest.mark.parametrize(("nodes", "share"), [(2, 1.0), (4, 0.5)])
 def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
-        tmp_path, nodes, share):
+    tmp_path, nodes, share
+):
     """Constant measured steps of 3 ms per 100 samples: a batch of 50 costs 1.5 ms on 2 nodes
     of 2 cores, and twice that when 4 nodes share the 2 cores."""
     profile = _profile(tmp_path / "p.toml", 3e-3)
-    summary, _ = _sim_run(tmp_path, "--nodes", str(nodes), "--algorithm", "allreduce",
-                          "--batch-size", "50", "--iterations", "10", "--profile", str(profile),
-                          "--compute", "empirical")
-    assert summary["compute_s"] / summary["iterations"] == pytest.approx(1.5e-3 / share,
-                                                                         rel=1e-9)
+    summary, _ = _sim_run(
+        tmp_path,
+        "--nodes",
+        str(nodes),
+        "--algorithm",
+        "allreduce",
+        "--batch-size",
+        "50",
+        "--iterations",
+        "10",
+        "--profile",
+        str(profile),
+        "--compute",
+        "empirical",
+    )
+    assert summary["compute_s"] / summary["iterations"] == pytest.approx(1.5e-3 / share, rel=1e-9)
 
 
 def test_empirical_compute_without_step_times_names_the_table(tmp_path):
     profile = tmp_path / "p.toml"
     profile.write_text('[cluster]\nname = "x"\n[compute]\nflops_per_s = 1e9\n')
-    done = subprocess.run([sys.executable, "-m", "sim.run", "--dataset", "synthetic",
-                           "--nodes", "2", "--algorithm", "allreduce", "--profile", str(profile),
-                           "--compute", "empirical",
-                           "--out", str(tmp_path / "o")], cwd=ROOT, env=ENV, timeout=60,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--dataset",
+            "synthetic",
+            "--nodes",
+            "2",
+            "--algorithm",
+            "allreduce",
+            "--profile",
+            str(profile),
+            "--compute",
+            "empirical",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "[compute.steps.mlp]" in done.stderr
 
 
 # ---------------------------------------------------------------------------- measured costs
-ONEWAY = PiecewiseCost(min_bytes=(0.0, 65536.0), max_bytes=(65536.0, math.inf),
-                       latency_s=(10e-6, 300e-6), bandwidth_Bps=(1e9, 125e6),
-                       latency_ci_s=((math.nan, math.nan),) * 2,
-                       bandwidth_ci_Bps=((math.nan, math.nan),) * 2,
-                       max_rel_residual=(math.nan, math.nan))
+ONEWAY = PiecewiseCost(
+    min_bytes=(0.0, 65536.0),
+    max_bytes=(65536.0, math.inf),
+    latency_s=(10e-6, 300e-6),
+    bandwidth_Bps=(1e9, 125e6),
+    latency_ci_s=((math.nan, math.nan),) * 2,
+    bandwidth_ci_Bps=((math.nan, math.nan),) * 2,
+    max_rel_residual=(math.nan, math.nan),
+)
 SENDRECV = PiecewiseCost.constant(20e-6, 119e6)
 
 
@@ -182,8 +253,9 @@ class _Log:
 
 def _simulate(size, program, costs):
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    sim = Simulator(nodes, [_Log() for _ in nodes], 5e-6, 1e9,
-                    ComputeModel(seconds_per_sample=0.0), costs=costs)
+    sim = Simulator(
+        nodes, [_Log() for _ in nodes], 5e-6, 1e9, ComputeModel(seconds_per_sample=0.0), costs=costs
+    )
     sim.run([program(r) for r in range(size)])
     return sim.env.now
 
@@ -219,15 +291,15 @@ def test_an_incast_queues_the_measured_one_way_messages(senders):
             yield Send(dest=0, payload=buf)
 
     expected = ONEWAY.alpha_s(nbytes) + senders * nbytes / ONEWAY.beta_Bps(nbytes)
-    assert _simulate(senders + 1, program, {"oneway": ONEWAY}) == pytest.approx(expected,
-                                                                                 rel=1e-12)
+    assert _simulate(senders + 1, program, {"oneway": ONEWAY}) == pytest.approx(expected, rel=1e-12)
 
 
 def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
     from sim.run import build_parser, network_costs
 
-    profile = load_profile(str(_profile(tmp_path / "p.toml", 1e-3,
-                                        costs={"oneway": ONEWAY, "sendrecv": SENDRECV})))
+    profile = load_profile(
+        str(_profile(tmp_path / "p.toml", 1e-3, costs={"oneway": ONEWAY, "sendrecv": SENDRECV}))
+    )
     assert set(profile.costs) == {"oneway", "sendrecv"}
     assert profile.costs["oneway"].seconds(1 << 20) == ONEWAY.seconds(1 << 20)
     parse = build_parser().parse_known_args
@@ -241,8 +313,19 @@ def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_p
     """The server's update is in no measured step: it is timed in process (> 0), while each
     worker's step is the measured one, exactly."""
     profile = _profile(tmp_path / "p.toml", 3e-3)
-    _, out = _sim_run(tmp_path, "--nodes", "3", "--algorithm", "ps", "--iterations", "5",
-                      "--profile", str(profile), "--compute", "empirical")
+    _, out = _sim_run(
+        tmp_path,
+        "--nodes",
+        "3",
+        "--algorithm",
+        "ps",
+        "--iterations",
+        "5",
+        "--profile",
+        str(profile),
+        "--compute",
+        "empirical",
+    )
     with open(out / "steps.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     server = [float(r["compute_s"]) for r in rows if r["rank"] == "0"]
@@ -253,10 +336,20 @@ def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_p
 
 def _timeline(path, per_rank):
     """A timeline.json with Compute events of the given seconds per rank (and own code)."""
-    events = [{"name": name, "cat": "compute", "ph": "X", "pid": 0, "tid": rank,
-               "ts": 0.0, "dur": seconds * 1e6}
-              for rank, durations in enumerate(per_rank) for s in durations
-              for name, seconds in (("compute", s), ("local", s / 2))]
+    events = [
+        {
+            "name": name,
+            "cat": "compute",
+            "ph": "X",
+            "pid": 0,
+            "tid": rank,
+            "ts": 0.0,
+            "dur": seconds * 1e6,
+        }
+        for rank, durations in enumerate(per_rank)
+        for s in durations
+        for name, seconds in (("compute", s), ("local", s / 2))
+    ]
     (path / "timeline.json").write_text(json.dumps({"traceEvents": events}))
 
 
@@ -272,27 +365,56 @@ def test_a_real_runs_timeline_gives_the_gradients_alone(tmp_path):
 def test_gradients_alone_leave_each_programs_own_code_to_be_timed(tmp_path):
     """Measured gradients of 3 ms: a step costs them plus the program's own code (the update),
     timed in process: more than 3 ms, less than 3 ms plus a generous 20 ms."""
-    times = StepTimes.from_samples([3e-3], batch_size=100, ranks=2, cores=2, model="mlp",
-                                   own_code=False)
+    times = StepTimes.from_samples(
+        [3e-3], batch_size=100, ranks=2, cores=2, model="mlp", own_code=False
+    )
     path = tmp_path / "p.toml"
-    path.write_text(tomli_w.dumps({"cluster": {"name": "t", "cores": 2, "one_machine": True},
-                                   "compute": {"steps": {"mlp": times.to_dict()}}}))
-    summary, _ = _sim_run(tmp_path, "--nodes", "2", "--algorithm", "allreduce",
-                          "--iterations", "10", "--profile", str(path), "--compute", "empirical")
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "cluster": {"name": "t", "cores": 2, "one_machine": True},
+                "compute": {"steps": {"mlp": times.to_dict()}},
+            }
+        )
+    )
+    summary, _ = _sim_run(
+        tmp_path,
+        "--nodes",
+        "2",
+        "--algorithm",
+        "allreduce",
+        "--iterations",
+        "10",
+        "--profile",
+        str(path),
+        "--compute",
+        "empirical",
+    )
     per_step = summary["compute_s"] / summary["iterations"]
     assert 3e-3 < per_step < 23e-3
 
 
-@pytest.mark.parametrize(("nodes", "one_machine", "slowdown"), [
-    (2, True, 1.0), (4, True, 2.0), (8, True, 4.0), (8, False, 1.0)])
+@pytest.mark.parametrize(
+    ("nodes", "one_machine", "slowdown"),
+    [(2, True, 1.0), (4, True, 2.0), (8, True, 4.0), (8, False, 1.0)],
+)
 def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
-        tmp_path, nodes, one_machine, slowdown):
+    tmp_path, nodes, one_machine, slowdown
+):
     """Calibrated with 2 ranks on 2 cores: 4 ranks on them get half a core each, for moving
     bytes as for computing (MPICH's blocking calls spin)."""
     from sim.run import _network_slowdown, build_parser
 
-    profile = load_profile(str(_profile(tmp_path / "p.toml", 1e-3, one_machine=one_machine,
-                                        costs={"oneway": ONEWAY, "sendrecv": SENDRECV})))
+    profile = load_profile(
+        str(
+            _profile(
+                tmp_path / "p.toml",
+                1e-3,
+                one_machine=one_machine,
+                costs={"oneway": ONEWAY, "sendrecv": SENDRECV},
+            )
+        )
+    )
     cluster = build_parser().parse_known_args(["--nodes", str(nodes)])[0]
     assert _network_slowdown(cluster, profile) == slowdown
     slowed = profile.slowed_costs(slowdown)["sendrecv"]
@@ -304,16 +426,41 @@ def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(t
     """An own-code factor of 20: every allreduce step's update follows a 670 KB allreduce and
     pays it; Local-SGD's updates follow a gradient (no message) and run warm, so its steps cost
     far less own code."""
-    times = StepTimes.from_samples([1e-3], batch_size=100, ranks=2, cores=2, model="mlp",
-                                   own_code=False, own_s=20e-3, own_solo_s=1e-3)
+    times = StepTimes.from_samples(
+        [1e-3],
+        batch_size=100,
+        ranks=2,
+        cores=2,
+        model="mlp",
+        own_code=False,
+        own_s=20e-3,
+        own_solo_s=1e-3,
+    )
     path = tmp_path / "p.toml"
-    path.write_text(tomli_w.dumps({"cluster": {"name": "t", "cores": 2, "one_machine": True},
-                                   "compute": {"steps": {"mlp": times.to_dict()}}}))
+    path.write_text(
+        tomli_w.dumps(
+            {
+                "cluster": {"name": "t", "cores": 2, "one_machine": True},
+                "compute": {"steps": {"mlp": times.to_dict()}},
+            }
+        )
+    )
     per_step = {}
     for name, flags in (("every", []), ("local", ["--local-steps", "10"])):
-        summary, _ = _sim_run(tmp_path / name, "--nodes", "2", "--algorithm", "allreduce",
-                              "--iterations", "10", "--profile", str(path), "--compute",
-                              "empirical", *flags)
+        summary, _ = _sim_run(
+            tmp_path / name,
+            "--nodes",
+            "2",
+            "--algorithm",
+            "allreduce",
+            "--iterations",
+            "10",
+            "--profile",
+            str(path),
+            "--compute",
+            "empirical",
+            *flags,
+        )
         per_step[name] = summary["compute_s"] / summary["iterations"] - 1e-3  # own code
     assert per_step["every"] > 3 * per_step["local"]
 

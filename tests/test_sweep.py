@@ -19,8 +19,18 @@ ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
 P_MLP = 167_560  # parameters of the 784-200-50-10 MLP, float32 on the wire
-TINY = ["--dataset", "synthetic", "--iterations", "3", "--batch-size", "8", "--model", "mlp",
-        "--algorithm", "allreduce"]
+TINY = [
+    "--dataset",
+    "synthetic",
+    "--iterations",
+    "3",
+    "--batch-size",
+    "8",
+    "--model",
+    "mlp",
+    "--algorithm",
+    "allreduce",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -41,17 +51,23 @@ def read_csv(path):
         return list(csv.DictReader(fh))
 
 
-
-
 def test_grid_expands_in_order_given_first_axis_slowest_with_readable_names():
-    grid = [("nodes", ["4", "8"]), ("latency", ["5us", "50us"]),
-            ("algorithm", ["allreduce", "gossip"])]
+    grid = [
+        ("nodes", ["4", "8"]),
+        ("latency", ["5us", "50us"]),
+        ("algorithm", ["allreduce", "gossip"]),
+    ]
     names = [sweep.point_name(p) for p in sweep.expand_grid(grid)]
     assert names == [
-        "nodes=4_latency=5us_algorithm=allreduce", "nodes=4_latency=5us_algorithm=gossip",
-        "nodes=4_latency=50us_algorithm=allreduce", "nodes=4_latency=50us_algorithm=gossip",
-        "nodes=8_latency=5us_algorithm=allreduce", "nodes=8_latency=5us_algorithm=gossip",
-        "nodes=8_latency=50us_algorithm=allreduce", "nodes=8_latency=50us_algorithm=gossip"]
+        "nodes=4_latency=5us_algorithm=allreduce",
+        "nodes=4_latency=5us_algorithm=gossip",
+        "nodes=4_latency=50us_algorithm=allreduce",
+        "nodes=4_latency=50us_algorithm=gossip",
+        "nodes=8_latency=5us_algorithm=allreduce",
+        "nodes=8_latency=5us_algorithm=gossip",
+        "nodes=8_latency=50us_algorithm=allreduce",
+        "nodes=8_latency=50us_algorithm=gossip",
+    ]
     assert sweep.point_name({"topology": "graphs/my ring.txt"}) == "topology=graphs_my_ring.txt"
 
 
@@ -59,26 +75,39 @@ def test_point_argv_puts_grid_flags_then_shared_flags_then_its_own_out():
     flags = sweep.sim_run_flags()
     point = {"nodes": "4", "error-feedback": "true", "lr": "-1"}
     assert sweep.point_argv(point, ["--iterations", "3"], "o/p", flags) == [
-        "--nodes=4", "--error-feedback", "--lr=-1", "--iterations", "3", "--out", "o/p"]
+        "--nodes=4",
+        "--error-feedback",
+        "--lr=-1",
+        "--iterations",
+        "3",
+        "--out",
+        "o/p",
+    ]
     assert sweep.point_argv({"error-feedback": "false"}, [], "o", flags) == [
-        "--no-error-feedback", "--out", "o"]
+        "--no-error-feedback",
+        "--out",
+        "o",
+    ]
 
 
-@pytest.mark.parametrize(("specs", "shared", "message"), [
-    (["nodes"], [], "expected NAME=V1,V2,..."),
-    (["nodes="], [], "empty value"),
-    (["nodes=4,,8"], [], "empty value"),
-    (["bogus=1"], [], "sim.run has no flag --bogus"),
-    (["--nodes=4"], [], "without dashes"),
-    (["nodes=4", "nodes=8"], [], "already gridded"),
-    (["out=a,b"], [], "the sweep sets --out"),
-    (["error-feedback=yes"], [], "true,false"),
-    (["topology=a/b,a_b"], [], "same folder name"),
-    (["nodes=4"], ["--iterations", "3", "--nodes", "8"], "both in --grid and after --"),
-    (["error-feedback=true"], ["--no-error-feedback"], "both in --grid and after --"),
-    (["nodes=4"], ["--out", "x"], "the sweep sets --out"),
-    (["nodes=4"], ["--iter=3"], "sim.run has no flag --iter"),
-])
+@pytest.mark.parametrize(
+    ("specs", "shared", "message"),
+    [
+        (["nodes"], [], "expected NAME=V1,V2,..."),
+        (["nodes="], [], "empty value"),
+        (["nodes=4,,8"], [], "empty value"),
+        (["bogus=1"], [], "sim.run has no flag --bogus"),
+        (["--nodes=4"], [], "without dashes"),
+        (["nodes=4", "nodes=8"], [], "already gridded"),
+        (["out=a,b"], [], "the sweep sets --out"),
+        (["error-feedback=yes"], [], "true,false"),
+        (["topology=a/b,a_b"], [], "same folder name"),
+        (["nodes=4"], ["--iterations", "3", "--nodes", "8"], "both in --grid and after --"),
+        (["error-feedback=true"], ["--no-error-feedback"], "both in --grid and after --"),
+        (["nodes=4"], ["--out", "x"], "the sweep sets --out"),
+        (["nodes=4"], ["--iter=3"], "sim.run has no flag --iter"),
+    ],
+)
 def test_bad_grid_or_shared_flags_raise_one_line(specs, shared, message):
     flags = sweep.sim_run_flags()
     with pytest.raises(ValueError, match=message.replace(".", r"\.")) as err:
@@ -103,8 +132,20 @@ def two_by_two(tmp_path_factory):
     """nodes=2,4 x latency=5us,50us on 2 local workers: (exit status, sweep folder)."""
     out = tmp_path_factory.mktemp("sweep")
     flags = tiny_run_flags(tmp_path_factory.mktemp("profile"))
-    argv = ["--out", str(out), "--grid", "nodes=2,4", "--grid", "latency=5us,50us",
-            "--workers", "2", "--executor", "process", "--", *flags]
+    argv = [
+        "--out",
+        str(out),
+        "--grid",
+        "nodes=2,4",
+        "--grid",
+        "latency=5us,50us",
+        "--workers",
+        "2",
+        "--executor",
+        "process",
+        "--",
+        *flags,
+    ]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("OPENBLAS_NUM_THREADS", "1")
         patch.setenv("TWINSGD_OFFLINE", "1")
@@ -117,7 +158,11 @@ def test_two_by_two_sweep_writes_a_run_folder_and_a_done_row_per_point(two_by_tw
     assert code == 0
     rows = read_csv(out / "sweep.csv")
     assert [(r["nodes"], r["latency"]) for r in rows] == [
-        ("2", "5us"), ("2", "50us"), ("4", "5us"), ("4", "50us")]
+        ("2", "5us"),
+        ("2", "50us"),
+        ("4", "5us"),
+        ("4", "50us"),
+    ]
     assert list(rows[0])[:3] == ["nodes", "latency", "status"]
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == sorted(r["run"] for r in rows)
     assert not list(out.glob(".sweep.csv.*"))  # no temporary file left behind
@@ -146,8 +191,18 @@ def test_two_by_two_sweep_columns_follow_the_cluster(two_by_two):
 
 
 def test_a_point_with_bad_input_fails_alone_and_the_sweep_exits_3(tmp_path, capsys):
-    argv = ["--out", str(tmp_path), "--grid", "nodes=0,2", "--workers", "2",
-            "--executor", "process", "--", *tiny_run_flags(tmp_path)]
+    argv = [
+        "--out",
+        str(tmp_path),
+        "--grid",
+        "nodes=0,2",
+        "--workers",
+        "2",
+        "--executor",
+        "process",
+        "--",
+        *tiny_run_flags(tmp_path),
+    ]
     assert sweep.main(argv) == 3
     bad, good = read_csv(tmp_path / "sweep.csv")
     assert bad["nodes"] == "0"
@@ -160,15 +215,24 @@ def test_a_point_with_bad_input_fails_alone_and_the_sweep_exits_3(tmp_path, caps
     assert any(line.endswith("nodes=0: failed: --nodes must be >= 1, got 0") for line in progress)
 
 
-@pytest.mark.parametrize("argv", [
-    ["--grid", "nodes"],
-    ["--grid", "bogus=1"],
-    ["--grid", "nodes=2,4", "--", "--nodes", "8"],
-    ["--grid", "nodes=2", "--iterations", "3"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--grid", "nodes"],
+        ["--grid", "bogus=1"],
+        ["--grid", "nodes=2,4", "--", "--nodes", "8"],
+        ["--grid", "nodes=2", "--iterations", "3"],
+    ],
+)
 def test_bad_sweep_input_exits_2_with_one_line_and_no_traceback(tmp_path, argv):
-    done = subprocess.run([sys.executable, "-m", "sim.sweep", "--out", str(tmp_path / "s"), *argv],
-                          cwd=ROOT, env=ENV, timeout=60, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.sweep", "--out", str(tmp_path / "s"), *argv],
+        cwd=ROOT,
+        env=ENV,
+        timeout=60,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert len(done.stderr.splitlines()) == 1, done.stderr
     assert done.stderr.startswith("python -m sim.sweep: error: ")
@@ -178,8 +242,22 @@ def test_bad_sweep_input_exits_2_with_one_line_and_no_traceback(tmp_path, argv):
 @pytest.mark.mpi
 def test_sweep_under_mpi4py_futures_runs_the_points_on_the_other_ranks(tmp_path):
     out = tmp_path / "s"
-    cmd = [MPIEXEC, "-n", "3", sys.executable, "-m", "mpi4py.futures", "-m", "sim.sweep",
-           "--out", str(out), "--grid", "nodes=2,4", "--", *tiny_run_flags(tmp_path)]
+    cmd = [
+        MPIEXEC,
+        "-n",
+        "3",
+        sys.executable,
+        "-m",
+        "mpi4py.futures",
+        "-m",
+        "sim.sweep",
+        "--out",
+        str(out),
+        "--grid",
+        "nodes=2,4",
+        "--",
+        *tiny_run_flags(tmp_path),
+    ]
     done = subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=120, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "on 2 MPI rank(s) (mpi4py.futures)" in done.stderr.splitlines()[0]
@@ -190,17 +268,36 @@ def test_sweep_under_mpi4py_futures_runs_the_points_on_the_other_ranks(tmp_path)
         assert float(row["time_s"]) == summary["time_s"]
 
 
-@pytest.mark.parametrize(("grid", "message"), [
-    ("nodes=2,x", "point nodes=x: argument --nodes: invalid int value: 'x'"),
-    ("latency=5us,5", "point latency=5: argument --latency: '5' needs a unit"),
-    ("mode=sync,ssp", "point mode=ssp: --mode ssp needs --algorithm ps, got --algorithm "
-                      "allreduce"),
-])
+@pytest.mark.parametrize(
+    ("grid", "message"),
+    [
+        ("nodes=2,x", "point nodes=x: argument --nodes: invalid int value: 'x'"),
+        ("latency=5us,5", "point latency=5: argument --latency: '5' needs a unit"),
+        (
+            "mode=sync,ssp",
+            "point mode=ssp: --mode ssp needs --algorithm ps, got --algorithm allreduce",
+        ),
+    ],
+)
 def test_a_bad_grid_value_is_the_sweeps_bad_input_exit_2_before_any_point_runs(
-        tmp_path, capsys, grid, message):
+    tmp_path, capsys, grid, message
+):
     with pytest.raises(SystemExit) as stop:
-        sweep.main(["--out", str(tmp_path / "s"), "--grid", grid, "--", "--algorithm",
-                    "allreduce", "--iterations", "2", "--dataset", "mnist-subset"])
+        sweep.main(
+            [
+                "--out",
+                str(tmp_path / "s"),
+                "--grid",
+                grid,
+                "--",
+                "--algorithm",
+                "allreduce",
+                "--iterations",
+                "2",
+                "--dataset",
+                "mnist-subset",
+            ]
+        )
     assert stop.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"python -m sim.sweep: error: {message}"), err

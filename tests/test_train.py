@@ -16,8 +16,9 @@ from real.train import main
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("TWINSGD_DATA")
-needs_data = pytest.mark.skipif(not DATA or not Path(DATA, "mnist").is_dir(),
-                                reason="TWINSGD_DATA does not hold mnist/")
+needs_data = pytest.mark.skipif(
+    not DATA or not Path(DATA, "mnist").is_dir(), reason="TWINSGD_DATA does not hold mnist/"
+)
 
 
 def _read_csv(path):
@@ -30,14 +31,36 @@ def _read_json(path):
 
 
 def _cli(*argv, timeout=120, env=None):
-    return subprocess.run([sys.executable, "-m", "real.train", *argv], cwd=ROOT, timeout=timeout,
-                          capture_output=True, text=True, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "real.train", *argv],
+        cwd=ROOT,
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_serial_run_writes_every_file_of_the_run_folder(tmp_path):
     out = tmp_path / "run"
-    assert main(["--dataset", "synthetic", "--iterations", "30", "--eval-every", "10",
-                 "--batch-size", "50", "--out", str(out), "--no-progress"]) == 0
+    assert (
+        main(
+            [
+                "--dataset",
+                "synthetic",
+                "--iterations",
+                "30",
+                "--eval-every",
+                "10",
+                "--batch-size",
+                "50",
+                "--out",
+                str(out),
+                "--no-progress",
+            ]
+        )
+        == 0
+    )
     config = _read_json(out / "config.json")
     assert (config["status"], config["clock"], config["dataset"]) == ("done", "wall", "synthetic")
     assert config["config"]["batch_size"] == 50
@@ -77,20 +100,36 @@ def test_same_seed_same_weights(tmp_path):
 
 def test_target_accuracy_time_is_the_first_crossing(tmp_path):
     out = tmp_path / "run"
-    main(["--dataset", "mnist-subset", "--iterations", "40", "--eval-every", "5",
-          "--target-accuracy", "0.8", "--out", str(out), "--no-progress"])
+    main(
+        [
+            "--dataset",
+            "mnist-subset",
+            "--iterations",
+            "40",
+            "--eval-every",
+            "5",
+            "--target-accuracy",
+            "0.8",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     metrics = _read_csv(out / "metrics.csv")
     assert float(metrics[0]["test_accuracy"]) < 0.8
     first = next(r for r in metrics if float(r["test_accuracy"]) >= 0.8)
     assert _read_json(out / "summary.json")["time_to_target_s"] == float(first["time_s"])
 
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--algorithm", "gossipy"], "argument --algorithm: invalid choice: 'gossipy'"),
-    (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
-    (["--dataset", "synthetic", "--batch-size", "1000000"], "--batch-size 1000000 is larger"),
-    (["--data-dir", "/nonexistent/twinsgd"], "/nonexistent/twinsgd"),
-])
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--algorithm", "gossipy"], "argument --algorithm: invalid choice: 'gossipy'"),
+        (["--lr", "0"], "--lr must be a finite number > 0, got 0.0"),
+        (["--dataset", "synthetic", "--batch-size", "1000000"], "--batch-size 1000000 is larger"),
+        (["--data-dir", "/nonexistent/twinsgd"], "/nonexistent/twinsgd"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, message):
     done = _cli(*argv, "--out", "/tmp/twinsgd-never-written", env={"TWINSGD_OFFLINE": "1"})
     assert done.returncode == 2, done.stderr
@@ -101,8 +140,12 @@ def test_bad_input_is_one_line_and_exit_2(argv, message):
 def test_corrupt_data_file_is_named_and_exit_2(tmp_path):
     folder = tmp_path / "mnist"
     folder.mkdir()
-    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-                 "t10k-labels-idx1-ubyte"):
+    for name in (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    ):
         (folder / f"{name}.gz").write_bytes(b"\x1f\x8b\x08\x00 this is not gzip")
     done = _cli("--data-dir", str(tmp_path), "--out", str(tmp_path / "run"))
     assert done.returncode == 2 and "Traceback" not in done.stderr
@@ -121,9 +164,26 @@ def test_offline_default_falls_back_to_the_bundled_subset(tmp_path):
 def test_sigkill_mid_run_leaves_parseable_files(tmp_path):
     out = tmp_path / "run"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "real.train", "--dataset", "synthetic", "--epochs", "50",
-         "--eval-every", "5", "--batch-size", "10", "--out", str(out), "--no-progress"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "real.train",
+            "--dataset",
+            "synthetic",
+            "--epochs",
+            "50",
+            "--eval-every",
+            "5",
+            "--batch-size",
+            "10",
+            "--out",
+            str(out),
+            "--no-progress",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -152,19 +212,49 @@ def test_sigkill_mid_run_leaves_parseable_files(tmp_path):
 @pytest.mark.parametrize(("dataset", "floor"), [("mnist", 0.97), ("fashion-mnist", 0.85)])
 def test_baseline_accuracy_mlp_adam_batch_100_two_epochs(tmp_path, dataset, floor):
     out = tmp_path / dataset
-    main(["--dataset", dataset, "--data-dir", DATA, "--epochs", "2", "--out", str(out),
-          "--no-progress"])
+    main(
+        [
+            "--dataset",
+            dataset,
+            "--data-dir",
+            DATA,
+            "--epochs",
+            "2",
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
     summary = _read_json(out / "summary.json")
     assert summary["dataset"] == dataset and summary["iterations"] == 1200
     assert summary["final_test_accuracy"] >= floor
 
 
 def test_one_blas_thread_without_the_environment_saying_so(tmp_path):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    done = subprocess.run([sys.executable, "-m", "real.train", "--dataset", "synthetic",
-                           "--iterations", "5", "--no-progress", "--out", str(tmp_path / "run")],
-                          cwd=ROOT, env=env, timeout=120, capture_output=True, text=True)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "real.train",
+            "--dataset",
+            "synthetic",
+            "--iterations",
+            "5",
+            "--no-progress",
+            "--out",
+            str(tmp_path / "run"),
+        ],
+        cwd=ROOT,
+        env=env,
+        timeout=120,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stderr
     pools = _read_json(tmp_path / "run" / "config.json")["blas_threads"]
     assert pools and all(pool["threads"] == 1 for pool in pools)

@@ -21,8 +21,14 @@ ITERATIONS = 1000  # with seconds in quarters, every ms per iteration below is e
 def _run_folder(path, compute_s, comm_s, wait_s, iterations=ITERATIONS):
     """A finished run folder holding only what the table reads."""
     path.mkdir(parents=True)
-    summary = {"status": "done", "iterations": iterations, "time_s": compute_s + comm_s + wait_s,
-               "compute_s": compute_s, "comm_s": comm_s, "wait_s": wait_s}
+    summary = {
+        "status": "done",
+        "iterations": iterations,
+        "time_s": compute_s + comm_s + wait_s,
+        "compute_s": compute_s,
+        "comm_s": comm_s,
+        "wait_s": wait_s,
+    }
     (path / "summary.json").write_text(json.dumps(summary))
     (path / "config.json").write_text(json.dumps({"status": "done", "clock": "wall"}))
 
@@ -33,28 +39,40 @@ def _cell(root, net, config, hosts, real_times, sim_time, status="ok"):
     for k, seconds in enumerate(real_times, start=1):
         _run_folder(cell / f"real-{k}", seconds, 0.0, 0.0)
     _run_folder(cell / "sim", sim_time, 0.0, 0.0)
-    (cell / "row.json").write_text(json.dumps(
-        {"network": net, "config": config, "hosts": hosts, "status": status}))
+    (cell / "row.json").write_text(
+        json.dumps({"network": net, "config": config, "hosts": hosts, "status": status})
+    )
     return cell
 
 
 def test_row_numbers_are_medians_spread_and_errors_per_iteration(tmp_path):
     reals = [tmp_path / f"real-{k}" for k in (1, 2, 3)]
-    for path, parts in zip(reals, [(1.0, 0.5, 0.5), (1.0, 0.75, 0.75), (1.25, 0.5, 1.25)],
-                           strict=True):
+    for path, parts in zip(
+        reals, [(1.0, 0.5, 0.5), (1.0, 0.75, 0.75), (1.25, 0.5, 1.25)], strict=True
+    ):
         _run_folder(path, *parts)  # 2.0, 2.5, 3.0 ms per iteration
     _run_folder(tmp_path / "sim", 1.5, 0.25, 1.0)  # 2.75 ms per iteration
     numbers = validate.row_numbers(reals, tmp_path / "sim")
     assert numbers == {
         "repeats": 3,
-        "measured_ms": 2.5, "sim_ms": 2.75, "error_pct": 10.0,  # (2.75 - 2.5) / 2.5
-        "spread_pct": 40.0,                                      # (3.0 - 2.0) / 2.5
-        "measured_compute_ms": 1.0, "sim_compute_ms": 1.5, "compute_error_pct": 50.0,
-        "measured_comm_ms": 0.5, "sim_comm_ms": 0.25, "comm_error_pct": -50.0,
-        "measured_wait_ms": 0.75, "sim_wait_ms": 1.0, "wait_diff_ms": 0.25}  # ms, not %
+        "measured_ms": 2.5,
+        "sim_ms": 2.75,
+        "error_pct": 10.0,  # (2.75 - 2.5) / 2.5
+        "spread_pct": 40.0,  # (3.0 - 2.0) / 2.5
+        "measured_compute_ms": 1.0,
+        "sim_compute_ms": 1.5,
+        "compute_error_pct": 50.0,
+        "measured_comm_ms": 0.5,
+        "sim_comm_ms": 0.25,
+        "comm_error_pct": -50.0,
+        "measured_wait_ms": 0.75,
+        "sim_wait_ms": 1.0,
+        "wait_diff_ms": 0.25,
+    }  # ms, not %
     row = {"network": "shm", "config": "allreduce-ring", "hosts": 2, "status": "ok", **numbers}
     assert validate.table([row]).splitlines()[2] == (
-        "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 |  |")
+        "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 |  |"
+    )
 
 
 def test_a_measured_zero_has_no_error_and_a_missing_run_fails_its_row(tmp_path):
@@ -74,23 +92,29 @@ def test_a_measured_zero_has_no_error_and_a_missing_run_fails_its_row(tmp_path):
 def _matrix_folder(root):
     """Two networks; |errors| in % at 2 hosts shm 6.25, 12.5, 0 (and a failed row), at 4 hosts
     25, 6.25; 1Gbit at 2 hosts 12.5, 25."""
-    _cell(root, "shm", "allreduce-ring", 2, [3.5, 4.0, 4.5], 4.25)   # +6.25 %, spread 25 %
-    _cell(root, "shm", "ps-sync", 2, [4.0, 4.0, 4.0], 3.5)          # -12.5 %, spread 0
-    _cell(root, "shm", "gossip-ring", 2, [3.0, 4.0, 5.0], 4.0)      # 0 %, spread 50 %
+    _cell(root, "shm", "allreduce-ring", 2, [3.5, 4.0, 4.5], 4.25)  # +6.25 %, spread 25 %
+    _cell(root, "shm", "ps-sync", 2, [4.0, 4.0, 4.0], 3.5)  # -12.5 %, spread 0
+    _cell(root, "shm", "gossip-ring", 2, [3.0, 4.0, 5.0], 4.0)  # 0 %, spread 50 %
     _cell(root, "shm", "ps-async", 2, [], 4.0, status="failed: sim: boom")
-    _cell(root, "shm", "allreduce-ring", 4, [4.0], 5.0)             # +25 %
-    _cell(root, "shm", "ps-sync", 4, [4.0], 3.75)                   # -6.25 %
+    _cell(root, "shm", "allreduce-ring", 4, [4.0], 5.0)  # +25 %
+    _cell(root, "shm", "ps-sync", 4, [4.0], 3.75)  # -6.25 %
     _cell(root, "1Gbit", "allreduce-ring", 2, [3.0, 4.0, 5.0], 4.5)  # +12.5 %, spread 50 %
-    _cell(root, "1Gbit", "ps-sync", 2, [3.5, 4.0, 4.5], 3.0)        # -25 %, spread 25 %
+    _cell(root, "1Gbit", "ps-sync", 2, [3.5, 4.0, 4.5], 3.0)  # -25 %, spread 25 %
 
 
 def test_summary_and_targets_equal_hand_computed_medians_and_worsts(tmp_path):
     _matrix_folder(tmp_path)
     rows = validate.read_rows(tmp_path)
     assert [(r["network"], r["config"], r["hosts"]) for r in rows] == [
-        ("shm", "allreduce-ring", 2), ("shm", "allreduce-ring", 4), ("shm", "ps-sync", 2),
-        ("shm", "ps-sync", 4), ("shm", "ps-async", 2), ("shm", "gossip-ring", 2),
-        ("1Gbit", "allreduce-ring", 2), ("1Gbit", "ps-sync", 2)]
+        ("shm", "allreduce-ring", 2),
+        ("shm", "allreduce-ring", 4),
+        ("shm", "ps-sync", 2),
+        ("shm", "ps-sync", 4),
+        ("shm", "ps-async", 2),
+        ("shm", "gossip-ring", 2),
+        ("1Gbit", "allreduce-ring", 2),
+        ("1Gbit", "ps-sync", 2),
+    ]
     assert [r.get("error_pct") for r in rows] == [6.25, 25.0, -12.5, -6.25, None, 0.0, 12.5, -25.0]
     assert validate.summary(rows) == [
         "shm, 2 hosts (calibrated): median |error| 6.2 %, worst 12.5 % (ps-sync), 3 of 4 rows; "
@@ -98,14 +122,18 @@ def test_summary_and_targets_equal_hand_computed_medians_and_worsts(tmp_path):
         "shm, 4 hosts (extrapolated from 2): median |error| 15.6 %, worst 25.0 % "
         "(allreduce-ring), 2 of 2 rows; median spread 0.0 %",  # (25 + 6.25) / 2 = 15.625
         "1Gbit, 2 hosts (calibrated): median |error| 18.8 %, worst 25.0 % (ps-sync), 2 of 2 "
-        "rows; median spread 37.5 %"]  # (12.5 + 25) / 2 = 18.75; (50 + 25) / 2
+        "rows; median spread 37.5 %",
+    ]  # (12.5 + 25) / 2 = 18.75; (50 + 25) / 2
     assert validate.targets(rows) == [
         "shm: median |error| <= 10 %: met (6.2 %)",
         "shm: extrapolation 2 -> 4 hosts, median |error| <= 10 %: missed (15.6 %)",
         "1Gbit: median |error| <= max(5 %, median spread 37.5 %) = 37.5 %: met (18.8 %)",
-        "1Gbit: worst |error| <= 15 %: missed (25.0 %)"]
-    assert "| shm | ps-async | 2 | - | - | - | - | - | - | - | failed: sim: boom |" in \
-        validate.table(rows).splitlines()
+        "1Gbit: worst |error| <= 15 %: missed (25.0 %)",
+    ]
+    assert (
+        "| shm | ps-async | 2 | - | - | - | - | - | - | - | failed: sim: boom |"
+        in validate.table(rows).splitlines()
+    )
 
 
 def test_from_rebuilds_the_same_table_and_csv_from_the_folders(tmp_path, capsys):
@@ -125,6 +153,7 @@ def test_from_rebuilds_the_same_table_and_csv_from_the_folders(tmp_path, capsys)
 
 # -- the runner, with its subprocesses faked -----------------------------------------------------
 
+
 class FakeCalls:
     """Stands in for `validate._call`: records each command; answers by a rule on the command."""
 
@@ -137,11 +166,10 @@ class FakeCalls:
         return self.answer(argv)
 
     def modules(self):
-        return [" ".join(a[a.index("-m") + 1:a.index("-m") + 3]) for a in self.commands]
+        return [" ".join(a[a.index("-m") + 1 : a.index("-m") + 3]) for a in self.commands]
 
 
-def test_an_emulated_network_goes_down_after_its_runs_even_when_interrupted(tmp_path,
-                                                                            monkeypatch):
+def test_an_emulated_network_goes_down_after_its_runs_even_when_interrupted(tmp_path, monkeypatch):
     def answer(argv):
         if "real.train" in argv:
             raise KeyboardInterrupt
@@ -162,17 +190,18 @@ def test_an_emulated_network_goes_down_after_its_runs_even_when_interrupted(tmp_
 
 
 def test_a_refused_cluster_is_not_taken_down_and_fails_its_rows(tmp_path, monkeypatch):
-    calls = FakeCalls(lambda argv: (2, "python -m real.cluster: error: a tsgd cluster is "
-                                       "already up"))
+    calls = FakeCalls(
+        lambda argv: (2, "python -m real.cluster: error: a tsgd cluster is already up")
+    )
     monkeypatch.setattr(validate, "_call", calls)
     rows = validate.run_matrix(validate.matrix(["ps-sync"], [2], ["100Mbit"]), tmp_path, 10, 1)
     assert calls.modules() == ["real.cluster up"]  # someone else's cluster: not ours to remove
-    assert rows[0]["status"] == ("failed: cluster up: python -m real.cluster: error: a tsgd "
-                                 "cluster is already up")
+    assert rows[0]["status"] == (
+        "failed: cluster up: python -m real.cluster: error: a tsgd cluster is already up"
+    )
 
 
-def test_failed_and_refused_runs_say_so_in_their_rows_and_the_rest_goes_on(tmp_path,
-                                                                           monkeypatch):
+def test_failed_and_refused_runs_say_so_in_their_rows_and_the_rest_goes_on(tmp_path, monkeypatch):
     def answer(argv):
         if "real.train" in argv and "gossip" in argv:
             return 1, "ZeroDivisionError: boom"
@@ -183,41 +212,65 @@ def test_failed_and_refused_runs_say_so_in_their_rows_and_the_rest_goes_on(tmp_p
     calls = FakeCalls(answer)
     monkeypatch.setattr(validate, "_call", calls)
     cells = validate.matrix(["ps-sync", "gossip-ring"], [1, 2], ["shm"])
-    rows = {(r["config"], r["hosts"]): r["status"] for r in
-            validate.run_matrix(cells, tmp_path, 10, 2, say=lambda line: None)}
+    rows = {
+        (r["config"], r["hosts"]): r["status"]
+        for r in validate.run_matrix(cells, tmp_path, 10, 2, say=lambda line: None)
+    }
     assert rows[("ps-sync", 1)].startswith("not run: --algorithm ps --servers 1 needs at least 2")
-    assert rows[("ps-sync", 2)] == ("failed: sim: python -m sim.run: error: --compute empirical "
-                                    "needs [compute.steps.mlp]")
-    assert rows[("gossip-ring", 1)] == rows[("gossip-ring", 2)] == \
-        "failed: real run 1: ZeroDivisionError: boom"
+    assert rows[("ps-sync", 2)] == (
+        "failed: sim: python -m sim.run: error: --compute empirical needs [compute.steps.mlp]"
+    )
+    assert (
+        rows[("gossip-ring", 1)]
+        == rows[("gossip-ring", 2)]
+        == "failed: real run 1: ZeroDivisionError: boom"
+    )
     assert calls.modules()[0] == "real.calibrate --models"
     assert calls.commands[0][:3] == [str(Path(sys.executable).parent / "mpiexec"), "-n", "2"]
     sims = [a for a in calls.commands if "sim.run" in a]
-    assert sims == [[sys.executable, "-m", "sim.run", "--nodes", "2",
-                     *validate.train_flags(cells[1], 10), "--profile",
-                     str(tmp_path / "shm/profile.toml"), "--compute", "empirical", "--out",
-                     str(tmp_path / "shm/ps-sync-2/sim")]]
+    assert sims == [
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--nodes",
+            "2",
+            *validate.train_flags(cells[1], 10),
+            "--profile",
+            str(tmp_path / "shm/profile.toml"),
+            "--compute",
+            "empirical",
+            "--out",
+            str(tmp_path / "shm/ps-sync-2/sim"),
+        ]
+    ]
     assert json.loads((tmp_path / "shm/ps-sync-2/row.json").read_text())["commands"][2] == sims[0]
 
 
 def test_a_calibration_that_fails_fails_every_row_of_its_network(tmp_path, monkeypatch):
     monkeypatch.setattr(validate, "_call", FakeCalls(lambda argv: (None, "timed out after 9 s")))
-    rows = validate.run_matrix(validate.matrix(["ps-sync"], [2, 4], ["shm"]), tmp_path, 10, 1,
-                               say=lambda line: None)
+    rows = validate.run_matrix(
+        validate.matrix(["ps-sync"], [2, 4], ["shm"]), tmp_path, 10, 1, say=lambda line: None
+    )
     assert {r["status"] for r in rows} == {"failed: calibration: timed out after 9 s"}
 
 
 def test_first_line_of_stderr_is_the_exception_of_a_traceback():
-    text = "Traceback (most recent call last):\n  File \"x.py\", line 1\n    1/0\n" \
-           "ZeroDivisionError: division by zero\nAbort(1) on node 0\n"
+    text = (
+        'Traceback (most recent call last):\n  File "x.py", line 1\n    1/0\n'
+        "ZeroDivisionError: division by zero\nAbort(1) on node 0\n"
+    )
     assert validate._first_line(text) == "ZeroDivisionError: division by zero"
-    assert validate._first_line("\npython -m real.train: error: --lr must be > 0\n") == \
-        "python -m real.train: error: --lr must be > 0"
+    assert (
+        validate._first_line("\npython -m real.train: error: --lr must be > 0\n")
+        == "python -m real.train: error: --lr must be > 0"
+    )
 
 
 def test_a_run_past_its_timeout_is_stopped_and_its_stderr_goes_to_the_log(tmp_path):
-    code, line = validate._call([sys.executable, "-c", "print('out'); raise SystemExit('bad')"],
-                                30, tmp_path / "a.log")
+    code, line = validate._call(
+        [sys.executable, "-c", "print('out'); raise SystemExit('bad')"], 30, tmp_path / "a.log"
+    )
     assert (code, line) == (1, "bad")
     assert (tmp_path / "a.log").read_text() == "out\nbad\n"
     code, line = validate._call(["sleep", "30"], 0.5, tmp_path / "b.log")
@@ -227,13 +280,17 @@ def test_a_run_past_its_timeout_is_stopped_and_its_stderr_goes_to_the_log(tmp_pa
 
 # -- command line --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("argv", "message"), [
-    (["--networks", "5Gbananas"], "--networks: '5Gbananas' is neither shm nor a rate"),
-    (["--configs", "nope"], "--configs: unknown configuration 'nope'"),
-    (["--hosts", "2,x"], "--hosts: 'x' is not a whole number"),
-    (["--repeats", "0"], "--repeats must be >= 1, got 0"),
-    (["--from", "/nonexistent/validate"], "no cells"),
-])
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--networks", "5Gbananas"], "--networks: '5Gbananas' is neither shm nor a rate"),
+        (["--configs", "nope"], "--configs: unknown configuration 'nope'"),
+        (["--hosts", "2,x"], "--hosts: 'x' is not a whole number"),
+        (["--repeats", "0"], "--repeats must be >= 1, got 0"),
+        (["--from", "/nonexistent/validate"], "no cells"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(validate, "_call", None)  # nothing may run
     with pytest.raises(SystemExit) as stop:
@@ -255,24 +312,46 @@ def test_without_root_emulated_networks_are_skipped_in_one_line(monkeypatch, cap
 @pytest.mark.slow
 def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
     out = tmp_path / "v"
-    done = subprocess.run([sys.executable, "-m", "twinsgd.analysis.validate", "--quick",
-                           "--networks", "shm", "--iterations", "20", "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=90,
-                          env={**os.environ, "TWINSGD_OFFLINE": "1"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "twinsgd.analysis.validate",
+            "--quick",
+            "--networks",
+            "shm",
+            "--iterations",
+            "20",
+            "--out",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env={**os.environ, "TWINSGD_OFFLINE": "1"},
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (out / "validation.md").read_text()
     with open(out / "validation.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["network"], r["config"], r["hosts"], r["status"]) for r in rows] == [
-        ("shm", name, "2", "ok") for name in ("allreduce-ring", "ps-sync", "gossip-ring")]
+        ("shm", name, "2", "ok") for name in ("allreduce-ring", "ps-sync", "gossip-ring")
+    ]
     for row in rows:
         cell = out / "shm" / f"{row['config']}-2"
         reals = [json.loads((cell / "real-1" / "summary.json").read_text())]
         assert float(row["measured_ms"]) == statistics.median(
-            1e3 * s["time_s"] / s["iterations"] for s in reals)
+            1e3 * s["time_s"] / s["iterations"] for s in reals
+        )
         sim = json.loads((cell / "sim" / "summary.json").read_text())
         assert float(row["sim_ms"]) == 1e3 * sim["time_s"] / sim["iterations"]
         assert sim["iterations"] == reals[0]["iterations"] == 20
-    again = subprocess.run([sys.executable, "-m", "twinsgd.analysis.validate", "--from", str(out)],
-                           cwd=ROOT, capture_output=True, text=True, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "twinsgd.analysis.validate", "--from", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert again.returncode == 0 and again.stdout == done.stdout

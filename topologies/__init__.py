@@ -34,5 +34,13 @@ from topologies.schedule import Schedule, make_schedule
 
 TOPOLOGIES = (*FAMILIES, "rotating")
 
-__all__ = ["MIXINGS", "TOPOLOGIES", "Schedule", "TopologyError", "make_graph", "make_schedule",
-           "mixing_matrix", "spectral_gap"]
+__all__ = [
+    "MIXINGS",
+    "TOPOLOGIES",
+    "Schedule",
+    "TopologyError",
+    "make_graph",
+    "make_schedule",
+    "mixing_matrix",
+    "spectral_gap",
+]

@@ -90,15 +90,17 @@ def make_graph(name, n, seed=0):
     """
     n = _check_n(n)
     if isinstance(name, str) and name == "rotating":
-        raise TopologyError("topology 'rotating' changes every round: use make_schedule, "
-                            "not make_graph")
+        raise TopologyError(
+            "topology 'rotating' changes every round: use make_schedule, not make_graph"
+        )
     if isinstance(name, str) and _family(name) is not None:
         G = _build(name, n, seed)
     elif isinstance(name, (str, os.PathLike)) and os.path.isfile(name):
         G = read_graph_file(name, n)
     else:
-        raise TopologyError(f"unknown topology {str(name)!r}: not one of {_NAMES}, "
-                            "rotating, nor an existing file")
+        raise TopologyError(
+            f"unknown topology {str(name)!r}: not one of {_NAMES}, rotating, nor an existing file"
+        )
     _check_connected(G, name, n, seed)
     return G
 
@@ -119,16 +121,22 @@ def _build(name, n, seed):
         return _random_regular(name, n, seed)
     if n == 1:
         return nx.empty_graph(1)
-    return {"ring": _ring, "torus": _torus, "hypercube": _hypercube, "exponential": _exponential,
-            "complete": nx.complete_graph, "star": _star}[name](n)
+    return {
+        "ring": _ring,
+        "torus": _torus,
+        "hypercube": _hypercube,
+        "exponential": _exponential,
+        "complete": nx.complete_graph,
+        "star": _star,
+    }[name](n)
 
 
 def _ring(n):
-    return nx.cycle_graph(n)                   # n = 2: networkx gives the single edge 0-1
+    return nx.cycle_graph(n)  # n = 2: networkx gives the single edge 0-1
 
 
 def _star(n):
-    return nx.star_graph(n - 1)                # hub 0, leaves 1 .. n-1
+    return nx.star_graph(n - 1)  # hub 0, leaves 1 .. n-1
 
 
 def _torus(n):
@@ -152,14 +160,16 @@ def _hypercube(n):
 
 def _exponential(n):
     offsets = [2**k for k in range(n.bit_length()) if 2**k < n]
-    return nx.circulant_graph(n, offsets)      # i ~ i ± offset (mod n); duplicates merge
+    return nx.circulant_graph(n, offsets)  # i ~ i ± offset (mod n); duplicates merge
 
 
 def _random_regular(name, n, seed):
     _, sep, text = name.partition(":")
     if not sep or not text.isdecimal():
-        raise TopologyError(f"topology {name!r}: write random-regular:D with D an integer "
-                            "degree, e.g. random-regular:4")
+        raise TopologyError(
+            f"topology {name!r}: write random-regular:D with D an integer "
+            "degree, e.g. random-regular:4"
+        )
     degree = int(text)
     if degree >= n:
         raise TopologyError(f"{name} needs D < n, got n = {n}, D = {degree}")

@@ -15,8 +15,8 @@ from topologies.errors import TopologyError
 
 GRAPHML_SUFFIXES = (".graphml", ".xml")
 
-_EDGE_LABEL = re.compile(r"[+-]?[0-9]+")        # what an edge list may hold; range checked later
-_GRAPHML_ID = re.compile(r"0|[1-9][0-9]*")     # canonical, so "3" and "03" cannot both be node 3
+_EDGE_LABEL = re.compile(r"[+-]?[0-9]+")  # what an edge list may hold; range checked later
+_GRAPHML_ID = re.compile(r"0|[1-9][0-9]*")  # canonical, so "3" and "03" cannot both be node 3
 
 
 def read_graph_file(path, n):
@@ -81,12 +81,14 @@ def _read_edgelist(path):
             continue
         fields = text.split()
         if len(fields) != 2 or not all(_EDGE_LABEL.fullmatch(f) for f in fields):
-            raise TopologyError(f"topology {path}:{lineno}: expected two integer node labels "
-                                f"'u v', got {text!r}")
+            raise TopologyError(
+                f"topology {path}:{lineno}: expected two integer node labels 'u v', got {text!r}"
+            )
         u, v = int(fields[0]), int(fields[1])
         if u == v:
-            raise TopologyError(f"topology {path}:{lineno}: self-loop {u} {v} (a rank does not "
-                                "gossip with itself)")
+            raise TopologyError(
+                f"topology {path}:{lineno}: self-loop {u} {v} (a rank does not gossip with itself)"
+            )
         G.add_edge(u, v)
     return G
 
@@ -110,13 +112,16 @@ def _read_graphml(path):
         raise TopologyError(f"topology {path}: not a GraphML graph ({err})") from err
     bad = [v for v in H if not _GRAPHML_ID.fullmatch(str(v))]
     if bad:
-        raise TopologyError(f"topology {path}: node id {bad[0]!r} is not an integer "
-                            "(node ids must be the integers 0..n-1)")
+        raise TopologyError(
+            f"topology {path}: node id {bad[0]!r} is not an integer "
+            "(node ids must be the integers 0..n-1)"
+        )
     G = nx.relabel_nodes(nx.Graph(H.to_undirected(as_view=True)), int)
     loops = list(nx.nodes_with_selfloops(G))
     if loops:
-        raise TopologyError(f"topology {path}: self-loop at node {loops[0]} (a rank does not "
-                            "gossip with itself)")
+        raise TopologyError(
+            f"topology {path}: self-loop at node {loops[0]} (a rank does not gossip with itself)"
+        )
     return G
 
 

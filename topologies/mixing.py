@@ -91,7 +91,7 @@ def mixing_weights(G, kind):
         neighbours = sorted(G[i])
         if kind == "uniform":
             peers.append(dict.fromkeys(neighbours, 1 / (d_max + 1)))
-            self_weights.append((d_max + 1 - degree[i]) / (d_max + 1))    # exact ints, one rounding
+            self_weights.append((d_max + 1 - degree[i]) / (d_max + 1))  # exact ints, one rounding
         else:
             bigger = [max(degree[i], degree[j]) for j in neighbours]
             peers.append({j: 1 / (1 + m) for j, m in zip(neighbours, bigger, strict=True)})
@@ -153,8 +153,10 @@ def spectral_gap(W):
         raise TopologyError("W must be finite, got NaN or infinity")
     worst = max(np.abs(W.sum(axis=0) - 1).max(), np.abs(W.sum(axis=1) - 1).max())
     if worst > 1e-9:
-        raise TopologyError(f"W must be doubly stochastic (rows and columns summing to 1 within "
-                            f"1e-9), a sum is off by {worst:.3g}")
+        raise TopologyError(
+            f"W must be doubly stochastic (rows and columns summing to 1 within "
+            f"1e-9), a sum is off by {worst:.3g}"
+        )
     return _gap(W)
 
 
@@ -178,8 +180,9 @@ def _check_kind(kind):
 
 def _check_graph(G):
     if not isinstance(G, nx.Graph) or G.is_directed() or G.is_multigraph():
-        raise TopologyError(f"G must be an undirected simple networkx.Graph, "
-                            f"got {type(G).__name__}")
+        raise TopologyError(
+            f"G must be an undirected simple networkx.Graph, got {type(G).__name__}"
+        )
     n = G.number_of_nodes()
     if n == 0:
         raise TopologyError("G must have at least one node, got none")
@@ -188,6 +191,7 @@ def _check_graph(G):
         raise TopologyError(f"G's nodes must be 0..{n - 1}, got {', '.join(map(repr, wrong))}")
     loops = list(nx.nodes_with_selfloops(G))
     if loops:
-        raise TopologyError(f"G has a self-loop at node {loops[0]}: mixing weights need simple "
-                            "graphs")
+        raise TopologyError(
+            f"G has a self-loop at node {loops[0]}: mixing weights need simple graphs"
+        )
     return n

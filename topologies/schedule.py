@@ -102,7 +102,7 @@ class Schedule:
     def __init__(self, name, n, mixing, period):
         self.name, self.n, self.mixing, self.period = name, n, mixing, period
         self.static = period == 1
-        self._matrices, self._gaps = {}, {}     # by phase; filled for static schedules only
+        self._matrices, self._gaps = {}, {}  # by phase; filled for static schedules only
 
     def __repr__(self):
         return f"Schedule({self.name!r}, n={self.n}, mixing={self.mixing!r})"
@@ -158,8 +158,11 @@ class Schedule:
         return int(t) % self.period
 
     def _check_rank(self, rank):
-        if not isinstance(rank, numbers.Integral) or isinstance(rank, bool) \
-                or not 0 <= rank < self.n:
+        if (
+            not isinstance(rank, numbers.Integral)
+            or isinstance(rank, bool)
+            or not 0 <= rank < self.n
+        ):
             raise ValueError(f"rank must be an integer in 0..{self.n - 1}, got {rank!r}")
         return int(rank)
 

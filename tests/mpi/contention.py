@@ -31,8 +31,9 @@ def phase(senders, receivers, tag):
     start = time.perf_counter()
     if rank == hub:
         bufs = [np.empty(nbytes, np.uint8) for _ in senders]  # alive until Waitall returns
-        requests = [comm.Irecv(buf, source=s, tag=tag) for buf, s in zip(bufs, senders,
-                                                                          strict=True)]
+        requests = [
+            comm.Irecv(buf, source=s, tag=tag) for buf, s in zip(bufs, senders, strict=True)
+        ]
         requests += [comm.Isend(message, dest=r, tag=tag) for r in receivers]
         requests += [comm.Irecv(np.empty(1, np.uint8), source=r, tag=tag) for r in receivers]
         MPI.Request.Waitall(requests)
@@ -47,8 +48,11 @@ def phase(senders, receivers, tag):
 others = list(range(size - 1))
 times_s = {"alone": [], "incast": [], "outcast": []}
 for repeat in range(repeats + 1):
-    timed = {"alone": phase([0], [], 3 * repeat), "incast": phase(others, [], 3 * repeat + 1),
-             "outcast": phase([], others, 3 * repeat + 2)}
+    timed = {
+        "alone": phase([0], [], 3 * repeat),
+        "incast": phase(others, [], 3 * repeat + 1),
+        "outcast": phase([], others, 3 * repeat + 2),
+    }
     for name, seconds in timed.items():
         if repeat:
             times_s[name].append(seconds)

@@ -41,11 +41,26 @@ class Quadratic:
 
 
 out = comm.bcast(tempfile.mkdtemp() if comm.rank == 0 else None)
-cfg = RunConfig(algorithm="gossip", topology=topology, dataset="mnist-subset", batch_size=1,
-                iterations=ROUNDS, eval_every=1, optimizer="sgd", progress=False, out=out)
+cfg = RunConfig(
+    algorithm="gossip",
+    topology=topology,
+    dataset="mnist-subset",
+    batch_size=1,
+    iterations=ROUNDS,
+    eval_every=1,
+    optimizer="sgd",
+    progress=False,
+    out=out,
+)
 model = Quadratic(1000, seed=comm.rank)
-node = make_node(comm.rank, comm.size, cfg, load_dataset("mnist-subset"), model,
-                 make_optimizer("sgd", model.n_params, lr=0.1))
+node = make_node(
+    comm.rank,
+    comm.size,
+    cfg,
+    load_dataset("mnist-subset"),
+    model,
+    make_optimizer("sgd", model.n_params, lr=0.1),
+)
 folder = RunFolder(out)
 log = RunLog(folder, {"config": cfg.as_dict()}) if comm.rank == 0 else None
 comm.Barrier()

@@ -74,8 +74,10 @@ def prepare_nodes(ranks, size, cfg, dataset, model_of, say):
     for note in cfg.fit_data(shard):  # before the optimizers: the lr schedule spans the steps
         say(note)
     if nodes[0].steps_per_epoch < 1:
-        raise ValueError(f"--batch-size {cfg.batch_size} is larger than a node's shard ({shard} "
-                         f"samples of {dataset.name} over {nodes[0].shards} shards)")
+        raise ValueError(
+            f"--batch-size {cfg.batch_size} is larger than a node's shard ({shard} "
+            f"samples of {dataset.name} over {nodes[0].shards} shards)"
+        )
     for node in nodes:
         attach_optimizer(node)
     return nodes

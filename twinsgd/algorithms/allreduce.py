@@ -20,8 +20,9 @@ def allreduce_sgd(node):
     """
     compressor = node.compressor(node.model.n_params)
     for step in node.steps():
-        loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                   samples=len(step.y))
+        loss, grad = yield Compute(
+            node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+        )
         if compressor is None:
             grad = yield Allreduce(grad, op="mean", algo=node.cfg.allreduce)
         else:
@@ -51,8 +52,9 @@ def local_sgd(node):
     anchor = params.copy()  # the weights of the last average
     change = np.empty_like(params)
     for step in node.steps():
-        loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                   samples=len(step.y))
+        loss, grad = yield Compute(
+            node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+        )
         node.optimizer.step(params, grad)
         if step.iteration % period == 0 or step.iteration == node.total_steps:
             if compressor is None:

@@ -29,8 +29,15 @@ import numpy as np
 FORMAT = 1
 KEEP = 2  # checkpoints a rank keeps (the newest two: one may be torn by a kill mid-write)
 _NAME = re.compile(r"^rank(\d+)-step(\d+)\.npz$")
-RESUME_MAY_DIFFER = ("out", "overwrite", "resume", "faults", "watchdog", "progress",
-                     "checkpoint_every")  # a resumed run's options that change no arithmetic
+RESUME_MAY_DIFFER = (
+    "out",
+    "overwrite",
+    "resume",
+    "faults",
+    "watchdog",
+    "progress",
+    "checkpoint_every",
+)  # a resumed run's options that change no arithmetic
 
 
 def check_checkpointable(cfg):
@@ -41,14 +48,20 @@ def check_checkpointable(cfg):
     if every < 1:
         raise ValueError(f"--checkpoint-every must be >= 1, got {every}")
     if cfg.algorithm == "ps" and cfg.mode != "sync":
-        raise ValueError(f"--checkpoint-every needs a synchronous run: --mode {cfg.mode} has "
-                         f"messages in flight at every step end")
+        raise ValueError(
+            f"--checkpoint-every needs a synchronous run: --mode {cfg.mode} has "
+            f"messages in flight at every step end"
+        )
     if cfg.algorithm == "gossip" and cfg.compress != "none" and cfg.gossip == "weights":
-        raise ValueError("--checkpoint-every: CHOCO gossip (--compress with --gossip weights) "
-                         "keeps per-edge copies in its program; not checkpointed")
+        raise ValueError(
+            "--checkpoint-every: CHOCO gossip (--compress with --gossip weights) "
+            "keeps per-edge copies in its program; not checkpointed"
+        )
     if every % cfg.local_steps:
-        raise ValueError(f"--checkpoint-every {every} must be a multiple of --local-steps "
-                         f"{cfg.local_steps} (checkpoints are taken at synchronisation steps)")
+        raise ValueError(
+            f"--checkpoint-every {every} must be a multiple of --local-steps "
+            f"{cfg.local_steps} (checkpoints are taken at synchronisation steps)"
+        )
 
 
 def checkpoint_path(run_dir, rank, iteration):
@@ -74,8 +87,10 @@ class Checkpointer:
         if step.iteration % self.every or step.iteration == node.last_iteration:
             return
         if self._kept is None:  # a resumed run finds its earlier ones
-            self._kept = [checkpoint_path(self.folder, node.rank, i)
-                          for i in sorted(_steps_on_disk(self.folder).get(node.rank, ()))]
+            self._kept = [
+                checkpoint_path(self.folder, node.rank, i)
+                for i in sorted(_steps_on_disk(self.folder).get(node.rank, ()))
+            ]
         self.log.steps.flush()  # the steps up to the checkpoint are on disk before it is
         path = checkpoint_path(self.folder, node.rank, step.iteration)
         save(path, node, step, self.log)
@@ -87,8 +102,7 @@ class Checkpointer:
 def save(path, node, step, log):
     """Write ``node``'s state after ``step`` to ``path`` atomically (temp file, fsync, rename)."""
     optimizer = node.optimizer.state_dict()
-    arrays = {"params": node.model.params,
-              "losses": np.asarray(node.pending_losses, np.float64)}
+    arrays = {"params": node.model.params, "losses": np.asarray(node.pending_losses, np.float64)}
     scalars = {}
     for key, value in optimizer.items():
         if isinstance(value, np.ndarray):
@@ -98,10 +112,17 @@ def save(path, node, step, log):
     for i, stream in enumerate(node.streams):
         if stream.residual is not None:
             arrays[f"residual.{i}"] = stream.residual
-    meta = {"format": FORMAT, "rank": node.rank, "iteration": step.iteration,
-            "epoch": step.epoch, "time_s": log.time_s, "totals": log.totals,
-            "optimizer": scalars, "rng": node.rng.bit_generator.state,
-            "config": node.cfg.as_dict()}
+    meta = {
+        "format": FORMAT,
+        "rank": node.rank,
+        "iteration": step.iteration,
+        "epoch": step.epoch,
+        "time_s": log.time_s,
+        "totals": log.totals,
+        "optimizer": scalars,
+        "rng": node.rng.bit_generator.state,
+        "config": node.cfg.as_dict(),
+    }
     arrays["meta"] = np.frombuffer(json.dumps(meta).encode(), np.uint8)
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "wb") as fh:
@@ -151,8 +172,9 @@ def restore(node, log, arrays, meta):
         if key.startswith("optimizer."):
             getattr(optimizer, key.removeprefix("optimizer."))[:] = value
     node.rng.bit_generator.state = meta["rng"]
-    node.restored_residuals = {int(k.split(".")[1]): v for k, v in arrays.items()
-                               if k.startswith("residual.")}
+    node.restored_residuals = {
+        int(k.split(".")[1]): v for k, v in arrays.items() if k.startswith("residual.")
+    }
     node.start_iteration = meta["iteration"]
     node.pending_losses[:] = arrays["losses"].tolist()
     log.totals.update(meta["totals"])
@@ -167,16 +189,20 @@ def resume_point(cfg, size):
         header = json.loads((run_dir / "config.json").read_text())
         saved = header["config"]
     except (OSError, ValueError, KeyError, TypeError) as err:
-        raise ValueError(f"--resume {run_dir}: not a run folder ({type(err).__name__}: "
-                         f"{err})") from None
+        raise ValueError(
+            f"--resume {run_dir}: not a run folder ({type(err).__name__}: {err})"
+        ) from None
     if header.get("nodes") != size:
-        raise ValueError(f"--resume {run_dir}: the run had {header.get('nodes')} ranks, this "
-                         f"one {size}")
+        raise ValueError(
+            f"--resume {run_dir}: the run had {header.get('nodes')} ranks, this one {size}"
+        )
     check_same_run(cfg, saved)
     step = newest_complete(run_dir, size)
     if step is None:
-        raise ValueError(f"--resume {run_dir}: no checkpoint that every rank has (was it run "
-                         f"with --checkpoint-every?)")
+        raise ValueError(
+            f"--resume {run_dir}: no checkpoint that every rank has (was it run "
+            f"with --checkpoint-every?)"
+        )
     return step
 
 
@@ -189,8 +215,11 @@ def keep_logs_until(run_dir, iteration):
             continue
         lines = path.read_text().splitlines(keepends=True)
         column = lines[0].rstrip("\n").split(",").index("iteration") if lines else 0
-        kept = lines[:1] + [line for line in lines[1:] if line.endswith("\n") and
-                            int(line.split(",")[column]) <= iteration]
+        kept = lines[:1] + [
+            line
+            for line in lines[1:]
+            if line.endswith("\n") and int(line.split(",")[column]) <= iteration
+        ]
         tmp = path.with_name(f".{name}.resume.tmp")
         tmp.write_text("".join(kept))
         os.replace(tmp, path)
@@ -203,5 +232,7 @@ def check_same_run(cfg, saved):
     for key, value in saved.items():
         if key not in RESUME_MAY_DIFFER and mine.get(key) != value:
             flag = "--" + key.replace("_", "-")
-            raise ValueError(f"--resume: {flag} is {mine.get(key)!r} here but {value!r} in the "
-                             f"run resumed: give the run's own options")
+            raise ValueError(
+                f"--resume: {flag} is {mine.get(key)!r} here but {value!r} in the "
+                f"run resumed: give the run's own options"
+            )

@@ -50,13 +50,14 @@ def ring_allreduce(buf, rank, size, tag=0):
     if size == 1:
         return buf
     bounds = chunk_bounds(len(buf), size)
-    chunk = [buf[bounds[i]:bounds[i + 1]] for i in range(size)]
+    chunk = [buf[bounds[i] : bounds[i + 1]] for i in range(size)]
     right, left = (rank + 1) % size, (rank - 1) % size
     scratch = np.empty(max(len(c) for c in chunk), dtype=buf.dtype)
     for s in range(size - 1):
         out, into = chunk[(rank - s) % size], chunk[(rank - s - 1) % size]
-        incoming = yield SendRecv(dest=right, payload=out, source=left, buf=scratch[:len(into)],
-                                  tag=tag)
+        incoming = yield SendRecv(
+            dest=right, payload=out, source=left, buf=scratch[: len(into)], tag=tag
+        )
         np.add(into, incoming, out=into)
     for s in range(size - 1):
         out, into = chunk[(rank - s + 1) % size], chunk[(rank - s) % size]
@@ -322,8 +323,9 @@ def _rabenseifner(buf, rank, size, tag):
         lo, hi = bounds[r0], bounds[r1]
         reducing = i < pof2.bit_length() - 1
         into = scratch[lo:hi] if reducing else buf[lo:hi]
-        yield SendRecv(dest=dest, payload=buf[bounds[s0]:bounds[s1]], source=dest, buf=into,
-                       tag=tag)
+        yield SendRecv(
+            dest=dest, payload=buf[bounds[s0] : bounds[s1]], source=dest, buf=into, tag=tag
+        )
         if reducing:
             np.add(into, buf[lo:hi], out=buf[lo:hi])
     if rank < 2 * rem:  # fold out: the sum to the even neighbour that sat out
@@ -545,13 +547,16 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
     15.0
     """
     if algorithm not in ("ring", "recursive-doubling", "rabenseifner", "mpi", "binomial-bcast"):
-        raise ValueError(f"algorithm must be ring, recursive-doubling, rabenseifner, mpi or "
-                         f"binomial-bcast, got {algorithm!r}")
+        raise ValueError(
+            f"algorithm must be ring, recursive-doubling, rabenseifner, mpi or "
+            f"binomial-bcast, got {algorithm!r}"
+        )
     if itemsize < 1:
         raise ValueError(f"itemsize must be >= 1, got {itemsize}")
     if n_bytes < 0 or n_bytes % itemsize:
-        raise ValueError(f"n_bytes must be a multiple of itemsize={itemsize} and >= 0, "
-                         f"got {n_bytes}")
+        raise ValueError(
+            f"n_bytes must be a multiple of itemsize={itemsize} and >= 0, got {n_bytes}"
+        )
     if size < 1:
         raise ValueError(f"size must be >= 1, got {size}")
     if alpha < 0:
@@ -583,8 +588,11 @@ def _check_rank(rank, size, name="rank"):
         raise ValueError(f"{name} must be in [0, size={size}), got {rank}")
 
 
-ALLREDUCES = {"ring": ring_allreduce, "recursive-doubling": recursive_doubling_allreduce,
-              "rabenseifner": rabenseifner_allreduce}
+ALLREDUCES = {
+    "ring": ring_allreduce,
+    "recursive-doubling": recursive_doubling_allreduce,
+    "rabenseifner": rabenseifner_allreduce,
+}
 """``--allreduce`` name -> the generator both backends run (``mpi``: the MPI library's own)."""
 
 

@@ -33,8 +33,15 @@ import numpy as np
 CONFIDENCE = 0.95  # of the intervals of alpha and beta
 _NAN_PAIR = (math.nan, math.nan)
 _MODEL_KEYS = ("min_bytes", "max_bytes", "latency_s", "bandwidth_Bps")
-_KEYS = (*_MODEL_KEYS, "latency_ci_s", "bandwidth_ci_Bps", "max_rel_residual", "sizes",
-         "seconds", "rel_residuals")
+_KEYS = (
+    *_MODEL_KEYS,
+    "latency_ci_s",
+    "bandwidth_ci_Bps",
+    "max_rel_residual",
+    "sizes",
+    "seconds",
+    "rel_residuals",
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,13 +82,21 @@ class PiecewiseCost:
 
     def __post_init__(self):
         k = len(self.latency_s)
-        assert k >= 1 and all(len(v) == k for v in (self.min_bytes, self.max_bytes,
-                                                     self.bandwidth_Bps, self.max_rel_residual))
+        assert k >= 1 and all(
+            len(v) == k
+            for v in (self.min_bytes, self.max_bytes, self.bandwidth_Bps, self.max_rel_residual)
+        )
         breaks = tuple(self.min_bytes[1:])
         object.__setattr__(self, "_breaks", breaks)
-        object.__setattr__(self, "_arrays", (np.array(breaks, dtype=np.float64),
-                                             np.array(self.latency_s, dtype=np.float64),
-                                             np.array(self.bandwidth_Bps, dtype=np.float64)))
+        object.__setattr__(
+            self,
+            "_arrays",
+            (
+                np.array(breaks, dtype=np.float64),
+                np.array(self.latency_s, dtype=np.float64),
+                np.array(self.bandwidth_Bps, dtype=np.float64),
+            ),
+        )
 
     @classmethod
     def constant(cls, alpha_s, beta_Bps):
@@ -91,9 +106,15 @@ class PiecewiseCost:
             raise ValueError(f"alpha_s must be finite and >= 0 seconds, got {alpha_s}")
         if not (math.isfinite(beta_Bps) and beta_Bps > 0):
             raise ValueError(f"beta_Bps must be finite and > 0 bytes/s, got {beta_Bps}")
-        return cls(min_bytes=(0.0,), max_bytes=(math.inf,), latency_s=(float(alpha_s),),
-                   bandwidth_Bps=(float(beta_Bps),), latency_ci_s=(_NAN_PAIR,),
-                   bandwidth_ci_Bps=(_NAN_PAIR,), max_rel_residual=(math.nan,))
+        return cls(
+            min_bytes=(0.0,),
+            max_bytes=(math.inf,),
+            latency_s=(float(alpha_s),),
+            bandwidth_Bps=(float(beta_Bps),),
+            latency_ci_s=(_NAN_PAIR,),
+            bandwidth_ci_Bps=(_NAN_PAIR,),
+            max_rel_residual=(math.nan,),
+        )
 
     def seconds(self, nbytes):
         """Time of an ``nbytes`` message, seconds: a float for an int or float, else an array of
@@ -133,13 +154,17 @@ class PiecewiseCost:
         may be inf or NaN (TOML's ``inf``, ``nan``); write them with ``repr`` for an exact trip.
         """
         return {
-            "min_bytes": list(self.min_bytes), "max_bytes": list(self.max_bytes),
-            "latency_s": list(self.latency_s), "bandwidth_Bps": list(self.bandwidth_Bps),
+            "min_bytes": list(self.min_bytes),
+            "max_bytes": list(self.max_bytes),
+            "latency_s": list(self.latency_s),
+            "bandwidth_Bps": list(self.bandwidth_Bps),
             "latency_ci_s": [list(ci) for ci in self.latency_ci_s],
             "bandwidth_ci_Bps": [list(ci) for ci in self.bandwidth_ci_Bps],
             "max_rel_residual": list(self.max_rel_residual),
             "sizes": [int(n) if n.is_integer() else n for n in self.sizes],
-            "seconds": list(self.times_s), "rel_residuals": list(self.rel_residuals)}
+            "seconds": list(self.times_s),
+            "rel_residuals": list(self.rel_residuals),
+        }
 
     @classmethod
     def from_dict(cls, d):
@@ -167,17 +192,23 @@ class PiecewiseCost:
         model = {key: _numbers(d, key, k) for key in _MODEL_KEYS}
         _check_model(**model)
         nan = [math.nan] * k
-        extra = {"latency_ci_s": _numbers(d, "latency_ci_s", k, [_NAN_PAIR] * k, pairs=True),
-                 "bandwidth_ci_Bps": _numbers(d, "bandwidth_ci_Bps", k, [_NAN_PAIR] * k,
-                                              pairs=True),
-                 "max_rel_residual": _numbers(d, "max_rel_residual", k, nan)}
+        extra = {
+            "latency_ci_s": _numbers(d, "latency_ci_s", k, [_NAN_PAIR] * k, pairs=True),
+            "bandwidth_ci_Bps": _numbers(d, "bandwidth_ci_Bps", k, [_NAN_PAIR] * k, pairs=True),
+            "max_rel_residual": _numbers(d, "max_rel_residual", k, nan),
+        }
         p = len(_numbers(d, "sizes", None, []))
         points = {key: _numbers(d, key, p, []) for key in ("sizes", "seconds", "rel_residuals")}
         for key in ("sizes", "seconds"):
             if not all(math.isfinite(x) and x > 0 for x in points[key]):
                 raise ValueError(f"cost model: every {key!r} entry must be finite and > 0")
-        return cls(**model, **extra, sizes=points["sizes"], times_s=points["seconds"],
-                   rel_residuals=points["rel_residuals"])
+        return cls(
+            **model,
+            **extra,
+            sizes=points["sizes"],
+            times_s=points["seconds"],
+            rel_residuals=points["rel_residuals"],
+        )
 
 
 def _numbers(d, key, count, default=None, pairs=False):
@@ -203,15 +234,21 @@ def _check_model(min_bytes, max_bytes, latency_s, bandwidth_Bps):
     if not latency_s:
         raise ValueError("cost model: 'latency_s' must have at least one segment")
     if not (all(math.isfinite(a) for a in latency_s) and latency_s[0] >= 0):
-        raise ValueError(f"cost model: 'latency_s' must be finite and the first >= 0, got "
-                         f"{list(latency_s)}")
+        raise ValueError(
+            f"cost model: 'latency_s' must be finite and the first >= 0, got {list(latency_s)}"
+        )
     if not all(math.isfinite(b) and b > 0 for b in bandwidth_Bps):
-        raise ValueError(f"cost model: 'bandwidth_Bps' must be finite and > 0, "
-                         f"got {list(bandwidth_Bps)}")
-    if not all(a + lo / b > 0 for a, lo, b in list(zip(latency_s, min_bytes, bandwidth_Bps,
-                                                       strict=True))[1:]):
-        raise ValueError("cost model: a segment's time must be > 0 where it starts "
-                         "('latency_s' + 'min_bytes' / 'bandwidth_Bps')")
+        raise ValueError(
+            f"cost model: 'bandwidth_Bps' must be finite and > 0, got {list(bandwidth_Bps)}"
+        )
+    if not all(
+        a + lo / b > 0
+        for a, lo, b in list(zip(latency_s, min_bytes, bandwidth_Bps, strict=True))[1:]
+    ):
+        raise ValueError(
+            "cost model: a segment's time must be > 0 where it starts "
+            "('latency_s' + 'min_bytes' / 'bandwidth_Bps')"
+        )
     if not all(math.isfinite(lo) and lo >= 0 for lo in min_bytes):
         raise ValueError(f"cost model: 'min_bytes' must be finite and >= 0, got {list(min_bytes)}")
     if not all(hi > lo for lo, hi in zip(min_bytes, max_bytes, strict=True)):
@@ -311,8 +348,9 @@ def fit_segments(nbytes, seconds, max_rel_error=0.05, max_segments=4):
     n = np.asarray(nbytes, dtype=np.float64)
     t = np.asarray(seconds, dtype=np.float64)
     if n.ndim != 1 or n.shape != t.shape:
-        raise ValueError(f"nbytes and seconds must be 1-d of one length, got shapes {n.shape} "
-                         f"and {t.shape}")
+        raise ValueError(
+            f"nbytes and seconds must be 1-d of one length, got shapes {n.shape} and {t.shape}"
+        )
     if not (np.all(np.isfinite(n)) and np.all(n > 0)):
         raise ValueError("message sizes must be finite and > 0")
     if not (np.all(np.isfinite(t)) and np.all(t > 0)):
@@ -423,8 +461,10 @@ def _smallest_bound(usable, worst, sse, bound, max_segments):
         return fits[k] is not None and len(fits[k]) <= max_segments
 
     if not len(levels) or not meets(len(levels) - 1):
-        raise ValueError(f"no fit of at most {max_segments} segments has a positive bandwidth in "
-                         f"each: the times do not grow with message size")
+        raise ValueError(
+            f"no fit of at most {max_segments} segments has a positive bandwidth in "
+            f"each: the times do not grow with message size"
+        )
     lo, hi = 0, len(levels) - 1  # meets(hi) holds; find the first level that meets
     while lo < hi:
         mid = (lo + hi) // 2
@@ -441,17 +481,25 @@ def _model(n, t, starts, plan, sums, alpha, beta):
     bounds.append(float(n[-1]))
     parts = [slice(starts[i], starts[j + 1]) for i, j in plan]
     # each point by its own segment's line: what seconds() gives, the boundaries being between
-    r = np.concatenate([(a + n[part] / b) / t[part] - 1 for (a, b), part in zip(lines, parts,
-                                                                                strict=True)])
-    intervals = [_intervals(*line, r[part], sums[:, i, j]) for line, part, (i, j)
-                 in zip(lines, parts, plan, strict=True)]
+    r = np.concatenate(
+        [(a + n[part] / b) / t[part] - 1 for (a, b), part in zip(lines, parts, strict=True)]
+    )
+    intervals = [
+        _intervals(*line, r[part], sums[:, i, j])
+        for line, part, (i, j) in zip(lines, parts, plan, strict=True)
+    ]
     return PiecewiseCost(
-        min_bytes=tuple(bounds[:-1]), max_bytes=tuple(bounds[1:]),
-        latency_s=tuple(a for a, _ in lines), bandwidth_Bps=tuple(b for _, b in lines),
+        min_bytes=tuple(bounds[:-1]),
+        max_bytes=tuple(bounds[1:]),
+        latency_s=tuple(a for a, _ in lines),
+        bandwidth_Bps=tuple(b for _, b in lines),
         latency_ci_s=tuple(ci for ci, _ in intervals),
         bandwidth_ci_Bps=tuple(ci for _, ci in intervals),
         max_rel_residual=tuple(float(np.max(np.abs(r[part]))) for part in parts),
-        sizes=tuple(n.tolist()), times_s=tuple(t.tolist()), rel_residuals=tuple(r.tolist()))
+        sizes=tuple(n.tolist()),
+        times_s=tuple(t.tolist()),
+        rel_residuals=tuple(r.tolist()),
+    )
 
 
 def _boundary(last, first, low, high):
@@ -459,8 +507,7 @@ def _boundary(last, first, low, high):
     ``last`` < ``first``, else their geometric midpoint; ``first`` itself if ``high`` (whose
     intercept may be negative) is not > 0 there, so that every segment's time is > 0."""
     (a0, b0), (a1, b1) = low, high
-    if b0 != b1 and last < (cross := (a1 - a0) / (1 / b0 - 1 / b1)) < first and \
-            a1 + cross / b1 > 0:
+    if b0 != b1 and last < (cross := (a1 - a0) / (1 / b0 - 1 / b1)) < first and a1 + cross / b1 > 0:
         return cross
     middle = math.sqrt(last * first)
     return middle if a1 + middle / b1 > 0 else first

@@ -57,8 +57,11 @@ class Fault:
 
     def describe(self):
         """What the run folder says of it: ``rank 3 killed at step 40``."""
-        verb = {"kill": "killed", "exception": "raised an injected exception",
-                "slow": f"slowed {self.factor:g}x for {self.steps} step(s)"}[self.kind]
+        verb = {
+            "kill": "killed",
+            "exception": "raised an injected exception",
+            "slow": f"slowed {self.factor:g}x for {self.steps} step(s)",
+        }[self.kind]
         when = f"step {self.step}" if self.step is not None else f"{self.time_s:g} s"
         return f"rank {self.rank} {verb} at {when}"
 
@@ -87,8 +90,12 @@ class FaultSchedule:
         """Factor on ``rank``'s compute time during ``step`` (1.0 when no slow fault covers it)."""
         factor = 1.0
         for f in self.faults:
-            if f.rank == rank and f.kind == "slow" and f.step is not None and \
-                    f.step <= step < f.step + f.steps:
+            if (
+                f.rank == rank
+                and f.kind == "slow"
+                and f.step is not None
+                and f.step <= step < f.step + f.steps
+            ):
                 factor *= f.factor
         return factor
 
@@ -96,8 +103,9 @@ class FaultSchedule:
         """Raise ValueError naming the schedule when a fault names a rank the run does not have."""
         for f in self.faults:
             if f.rank >= size:
-                raise ValueError(f"{where}: fault of rank {f.rank}, but the run has ranks "
-                                 f"0..{size - 1}")
+                raise ValueError(
+                    f"{where}: fault of rank {f.rank}, but the run has ranks 0..{size - 1}"
+                )
         return self
 
 
@@ -108,8 +116,9 @@ def load_faults(path):
     document = read_toml(path, where)
     unknown = set(document) - {"fault"}
     if unknown:
-        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} (faults are [[fault]] "
-                         f"tables)")
+        raise ValueError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} (faults are [[fault]] tables)"
+        )
     entries = document.get("fault", [])
     if not isinstance(entries, list):
         raise ValueError(f"{where}: 'fault' must be an array of tables ([[fault]])")
@@ -119,8 +128,9 @@ def load_faults(path):
 def parse_faults(entries, where="--faults"):
     """A `FaultSchedule` from a list of dicts as the TOML file holds them; ValueError naming
     ``where``, the entry and the rule."""
-    return FaultSchedule(tuple(_fault(entry, f"{where}: fault {i + 1}")
-                               for i, entry in enumerate(entries)))
+    return FaultSchedule(
+        tuple(_fault(entry, f"{where}: fault {i + 1}") for i, entry in enumerate(entries))
+    )
 
 
 def parse_fail_spec(spec):
@@ -146,8 +156,9 @@ def _fault(entry, where):
         raise ValueError(f"{where}: must be a table, got {entry!r}")
     unknown = set(entry) - _KEYS
     if unknown:
-        raise ValueError(f"{where}: unknown key {sorted(unknown)[0]!r} (keys: "
-                         f"{', '.join(sorted(_KEYS))})")
+        raise ValueError(
+            f"{where}: unknown key {sorted(unknown)[0]!r} (keys: {', '.join(sorted(_KEYS))})"
+        )
     kind = entry.get("kind")
     if kind not in KINDS:
         raise ValueError(f"{where}: kind must be one of {', '.join(KINDS)}, got {kind!r}")
@@ -168,14 +179,18 @@ def _fault(entry, where):
     factor, steps = 1.0, 1
     if kind == "slow":
         factor = entry.get("factor")
-        if isinstance(factor, bool) or not isinstance(factor, int | float) or \
-                not 1.0 <= factor < math.inf:
-            raise ValueError(f"{where}: a slow fault's factor must be a number >= 1, got "
-                             f"{factor!r}")
+        if (
+            isinstance(factor, bool)
+            or not isinstance(factor, int | float)
+            or not 1.0 <= factor < math.inf
+        ):
+            raise ValueError(
+                f"{where}: a slow fault's factor must be a number >= 1, got {factor!r}"
+            )
         steps = _integer(entry, "steps", where, minimum=1) if "steps" in entry else 1
         factor = float(factor)
     elif "factor" in entry or "steps" in entry:
-        raise ValueError(f"{where}: factor and steps belong to kind = \"slow\"")
+        raise ValueError(f'{where}: factor and steps belong to kind = "slow"')
     return Fault(rank=rank, kind=kind, step=step, time_s=time_s, factor=factor, steps=steps)
 
 

@@ -20,9 +20,15 @@ import numpy as np
 from models import profile as network_profile
 
 # Training examples of the data sets a ghost run may stand in for (epochs need a data set size).
-TRAIN_EXAMPLES = {"mnist": 60_000, "mnist-subset": 10_000, "fashion-mnist": 60_000,
-                  "cifar10": 50_000, "cifar100": 50_000, "synthetic": 10_000,
-                  "imagenet": 1_281_167}
+TRAIN_EXAMPLES = {
+    "mnist": 60_000,
+    "mnist-subset": 10_000,
+    "fashion-mnist": 60_000,
+    "cifar10": 50_000,
+    "cifar100": 50_000,
+    "synthetic": 10_000,
+    "imagenet": 1_281_167,
+}
 
 
 FLOAT32 = np.dtype(np.float32)
@@ -46,8 +52,13 @@ class GhostArray(np.lib.mixins.NDArrayOperatorsMixin):
     __array_priority__ = 100
 
     def __init__(self, shape, dtype=FLOAT32):
-        self.shape = shape if type(shape) is tuple else (int(shape),) if np.ndim(shape) == 0 \
+        self.shape = (
+            shape
+            if type(shape) is tuple
+            else (int(shape),)
+            if np.ndim(shape) == 0
             else tuple(shape)
+        )
         self.dtype = dtype if type(dtype) is np.dtype else np.dtype(dtype)
         self.size, self.ndim = math.prod(self.shape), len(self.shape)
         self.itemsize = self.dtype.itemsize
@@ -61,8 +72,9 @@ class GhostArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def __getitem__(self, key):
         if isinstance(key, slice):
-            return GhostArray((len(range(*key.indices(self.shape[0]))), *self.shape[1:]),
-                              self.dtype)
+            return GhostArray(
+                (len(range(*key.indices(self.shape[0]))), *self.shape[1:]), self.dtype
+            )
         if isinstance(key, int | np.integer):
             return GhostArray(self.shape[1:], self.dtype) if self.ndim > 1 else np.nan
         return GhostArray((len(key), *self.shape[1:]), self.dtype)  # an index array
@@ -165,16 +177,20 @@ def ghost_model(spec):
     try:
         p = network_profile(spec)
     except (KeyError, ValueError) as err:
-        raise ValueError(f"--ghost: expected resnet18, vgg16, resnet50 or a parameter count, "
-                         f"got {spec!r}") from err
-    data = "imagenet" if p.input_shape[0] == 224 else "cifar100" if p.n_classes == 100 \
-        else "cifar10"
-    return GhostModel(p.params, p.name, p.flops_per_sample), \
-        GhostDataset(data, TRAIN_EXAMPLES[data], p.input_shape, p.n_classes)
+        raise ValueError(
+            f"--ghost: expected resnet18, vgg16, resnet50 or a parameter count, got {spec!r}"
+        ) from err
+    data = (
+        "imagenet" if p.input_shape[0] == 224 else "cifar100" if p.n_classes == 100 else "cifar10"
+    )
+    return GhostModel(p.params, p.name, p.flops_per_sample), GhostDataset(
+        data, TRAIN_EXAMPLES[data], p.input_shape, p.n_classes
+    )
 
 
 def ghost_dataset(name):
     """A `GhostDataset` the size of data set ``name`` (for a bare parameter count)."""
     shape = (28, 28, 1) if "mnist" in name else (32, 32, 3)
-    return GhostDataset(name, TRAIN_EXAMPLES.get(name, 10_000), shape,
-                        100 if name == "cifar100" else 10)
+    return GhostDataset(
+        name, TRAIN_EXAMPLES.get(name, 10_000), shape, 100 if name == "cifar100" else 10
+    )

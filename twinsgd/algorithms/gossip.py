@@ -39,8 +39,9 @@ def gossip_sgd(node):
     params, cfg = node.model.params, node.cfg
     mixing = _Mixing(node, params)
     for step in node.steps():
-        loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                   samples=len(step.y))
+        loss, grad = yield Compute(
+            node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+        )
         exchange = step.iteration % cfg.local_steps == 0 or step.iteration == node.total_steps
         if exchange and cfg.gossip == "grad":
             yield from mixing.mix(grad)
@@ -86,8 +87,9 @@ class _Mixing:
         else:
             for peer in peers:
                 self.buffers.setdefault(peer, np.empty_like(x))
-            received = yield Exchange(dict.fromkeys(peers, x),
-                                      {peer: self.buffers[peer] for peer in peers}, tag=MIX)
+            received = yield Exchange(
+                dict.fromkeys(peers, x), {peer: self.buffers[peer] for peer in peers}, tag=MIX
+            )
             x *= self.schedule.self_weight(self.rank, self.round)
             for peer, weight in peers.items():
                 np.multiply(received[peer], weight, out=self.scratch)

@@ -66,8 +66,9 @@ class Node:
         ``--server-computes``): it follows the same schedule without reading data.
     """
 
-    def __init__(self, rank, size, cfg, dataset, model, optimizer, shard=None, shards=None,
-                 computes=True):
+    def __init__(
+        self, rank, size, cfg, dataset, model, optimizer, shard=None, shards=None, computes=True
+    ):
         self.rank, self.size, self.cfg = rank, size, cfg
         self.dataset, self.model, self.optimizer = dataset, model, optimizer
         self.shard = rank if shard is None else shard
@@ -126,7 +127,7 @@ class Node:
             for k in range(iteration - epoch * per_epoch, per_epoch):
                 iteration += 1
                 if self.computes:
-                    X, y = self.dataset.train_batch(mine[k * b:(k + 1) * b])
+                    X, y = self.dataset.train_batch(mine[k * b : (k + 1) * b])
                 yield Step(epoch, iteration, X, y, k == per_epoch - 1, iteration == total)
                 if iteration == total:
                     return
@@ -141,8 +142,14 @@ class Node:
         last = self.last_iteration
         for iteration in range(1, last + 1):
             k = (iteration - 1) % per_epoch
-            yield Step((iteration - 1) // per_epoch, iteration, None, None,
-                       last_in_epoch=k == per_epoch - 1, last_in_run=iteration == last)
+            yield Step(
+                (iteration - 1) // per_epoch,
+                iteration,
+                None,
+                None,
+                last_in_epoch=k == per_epoch - 1,
+                last_in_run=iteration == last,
+            )
 
     def compressor(self, n):
         """A `CompressedStream` for vectors of n elements, or None without ``--compress``."""
@@ -192,10 +199,18 @@ class Node:
         losses = [x for x in self.pending_losses if not math.isnan(x)]
         train_loss = float(np.mean(losses)) if losses else float("nan")
         self.pending_losses.clear()
-        return (yield Evaluate(self.evaluate_test, self.model.params, epoch=step.epoch,
-                               iteration=step.iteration, train_loss=train_loss, average=average,
-                               collective=collective,
-                               final=force or step.last_in_run))
+        return (
+            yield Evaluate(
+                self.evaluate_test,
+                self.model.params,
+                epoch=step.epoch,
+                iteration=step.iteration,
+                train_loss=train_loss,
+                average=average,
+                collective=collective,
+                final=force or step.last_in_run,
+            )
+        )
 
     def evaluate_test(self, params):
         """``(test_loss, test_accuracy)`` of weights ``params`` (params,) on the whole test set."""

@@ -167,8 +167,11 @@ class PeerFailed(Exception):
 
     def __init__(self, failed, why=None):
         self.failed = tuple(failed)
-        self.why = tuple(why) if why is not None else \
-            tuple(f"rank {rank} failed at {time_s:g} s" for rank, time_s in self.failed)
+        self.why = (
+            tuple(why)
+            if why is not None
+            else tuple(f"rank {rank} failed at {time_s:g} s" for rank, time_s in self.failed)
+        )
         super().__init__(self.failed, self.why)  # args rebuild it (SimPy re-raises a copy)
 
     @property

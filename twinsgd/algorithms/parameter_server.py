@@ -45,8 +45,9 @@ def parameter_server(node):
     workers on the others."""
     if node.rank not in node.servers:
         return ps_worker(node)
-    return {"sync": sync_ps_server, "async": async_ps_server, "ssp": ssp_ps_server}[
-        node.cfg.mode](node)
+    return {"sync": sync_ps_server, "async": async_ps_server, "ssp": ssp_ps_server}[node.cfg.mode](
+        node
+    )
 
 
 def ps_worker(node):
@@ -60,8 +61,9 @@ def ps_worker(node):
     streams = [node.compressor(len(params[part])) for part in node.slices]
     live = [list(replicas) for replicas in node.replicas_of]  # each shard's servers still up
     for step in node.steps():
-        loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                   samples=len(step.y))
+        loss, grad = yield Compute(
+            node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+        )
         for shard, stream in enumerate(streams):
             part = grad[node.slices[shard]]
             payload = part if stream is None else stream.encode(part)
@@ -101,8 +103,9 @@ def _gradient(node, source, incoming):
     Yields one Recv. Returns ``(worker, incoming)``.
     """
     codec = node.codec
-    worker, payload = yield Recv(source=source, tag=GRADIENT,
-                                 buf=incoming if codec is None else None)
+    worker, payload = yield Recv(
+        source=source, tag=GRADIENT, buf=incoming if codec is None else None
+    )
     if codec is not None:
         codec.decode(payload, out=incoming)
     return worker, incoming
@@ -122,8 +125,9 @@ def sync_ps_server(node):
     for step in node.steps():
         loss = float("nan")
         if node.computes:
-            loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                       samples=len(step.y))
+            loss, grad = yield Compute(
+                node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+            )
             total[:] = grad
         else:
             total.fill(0.0)

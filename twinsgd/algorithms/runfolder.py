@@ -22,12 +22,38 @@ from pathlib import Path
 
 import numpy as np
 
-METRICS_COLUMNS = ("epoch", "iteration", "time_s", "train_loss", "test_loss", "test_accuracy",
-                   "bytes", "eval_s", "consensus_distance")
-STEPS_COLUMNS = ("rank", "epoch", "iteration", "time_s", "compute_s", "comm_s", "wait_s",
-                 "bytes_sent", "bytes_recv", "staleness", "loss")
-RUN_FILES = ("config.json", "summary.json", "metrics.csv", "steps.csv", "model.npz",
-             "timeline.json")
+METRICS_COLUMNS = (
+    "epoch",
+    "iteration",
+    "time_s",
+    "train_loss",
+    "test_loss",
+    "test_accuracy",
+    "bytes",
+    "eval_s",
+    "consensus_distance",
+)
+STEPS_COLUMNS = (
+    "rank",
+    "epoch",
+    "iteration",
+    "time_s",
+    "compute_s",
+    "comm_s",
+    "wait_s",
+    "bytes_sent",
+    "bytes_recv",
+    "staleness",
+    "loss",
+)
+RUN_FILES = (
+    "config.json",
+    "summary.json",
+    "metrics.csv",
+    "steps.csv",
+    "model.npz",
+    "timeline.json",
+)
 
 
 def claim_run_folder(out, name, overwrite=False, runs="runs"):
@@ -58,8 +84,10 @@ def claim_run_folder(out, name, overwrite=False, runs="runs"):
         raise ValueError(f"--out {out}: exists and is not a folder")
     held = [f for f in RUN_FILES if (path / f).exists()]
     if held and not overwrite:
-        raise ValueError(f"--out {out} holds a run ({_status(path)}); give --overwrite to "
-                         f"replace it, or another --out")
+        raise ValueError(
+            f"--out {out} holds a run ({_status(path)}); give --overwrite to "
+            f"replace it, or another --out"
+        )
     for name_ in held:
         (path / name_).unlink()
     RunFolder(path)
@@ -76,8 +104,9 @@ def _claim_new(path):
         except FileExistsError:
             continue
         except OSError as err:
-            raise ValueError(f"--out {candidate}: cannot create the run folder "
-                             f"({err.strerror})") from err
+            raise ValueError(
+                f"--out {candidate}: cannot create the run folder ({err.strerror})"
+            ) from err
     raise ValueError(f"--out: 999 runs named {path} already; give --out")
 
 
@@ -129,8 +158,7 @@ class RunFolder:
                 for key, array in arrays.items():
                     entry = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
                     with archive.open(entry, "w", force_zip64=True) as member:
-                        np.lib.format.write_array(member, np.asanyarray(array),
-                                                  allow_pickle=False)
+                        np.lib.format.write_array(member, np.asanyarray(array), allow_pickle=False)
 
         self._replace(name, write)
 
@@ -199,8 +227,9 @@ def _write_all(fd, data, path):
         try:
             written = os.write(fd, view)
         except OSError as err:
-            raise OSError(err.errno, f"{path}: {len(view)} of {len(data)} bytes not written "
-                                     f"({err.strerror})") from err
+            raise OSError(
+                err.errno, f"{path}: {len(view)} of {len(data)} bytes not written ({err.strerror})"
+            ) from err
         view = view[written:]
 
 

@@ -51,8 +51,17 @@ class RunLog:
         False keeps this rank's rows out of steps.csv (``--steps-sample``); its totals still count.
     """
 
-    def __init__(self, folder, header, target_accuracy=None, steps_per_epoch=1, reporter=True,
-                 steps=None, write_steps=True, resumed=False):
+    def __init__(
+        self,
+        folder,
+        header,
+        target_accuracy=None,
+        steps_per_epoch=1,
+        reporter=True,
+        steps=None,
+        write_steps=True,
+        resumed=False,
+    ):
         self.folder, self.header = folder, dict(header, status="running")
         self.target_accuracy, self.steps_per_epoch = target_accuracy, steps_per_epoch
         self.root = reporter
@@ -60,8 +69,13 @@ class RunLog:
             folder.write_json("config.json", self.header)
             self.metrics = folder.log("metrics.csv", METRICS_COLUMNS, append=resumed)
         self._own_steps = steps is None
-        self.steps = steps if steps is not None else folder.log(
-            "steps.csv", STEPS_COLUMNS, append=resumed or not self.root, flush_s=STEPS_FLUSH_S)
+        self.steps = (
+            steps
+            if steps is not None
+            else folder.log(
+                "steps.csv", STEPS_COLUMNS, append=resumed or not self.root, flush_s=STEPS_FLUSH_S
+            )
+        )
         self.write_steps = write_steps
         self.totals = dict.fromkeys(TOTALS, 0)
         self.overrides = {}  # summary fields a caller knows better (an analytic run's exact means)
@@ -86,8 +100,14 @@ class RunLog:
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
         if self.write_steps:
             row, totals = self._current, self.totals
-            row.update(rank=rank, epoch=epoch, iteration=iteration, time_s=time_s,
-                       loss=float(loss), staleness=staleness)
+            row.update(
+                rank=rank,
+                epoch=epoch,
+                iteration=iteration,
+                time_s=time_s,
+                loss=float(loss),
+                staleness=staleness,
+            )
             self.steps.write_rows([row])
             for key in TOTALS:
                 totals[key] += row[key]
@@ -104,8 +124,19 @@ class RunLog:
         self.steps.flush()
         return dict(self.totals)
 
-    def evaluation(self, epoch, iteration, time_s, train_loss, test_loss, test_accuracy, eval_s,
-                   consensus_distance=None, node_totals=None, moved=None):
+    def evaluation(
+        self,
+        epoch,
+        iteration,
+        time_s,
+        train_loss,
+        test_loss,
+        test_accuracy,
+        eval_s,
+        consensus_distance=None,
+        node_totals=None,
+        moved=None,
+    ):
         """Write one metrics.csv row and refresh summary.json (so a killed run keeps it; at most
         once per ``STEPS_FLUSH_S`` of wall time, and always when the run ends).
 
@@ -117,11 +148,22 @@ class RunLog:
         if node_totals is not None:
             self.all_totals = node_totals
         if moved is None:  # else known from outside (an analytic run: every node's bytes)
-            moved = sum(t["bytes_sent"] for t in node_totals) if node_totals is not None else \
-                self.totals["bytes_sent"] + self.totals["bytes_recv"]
-        row = {"epoch": epoch, "iteration": iteration, "time_s": time_s, "train_loss": train_loss,
-               "test_loss": test_loss, "test_accuracy": test_accuracy, "bytes": moved,
-               "eval_s": eval_s, "consensus_distance": consensus_distance}
+            moved = (
+                sum(t["bytes_sent"] for t in node_totals)
+                if node_totals is not None
+                else self.totals["bytes_sent"] + self.totals["bytes_recv"]
+            )
+        row = {
+            "epoch": epoch,
+            "iteration": iteration,
+            "time_s": time_s,
+            "train_loss": train_loss,
+            "test_loss": test_loss,
+            "test_accuracy": test_accuracy,
+            "bytes": moved,
+            "eval_s": eval_s,
+            "consensus_distance": consensus_distance,
+        }
         self.metrics.write_rows([row])
         self.steps.flush()
         self.eval_s += eval_s
@@ -198,9 +240,12 @@ def run_header(cfg, dataset, model, size, clock, command, **extra):
     """The config.json document both front ends write: the resolved configuration, the data set
     actually used, where and with what the run happened; ``extra`` adds front-end keys (the MPI
     library, the simulated cluster) and versions (``versions={...}`` is merged)."""
-    versions = {"twinsgd": importlib.metadata.version("twinsgd"),
-                "python": platform.python_version(), "numpy": np.__version__,
-                **extra.pop("versions", {})}
+    versions = {
+        "twinsgd": importlib.metadata.version("twinsgd"),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        **extra.pop("versions", {}),
+    }
     return {
         "config": cfg.as_dict(),
         "dataset": dataset.name,
@@ -220,13 +265,28 @@ def chrome_trace(per_rank, algorithm, clock):
     """timeline.json in Chrome trace format (chrome://tracing, Perfetto): one track (thread) per
     rank, times in microseconds. ``per_rank``: {rank: [(name, kind, start s, end s), ...]}
     (kind: compute, comm or wait), the same from the real and the simulated backend."""
-    names = [{"name": "thread_name", "ph": "M", "pid": 0, "tid": rank,
-              "args": {"name": f"rank {rank}"}} for rank in sorted(per_rank)]
-    events = [{"name": name, "cat": kind, "ph": "X", "pid": 0, "tid": rank,
-               "ts": round(start * 1e6, 3), "dur": round((end - start) * 1e6, 3)}
-              for rank in sorted(per_rank) for name, kind, start, end in per_rank[rank]]
-    return {"traceEvents": names + events, "displayTimeUnit": "ms",
-            "otherData": {"algorithm": algorithm, "clock": clock}}
+    names = [
+        {"name": "thread_name", "ph": "M", "pid": 0, "tid": rank, "args": {"name": f"rank {rank}"}}
+        for rank in sorted(per_rank)
+    ]
+    events = [
+        {
+            "name": name,
+            "cat": kind,
+            "ph": "X",
+            "pid": 0,
+            "tid": rank,
+            "ts": round(start * 1e6, 3),
+            "dur": round((end - start) * 1e6, 3),
+        }
+        for rank in sorted(per_rank)
+        for name, kind, start, end in per_rank[rank]
+    ]
+    return {
+        "traceEvents": names + events,
+        "displayTimeUnit": "ms",
+        "otherData": {"algorithm": algorithm, "clock": clock},
+    }
 
 
 def progress_bar(total):
@@ -234,5 +294,6 @@ def progress_bar(total):
     terminal (a log file, CI), so it never fills one with carriage returns."""
     from tqdm import tqdm
 
-    return tqdm(total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr,
-                disable=None)
+    return tqdm(
+        total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr, disable=None
+    )

@@ -11,8 +11,9 @@ def serial_sgd(node):
     Returns the final flat weights, shape (params,) float32.
     """
     for step in node.steps():
-        loss, grad = yield Compute(node.model.loss_and_gradient, (step.X, step.y),
-                                   samples=len(step.y))
+        loss, grad = yield Compute(
+            node.model.loss_and_gradient, (step.X, step.y), samples=len(step.y)
+        )
         node.optimizer.step(node.model.params, grad)
         node.end_step(step, loss)
         yield from node.maybe_evaluate(step)

@@ -94,8 +94,9 @@ class StepTimes:
         if falls or not all(math.isfinite(x) and x > 0 for x in q):
             raise ValueError("quantiles_s must be finite, > 0 and non-decreasing")
         if self.batch_size < 1 or self.steps < 1:
-            raise ValueError(f"batch_size and steps must be >= 1, got {self.batch_size} and "
-                             f"{self.steps}")
+            raise ValueError(
+                f"batch_size and steps must be >= 1, got {self.batch_size} and {self.steps}"
+            )
 
     @classmethod
     def from_samples(cls, seconds, batch_size, **about):
@@ -103,8 +104,7 @@ class StepTimes:
         s = np.asarray(seconds, dtype=np.float64)
         if s.ndim != 1 or len(s) < 1:
             raise ValueError(f"need at least one step time, got shape {s.shape}")
-        return cls(tuple(float(x) for x in np.quantile(s, GRID)), int(batch_size), len(s),
-                   **about)
+        return cls(tuple(float(x) for x in np.quantile(s, GRID)), int(batch_size), len(s), **about)
 
     @property
     def median_s(self):
@@ -140,21 +140,35 @@ class StepTimes:
 
     def to_dict(self):
         """Plain values for a TOML profile (``[compute.steps.MODEL]``)."""
-        return {"batch_size": self.batch_size, "steps": self.steps, "ranks": self.ranks,
-                "cores": self.cores, "source": self.source, "own_code": self.own_code,
-                "own_s": float(f"{self.own_s:.6g}"), "own_solo_s": float(f"{self.own_solo_s:.6g}"),
-                "median_s": float(f"{self.median_s:.6g}"),
-                "quantiles_s": [float(f"{x:.6g}") for x in self.quantiles_s]}
+        return {
+            "batch_size": self.batch_size,
+            "steps": self.steps,
+            "ranks": self.ranks,
+            "cores": self.cores,
+            "source": self.source,
+            "own_code": self.own_code,
+            "own_s": float(f"{self.own_s:.6g}"),
+            "own_solo_s": float(f"{self.own_solo_s:.6g}"),
+            "median_s": float(f"{self.median_s:.6g}"),
+            "quantiles_s": [float(f"{x:.6g}") for x in self.quantiles_s],
+        }
 
     @classmethod
     def from_dict(cls, document, model=""):
         """The inverse of `to_dict`; ValueError naming the key that is missing or wrong."""
         try:
-            return cls(tuple(float(x) for x in document["quantiles_s"]),
-                       int(document["batch_size"]), int(document["steps"]),
-                       int(document.get("ranks", 1)), int(document.get("cores", 0)), model,
-                       str(document.get("source", "")), bool(document.get("own_code", True)),
-                       float(document.get("own_s", 0.0)), float(document.get("own_solo_s", 0.0)))
+            return cls(
+                tuple(float(x) for x in document["quantiles_s"]),
+                int(document["batch_size"]),
+                int(document["steps"]),
+                int(document.get("ranks", 1)),
+                int(document.get("cores", 0)),
+                model,
+                str(document.get("source", "")),
+                bool(document.get("own_code", True)),
+                float(document.get("own_s", 0.0)),
+                float(document.get("own_solo_s", 0.0)),
+            )
         except KeyError as err:
             raise ValueError(f"[compute.steps.{model}] needs {err.args[0]!r}") from None
         except (TypeError, ValueError) as err:
@@ -183,13 +197,17 @@ def read_run_steps(run_dir, warmup_steps=WARMUP_STEPS):
         try:
             by_rank.setdefault(row["rank"], []).append(float(row["compute_s"]))
         except (KeyError, TypeError, ValueError):
-            raise ValueError(f"--from-run {run_dir}: steps.csv has a row without a number in "
-                             f"compute_s: {row}") from None
-    seconds = [s for steps in by_rank.values() for s in steps[warmup_steps:]
-               if sum(steps) > 0 and s > 0]
+            raise ValueError(
+                f"--from-run {run_dir}: steps.csv has a row without a number in compute_s: {row}"
+            ) from None
+    seconds = [
+        s for steps in by_rank.values() for s in steps[warmup_steps:] if sum(steps) > 0 and s > 0
+    ]
     if not seconds:
-        raise ValueError(f"--from-run {run_dir}: steps.csv holds no computing steps past the "
-                         f"first {warmup_steps} of each rank")
+        raise ValueError(
+            f"--from-run {run_dir}: steps.csv holds no computing steps past the "
+            f"first {warmup_steps} of each rank"
+        )
     return np.array(seconds), config
 
 
@@ -224,15 +242,29 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
     try:
         batch_size, model = int(cfg["batch_size"]), str(cfg["model"])
     except (KeyError, TypeError, ValueError):
-        raise ValueError(f"--from-run {run_dir}: config.json does not name the batch size and "
-                         f"model") from None
+        raise ValueError(
+            f"--from-run {run_dir}: config.json does not name the batch size and model"
+        ) from None
     ranks = int(config.get("nodes") or config.get("ranks") or 1)
     what = f"({cfg.get('algorithm', '?')}, {ranks} ranks)"
     if gradients is not None:
         own_s = max(0.0, float(np.mean(seconds) - np.mean(gradients)))  # per step
-        return StepTimes.from_samples(gradients, batch_size, ranks=ranks, cores=cores,
-                                      model=model, own_code=False, own_s=own_s,
-                                      own_solo_s=own_solo_s,
-                                      source=f"timeline.json of {run_dir} {what}")
-    return StepTimes.from_samples(seconds, batch_size, ranks=ranks, cores=cores, model=model,
-                                  source=f"steps.csv of {run_dir} {what}")
+        return StepTimes.from_samples(
+            gradients,
+            batch_size,
+            ranks=ranks,
+            cores=cores,
+            model=model,
+            own_code=False,
+            own_s=own_s,
+            own_solo_s=own_solo_s,
+            source=f"timeline.json of {run_dir} {what}",
+        )
+    return StepTimes.from_samples(
+        seconds,
+        batch_size,
+        ranks=ranks,
+        cores=cores,
+        model=model,
+        source=f"steps.csv of {run_dir} {what}",
+    )

@@ -23,8 +23,15 @@ _NUMBER = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-zµ/]*
 
 # Per unit: seconds = value * multiplier / divisor. Sub-second units divide (5 / 1e6 is the double
 # nearest 5 us; 5 * 1e-6 is one ulp off, since 1e-6 itself is not exact).
-_TIME_S = {"s": (1.0, 1.0), "ms": (1.0, 1e3), "us": (1.0, 1e6), "µs": (1.0, 1e6),
-           "ns": (1.0, 1e9), "min": (60.0, 1.0), "h": (3600.0, 1.0)}
+_TIME_S = {
+    "s": (1.0, 1.0),
+    "ms": (1.0, 1e3),
+    "us": (1.0, 1e6),
+    "µs": (1.0, 1e6),
+    "ns": (1.0, 1e9),
+    "min": (60.0, 1.0),
+    "h": (3600.0, 1.0),
+}
 _PREFIX = {"": 1.0, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
 _BINARY_PREFIX = {"Ki": 2.0**10, "Mi": 2.0**20, "Gi": 2.0**30, "Ti": 2.0**40}
 
@@ -108,6 +115,7 @@ def flag_type(parse):
     >>> flag_type(parse_seconds)("5us")
     5e-06
     """
+
     def convert(text):
         try:
             return parse(text)

@@ -37,9 +37,18 @@ ROWS = (  # (label, function of (summary, config) -> number or None, format)
 )
 
 
-SUMMARY_NUMBERS = ("nodes", "iterations", "time_s", "compute_s", "comm_s", "wait_s",
-                   "bytes_per_iteration", "final_train_loss", "final_test_loss",
-                   "final_test_accuracy")  # what the table reads (None allowed: shown as -)
+SUMMARY_NUMBERS = (
+    "nodes",
+    "iterations",
+    "time_s",
+    "compute_s",
+    "comm_s",
+    "wait_s",
+    "bytes_per_iteration",
+    "final_train_loss",
+    "final_test_loss",
+    "final_test_accuracy",
+)  # what the table reads (None allowed: shown as -)
 
 
 def _per_iteration(summary, seconds):
@@ -60,8 +69,10 @@ def read_run(folder):
         raise ValueError(f"{folder}: not a run folder ({type(err).__name__}: {err})") from err
     for name, document in (("summary.json", summary), ("config.json", config)):
         if not isinstance(document, dict):
-            raise ValueError(f"{folder / name}: not a run folder's (a JSON object expected, got "
-                             f"{type(document).__name__})")
+            raise ValueError(
+                f"{folder / name}: not a run folder's (a JSON object expected, got "
+                f"{type(document).__name__})"
+            )
     if summary.get("status") != "done":
         raise ValueError(f"{folder}: run status is {summary.get('status')!r}, not done")
     return summary, config
@@ -72,8 +83,9 @@ def check_numbers(folder, summary):
     for key in SUMMARY_NUMBERS:
         value = summary.get(key, "missing")
         if value is not None and (isinstance(value, bool) or not isinstance(value, Real)):
-            raise ValueError(f"{Path(folder) / 'summary.json'}: {key} must be a number, got "
-                             f"{value!r}")
+            raise ValueError(
+                f"{Path(folder) / 'summary.json'}: {key} must be a number, got {value!r}"
+            )
 
 
 def same_weights(a, b):
@@ -84,8 +96,12 @@ def same_weights(a, b):
     if not all(p.exists() for p in paths):
         return "-"
     try:
-        with open(paths[0], "rb") as fa, open(paths[1], "rb") as fb, \
-                np.load(fa) as wa, np.load(fb) as wb:  # our handles: closed even when np.load fails
+        with (
+            open(paths[0], "rb") as fa,
+            open(paths[1], "rb") as fb,
+            np.load(fa) as wa,
+            np.load(fb) as wb,
+        ):  # our handles: closed even when np.load fails
             if not wa.files or wa.files != wb.files:
                 return "-"
             if all(np.array_equal(wa[k], wb[k]) for k in wa.files):
@@ -93,8 +109,9 @@ def same_weights(a, b):
             largest = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa.files)
             return f"differ by up to {largest:.3g}"
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
-        raise ValueError(f"{paths[0]} or {paths[1]}: does not read as weights "
-                         f"({type(err).__name__}: {err})") from None
+        raise ValueError(
+            f"{paths[0]} or {paths[1]}: does not read as weights ({type(err).__name__}: {err})"
+        ) from None
 
 
 def table(folders):
@@ -104,8 +121,10 @@ def table(folders):
         check_numbers(folder, summary)
     names = [Path(f).name for f in folders]
     ratio = len(runs) > 1
-    lines = ["| | " + " | ".join(names) + (f" | {names[-1]} / {names[0]} |" if ratio else " |"),
-             "|---" * (len(names) + 1 + ratio) + "|"]
+    lines = [
+        "| | " + " | ".join(names) + (f" | {names[-1]} / {names[0]} |" if ratio else " |"),
+        "|---" * (len(names) + 1 + ratio) + "|",
+    ]
     for label, get, fmt in ROWS:
         values = [get(*run) for run in runs]
         cells = ["-" if v is None else fmt.format(v) for v in values]
@@ -116,14 +135,18 @@ def table(folders):
             last = f" {final / first:.2f} |" if numeric and first else " - |"
         lines.append(f"| {label} | " + " | ".join(cells) + " |" + last)
     if ratio:
-        lines.append(f"| final weights | {same_weights(folders[0], folders[-1])} |"
-                     + " |" * (len(names) - 1 + ratio))
+        lines.append(
+            f"| final weights | {same_weights(folders[0], folders[-1])} |"
+            + " |" * (len(names) - 1 + ratio)
+        )
     return "\n".join(lines)
 
 
 def main(argv=None):
-    parser = OneLineParser(prog="python -m twinsgd.analysis.compare",
-                           description="Run folders side by side (the first as reference).")
+    parser = OneLineParser(
+        prog="python -m twinsgd.analysis.compare",
+        description="Run folders side by side (the first as reference).",
+    )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders")
     args = parser.parse_args(argv)
     try:

@@ -26,8 +26,11 @@ from pathlib import Path
 from twinsgd.algorithms.config import OneLineParser
 
 KINDS = ("accuracy", "breakdown", "speedup", "predicted", "timeline")
-PARTS = (("compute_s", "compute", "#4c72b0"), ("comm_s", "comm", "#dd8452"),
-         ("wait_s", "wait", "#c44e52"))
+PARTS = (
+    ("compute_s", "compute", "#4c72b0"),
+    ("comm_s", "comm", "#dd8452"),
+    ("wait_s", "wait", "#c44e52"),
+)
 
 
 class Run:
@@ -49,8 +52,10 @@ class Run:
         """The rows of ``metrics.csv`` or ``steps.csv`` as dicts of floats (empty field: None)."""
         try:
             with open(self.path / name, newline="") as fh:
-                return [{k: float(v) if v else None for k, v in row.items()}
-                        for row in csv.DictReader(fh)]
+                return [
+                    {k: float(v) if v else None for k, v in row.items()}
+                    for row in csv.DictReader(fh)
+                ]
         except (OSError, ValueError) as err:
             raise ValueError(f"{self.path / name}: cannot read ({err})") from err
 
@@ -71,8 +76,11 @@ def expand(folders):
         sweep = folder / "sweep.csv"
         if sweep.is_file():
             with open(sweep, newline="") as fh:
-                runs += [Run(folder / row["run"]) for row in csv.DictReader(fh)
-                         if row.get("status") == "done"]
+                runs += [
+                    Run(folder / row["run"])
+                    for row in csv.DictReader(fh)
+                    if row.get("status") == "done"
+                ]
         else:
             runs.append(Run(folder))
     if not runs:
@@ -88,8 +96,11 @@ def accuracy_data(runs):
     data = {}
     for run in runs:
         rows = [r for r in run.rows("metrics.csv") if r["test_accuracy"] is not None]
-        data[run.name] = ([r["iteration"] / run.steps_per_epoch for r in rows],
-                          [r["time_s"] for r in rows], [r["test_accuracy"] for r in rows])
+        data[run.name] = (
+            [r["iteration"] / run.steps_per_epoch for r in rows],
+            [r["time_s"] for r in rows],
+            [r["test_accuracy"] for r in rows],
+        )
     return data
 
 
@@ -119,8 +130,10 @@ def speedup_data(runs, target):
 
 def predicted_data(pairs):
     """{pair label: (measured, simulated) ms per iteration} for (measured, simulated) runs."""
-    return {f"{m.name} / {s.name}": (m.per_iteration_ms("time_s"), s.per_iteration_ms("time_s"))
-            for m, s in pairs}
+    return {
+        f"{m.name} / {s.name}": (m.per_iteration_ms("time_s"), s.per_iteration_ms("time_s"))
+        for m, s in pairs
+    }
 
 
 def timeline_data(run, steps=50):
@@ -147,9 +160,12 @@ def plot(kind, runs, out, target=None, band=0.1, steps=50):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2 if kind in ("accuracy", "speedup") else 1,
-                             figsize=(10 if kind in ("accuracy", "speedup", "timeline") else 6, 4),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        1,
+        2 if kind in ("accuracy", "speedup") else 1,
+        figsize=(10 if kind in ("accuracy", "speedup", "timeline") else 6, 4),
+        squeeze=False,
+    )
     axes = axes[0]
     data = _DRAW[kind](axes, runs, target=target, band=band, steps=steps)
     fig.tight_layout()
@@ -204,13 +220,23 @@ def _draw_predicted(axes, pairs, band, **_):
     data, ax = predicted_data(pairs), axes[0]
     measured = [m for m, _ in data.values()]
     hi = 1.1 * max(max(measured), max(s for _, s in data.values()))
-    ax.fill_between([0, hi], [0, hi * (1 - band)], [0, hi * (1 + band)], color="grey", alpha=0.2,
-                    label=f"±{100 * band:g}%")
+    ax.fill_between(
+        [0, hi],
+        [0, hi * (1 - band)],
+        [0, hi * (1 + band)],
+        color="grey",
+        alpha=0.2,
+        label=f"±{100 * band:g}%",
+    )
     ax.plot([0, hi], [0, hi], color="grey", lw=1, label="identity")
     for label, (m, s) in data.items():
         ax.plot([m], [s], marker="o", ls="", label=label)
-    ax.set(xlabel="measured (ms per iteration)", ylabel="simulated (ms per iteration)",
-           xlim=(0, hi), ylim=(0, hi))
+    ax.set(
+        xlabel="measured (ms per iteration)",
+        ylabel="simulated (ms per iteration)",
+        xlim=(0, hi),
+        ylim=(0, hi),
+    )
     ax.legend(fontsize="small")
     return data
 
@@ -222,16 +248,29 @@ def _draw_timeline(axes, runs, steps, **_):
     for rank, spans in data.items():
         for part in colours:
             mine = [(start, width) for start, width, p in spans if p == part]
-            ax.broken_barh(mine, (rank - 0.4, 0.8), color=colours[part],
-                           label=part if rank == min(data) else None)
-    ax.set(xlabel="training time (s)", ylabel="rank", title=f"{run.name}: first {steps} steps",
-           yticks=sorted(data))
+            ax.broken_barh(
+                mine,
+                (rank - 0.4, 0.8),
+                color=colours[part],
+                label=part if rank == min(data) else None,
+            )
+    ax.set(
+        xlabel="training time (s)",
+        ylabel="rank",
+        title=f"{run.name}: first {steps} steps",
+        yticks=sorted(data),
+    )
     ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.08), ncol=3, frameon=False)
     return data
 
 
-_DRAW = {"accuracy": _draw_accuracy, "breakdown": _draw_breakdown, "speedup": _draw_speedup,
-         "predicted": _draw_predicted, "timeline": _draw_timeline}
+_DRAW = {
+    "accuracy": _draw_accuracy,
+    "breakdown": _draw_breakdown,
+    "speedup": _draw_speedup,
+    "predicted": _draw_predicted,
+    "timeline": _draw_timeline,
+}
 
 
 def _pairs(specs):
@@ -245,14 +284,25 @@ def _pairs(specs):
 
 
 def main(argv=None):
-    parser = OneLineParser(prog="python -m twinsgd.analysis.plot",
-                           description="Figures from run folders (PNG, SVG or PDF).")
+    parser = OneLineParser(
+        prog="python -m twinsgd.analysis.plot",
+        description="Figures from run folders (PNG, SVG or PDF).",
+    )
     parser.add_argument("kind", choices=KINDS)
-    parser.add_argument("runs", nargs="+", metavar="RUN",
-                        help="run or sweep folders; for predicted, MEASURED,SIMULATED pairs")
+    parser.add_argument(
+        "runs",
+        nargs="+",
+        metavar="RUN",
+        help="run or sweep folders; for predicted, MEASURED,SIMULATED pairs",
+    )
     parser.add_argument("--out", required=True, metavar="FIG.png|svg|pdf")
-    parser.add_argument("--target-accuracy", type=float, default=None, metavar="A",
-                        help="speedup: the accuracy in (0, 1] whose time defines it")
+    parser.add_argument(
+        "--target-accuracy",
+        type=float,
+        default=None,
+        metavar="A",
+        help="speedup: the accuracy in (0, 1] whose time defines it",
+    )
     parser.add_argument("--band", type=float, default=0.1, help="predicted: relative error band")
     parser.add_argument("--steps", type=int, default=50, help="timeline: steps drawn per rank")
     args = parser.parse_args(argv)

@@ -17,15 +17,27 @@ CALIBRATION_HOSTS = 2  # the profile is measured on this many hosts; other count
 # Targets, |error| in %: (median, worst) on an emulated network, the median on shared memory, the
 # median over the extrapolated rows of any network.
 EMULATED_MEDIAN_PCT, EMULATED_WORST_PCT, SHM_MEDIAN_PCT, EXTRAPOLATED_MEDIAN_PCT = 5, 15, 10, 10
-NUMBERS = ("measured_ms", "spread_pct", "sim_ms", "error_pct",
-           "measured_compute_ms", "sim_compute_ms", "compute_error_pct",
-           "measured_comm_ms", "sim_comm_ms", "comm_error_pct",
-           "measured_wait_ms", "sim_wait_ms", "wait_diff_ms")
+NUMBERS = (
+    "measured_ms",
+    "spread_pct",
+    "sim_ms",
+    "error_pct",
+    "measured_compute_ms",
+    "sim_compute_ms",
+    "compute_error_pct",
+    "measured_comm_ms",
+    "sim_comm_ms",
+    "comm_error_pct",
+    "measured_wait_ms",
+    "sim_wait_ms",
+    "wait_diff_ms",
+)
 PARTS = ("time", "compute", "comm", "wait")  # summary.json's PART_s, seconds
 CSV_COLUMNS = ("network", "config", "hosts", "extrapolated", "status", "repeats", *NUMBERS)
 
 
 # -- numbers from run folders --------------------------------------------------------------------
+
 
 def row_numbers(real_dirs, sim_dir):
     """Prediction and measurement of one cell, per iteration, from its run folders.
@@ -60,8 +72,9 @@ def row_numbers(real_dirs, sim_dir):
         numbers[f"measured_{name}ms"] = statistics.median(r[part] for r in reals)
         numbers[f"sim_{name}ms"] = sim[part]
         if part != "wait":  # wait's measured value may be ~0: its difference instead
-            numbers[f"{name}error_pct"] = _percent(sim[part] - numbers[f"measured_{name}ms"],
-                                                   numbers[f"measured_{name}ms"])
+            numbers[f"{name}error_pct"] = _percent(
+                sim[part] - numbers[f"measured_{name}ms"], numbers[f"measured_{name}ms"]
+            )
     times = [r["time"] for r in reals]
     numbers["spread_pct"] = _percent(max(times) - min(times), numbers["measured_ms"])
     numbers["wait_diff_ms"] = numbers["sim_wait_ms"] - numbers["measured_wait_ms"]
@@ -103,11 +116,14 @@ def read_rows(folder, order=None):
 # -- the table and the summary -------------------------------------------------------------------
 
 COLUMNS = (  # (header, row key, format)
-    ("measured (ms/it)", "measured_ms", "{:.3f}"), ("spread (%)", "spread_pct", "{:.1f}"),
-    ("simulated (ms/it)", "sim_ms", "{:.3f}"), ("error (%)", "error_pct", "{:+.1f}"),
+    ("measured (ms/it)", "measured_ms", "{:.3f}"),
+    ("spread (%)", "spread_pct", "{:.1f}"),
+    ("simulated (ms/it)", "sim_ms", "{:.3f}"),
+    ("error (%)", "error_pct", "{:+.1f}"),
     ("compute error (%)", "compute_error_pct", "{:+.1f}"),
     ("comm error (%)", "comm_error_pct", "{:+.1f}"),
-    ("wait sim - measured (ms/it)", "wait_diff_ms", "{:+.3f}"))
+    ("wait sim - measured (ms/it)", "wait_diff_ms", "{:+.3f}"),
+)
 
 
 def table(rows):
@@ -143,9 +159,11 @@ def summary(rows):
                 lines.append(f"{net}, {label}: no rows measured (of {len(group)})")
                 continue
             worst = max(done, key=lambda r: abs(r["error_pct"]))
-            lines.append(f"{net}, {label}: median |error| {_median_error(done):.1f} %, worst "
-                         f"{abs(worst['error_pct']):.1f} % ({worst['config']}), {len(done)} of "
-                         f"{len(group)} rows; median spread {_median_spread(done):.1f} %")
+            lines.append(
+                f"{net}, {label}: median |error| {_median_error(done):.1f} %, worst "
+                f"{abs(worst['error_pct']):.1f} % ({worst['config']}), {len(done)} of "
+                f"{len(group)} rows; median spread {_median_spread(done):.1f} %"
+            )
     return lines
 
 
@@ -162,22 +180,37 @@ def targets(rows):
         done = _measured(calibrated)
         median = _median_error(done) if done else None
         if net == "shm":
-            lines.append(_target(f"{net}: median |error| <= {SHM_MEDIAN_PCT} %", SHM_MEDIAN_PCT,
-                                 median))
+            lines.append(
+                _target(f"{net}: median |error| <= {SHM_MEDIAN_PCT} %", SHM_MEDIAN_PCT, median)
+            )
         else:
             spread = _median_spread(done) if done else 0.0
             limit = max(EMULATED_MEDIAN_PCT, spread)
-            lines.append(_target(f"{net}: median |error| <= max({EMULATED_MEDIAN_PCT} %, median "
-                                 f"spread {spread:.1f} %) = {limit:.1f} %", limit, median))
+            lines.append(
+                _target(
+                    f"{net}: median |error| <= max({EMULATED_MEDIAN_PCT} %, median "
+                    f"spread {spread:.1f} %) = {limit:.1f} %",
+                    limit,
+                    median,
+                )
+            )
             worst = max(abs(r["error_pct"]) for r in done) if done else None
-            lines.append(_target(f"{net}: worst |error| <= {EMULATED_WORST_PCT} %",
-                                 EMULATED_WORST_PCT, worst))
+            lines.append(
+                _target(
+                    f"{net}: worst |error| <= {EMULATED_WORST_PCT} %", EMULATED_WORST_PCT, worst
+                )
+            )
         if extrapolated:
             far = _measured(extrapolated)
-            lines.append(_target(f"{net}: extrapolation {CALIBRATION_HOSTS} -> "
-                                 f"{label.split(' hosts')[0]} hosts, median |error| <= "
-                                 f"{EXTRAPOLATED_MEDIAN_PCT} %", EXTRAPOLATED_MEDIAN_PCT,
-                                 _median_error(far) if far else None))
+            lines.append(
+                _target(
+                    f"{net}: extrapolation {CALIBRATION_HOSTS} -> "
+                    f"{label.split(' hosts')[0]} hosts, median |error| <= "
+                    f"{EXTRAPOLATED_MEDIAN_PCT} %",
+                    EXTRAPOLATED_MEDIAN_PCT,
+                    _median_error(far) if far else None,
+                )
+            )
     return lines
 
 
@@ -203,8 +236,10 @@ def _groups(rows, net):
     far = [r for r in mine if r["hosts"] != CALIBRATION_HOSTS]
     counts = ", ".join(str(h) for h in sorted({r["hosts"] for r in far}))
     near = [r for r in mine if r["hosts"] == CALIBRATION_HOSTS]
-    return [(f"{CALIBRATION_HOSTS} hosts (calibrated)", near),
-            (f"{counts or 'other'} hosts (extrapolated from {CALIBRATION_HOSTS})", far)]
+    return [
+        (f"{CALIBRATION_HOSTS} hosts (calibrated)", near),
+        (f"{counts or 'other'} hosts (extrapolated from {CALIBRATION_HOSTS})", far),
+    ]
 
 
 def _median_error(rows):
@@ -219,8 +254,10 @@ def render(rows):
     """What is printed and written to validation.md: the table, the summary, the targets."""
     errors = "\n".join(f"- {line}" for line in summary(rows)) or "- no rows"
     goals = "\n".join(f"- {line}" for line in targets(rows)) or "- no rows"
-    return (f"{table(rows)}\n\nTime per iteration, |error| per network:\n{errors}\n\n"
-            f"Targets:\n{goals}\n")
+    return (
+        f"{table(rows)}\n\nTime per iteration, |error| per network:\n{errors}\n\n"
+        f"Targets:\n{goals}\n"
+    )
 
 
 def write_outputs(rows, folder):

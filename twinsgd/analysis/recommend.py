@@ -40,16 +40,23 @@ BASELINE = "allreduce every step"
 def candidates(nodes):
     """``(name, sim.run flags)`` of every configuration worth trying on ``nodes`` nodes."""
     out = [(BASELINE, ["--algorithm", "allreduce"])]
-    out += [(f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", str(p)])
-            for p in (4, 16)]
-    out.append(("allreduce, top-k 1 % + error feedback",
-                ["--algorithm", "allreduce", "--compress", "topk:0.01", "--error-feedback"]))
+    out += [
+        (f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", str(p)])
+        for p in (4, 16)
+    ]
+    out.append(
+        (
+            "allreduce, top-k 1 % + error feedback",
+            ["--algorithm", "allreduce", "--compress", "topk:0.01", "--error-feedback"],
+        )
+    )
     if nodes > 2:
         for p in (1, 4, 16):
             gossip = ["--algorithm", "gossip", "--topology", "rotating", "--local-steps", str(p)]
             out.append((f"Local-SGD({p}), gossip", gossip))
-            out.append((f"Local-SGD({p}), gossip + threshold",
-                        [*gossip, "--compress", "threshold:0.01"]))
+            out.append(
+                (f"Local-SGD({p}), gossip + threshold", [*gossip, "--compress", "threshold:0.01"])
+            )
     out.append(("parameter server (sync, 1 server)", ["--algorithm", "ps"]))
     return out
 
@@ -57,30 +64,49 @@ def candidates(nodes):
 def build_parser():
     parser = argparse.ArgumentParser(
         prog="python -m twinsgd.analysis.recommend",
-        description="Rank configurations by simulated time to a target accuracy on a cluster.")
-    parser.add_argument("--profile", required=True, metavar="NAME|FILE.toml",
-                        help="cluster profile (polus-like, lomonosov-2-like, or real.calibrate's)")
+        description="Rank configurations by simulated time to a target accuracy on a cluster.",
+    )
+    parser.add_argument(
+        "--profile",
+        required=True,
+        metavar="NAME|FILE.toml",
+        help="cluster profile (polus-like, lomonosov-2-like, or real.calibrate's)",
+    )
     parser.add_argument("--nodes", type=int, required=True, help="ranks of the run")
     parser.add_argument("--model", default="mlp", choices=("mlp", "cnn"))
     parser.add_argument("--dataset", default="mnist")
     parser.add_argument("--batch-size", type=int, default=32, help="per rank (default 32)")
     parser.add_argument("--epochs", type=int, default=1, help="epochs each candidate trains")
-    parser.add_argument("--target-accuracy", type=float, default=0.9,
-                        help="test accuracy in (0, 1] (default 0.9)")
-    parser.add_argument("--evaluations", type=int, default=20,
-                        help="evaluations per epoch: the resolution of the time to the target "
-                             "(simulated evaluation takes no simulated time; default 20)")
-    parser.add_argument("--compute", default="profile", choices=("profile", "empirical"),
-                        help="compute time from the profile's rates or its measured step times")
+    parser.add_argument(
+        "--target-accuracy", type=float, default=0.9, help="test accuracy in (0, 1] (default 0.9)"
+    )
+    parser.add_argument(
+        "--evaluations",
+        type=int,
+        default=20,
+        help="evaluations per epoch: the resolution of the time to the target "
+        "(simulated evaluation takes no simulated time; default 20)",
+    )
+    parser.add_argument(
+        "--compute",
+        default="profile",
+        choices=("profile", "empirical"),
+        help="compute time from the profile's rates or its measured step times",
+    )
     parser.add_argument("--out", default=None, help="folder of the candidates' run folders")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="candidates simulated at once (default: one per CPU)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="candidates simulated at once (default: one per CPU)",
+    )
     return parser
 
 
 def rank(results):
     """Sort ``[(name, flags, summary or None, status)]``: reached the target first, by time to
     it; then the rest by final accuracy, best first; failed runs last."""
+
     def key(item):
         summary = item[2]
         if summary is None:
@@ -88,6 +114,7 @@ def rank(results):
         if summary.get("time_to_target_s") is not None:
             return (0, summary["time_to_target_s"])
         return (1, -(summary.get("final_test_accuracy") or 0.0))
+
     return sorted(results, key=key)
 
 
@@ -100,26 +127,48 @@ def report(ranked, target):
             rows.append([i, name, status, "", "", ""])
             continue
         t = s.get("time_to_target_s")
-        rows.append([i, name, "not reached" if t is None else f"{t:.3f}",
-                     f"{100 * s['final_test_accuracy']:.2f} %",
-                     f"{1e3 * s['time_s'] / s['iterations']:.3f}",
-                     f"{100 * (s['comm_s'] + s['wait_s']) / s['time_s']:.0f} %"])
-    lines = [markdown(["rank", "configuration", f"s to {100 * target:.0f} %", "final accuracy",
-                       "ms per iteration", "comm + wait"], rows)]
+        rows.append(
+            [
+                i,
+                name,
+                "not reached" if t is None else f"{t:.3f}",
+                f"{100 * s['final_test_accuracy']:.2f} %",
+                f"{1e3 * s['time_s'] / s['iterations']:.3f}",
+                f"{100 * (s['comm_s'] + s['wait_s']) / s['time_s']:.0f} %",
+            ]
+        )
+    lines = [
+        markdown(
+            [
+                "rank",
+                "configuration",
+                f"s to {100 * target:.0f} %",
+                "final accuracy",
+                "ms per iteration",
+                "comm + wait",
+            ],
+            rows,
+        )
+    ]
     name, flags, best, _ = ranked[0]
     if best is None or best.get("time_to_target_s") is None:
-        lines.append(f"\nNo configuration reached {100 * target:.0f} % in the epochs simulated; "
-                     "train longer (--epochs) or lower --target-accuracy.")
+        lines.append(
+            f"\nNo configuration reached {100 * target:.0f} % in the epochs simulated; "
+            "train longer (--epochs) or lower --target-accuracy."
+        )
         return "\n".join(lines)
     why = f"it reaches {100 * target:.0f} % in {best['time_to_target_s']:.3f} simulated s"
     if base and base is not best and base.get("time_to_target_s"):
-        why += f", {base['time_to_target_s'] / best['time_to_target_s']:.2f}x sooner than " \
-               f"{BASELINE}"
+        why += (
+            f", {base['time_to_target_s'] / best['time_to_target_s']:.2f}x sooner than {BASELINE}"
+        )
     share = (best["comm_s"] + best["wait_s"]) / best["time_s"]
     why += f"; communication and waiting are {100 * share:.0f} % of its time"
     if base and base is not best:
-        why += f" against {100 * (base['comm_s'] + base['wait_s']) / base['time_s']:.0f} % " \
-               f"for {BASELINE}"
+        why += (
+            f" against {100 * (base['comm_s'] + base['wait_s']) / base['time_s']:.0f} % "
+            f"for {BASELINE}"
+        )
     lines.append(f"\nRecommended: {name} ({' '.join(flags)}): {why}.")
     return "\n".join(lines)
 
@@ -137,25 +186,50 @@ def main(argv=None):
         parser.error(f"--evaluations must be >= 1, got {args.evaluations}")
     out = Path(args.out or tempfile.mkdtemp(prefix="recommend-"))
     steps_per_epoch = TRAIN_EXAMPLES.get(args.dataset, 10_000) // (args.nodes * args.batch_size)
-    shared = ["--nodes", str(args.nodes), "--profile", args.profile, "--model", args.model,
-              "--dataset", args.dataset, "--batch-size", str(args.batch_size), "--epochs",
-              str(args.epochs), "--target-accuracy", str(args.target_accuracy), "--compute",
-              args.compute, "--collectives", "closed-form", "--no-progress", "--overwrite",
-              "--eval-every", str(max(1, steps_per_epoch // args.evaluations))]
+    shared = [
+        "--nodes",
+        str(args.nodes),
+        "--profile",
+        args.profile,
+        "--model",
+        args.model,
+        "--dataset",
+        args.dataset,
+        "--batch-size",
+        str(args.batch_size),
+        "--epochs",
+        str(args.epochs),
+        "--target-accuracy",
+        str(args.target_accuracy),
+        "--compute",
+        args.compute,
+        "--collectives",
+        "closed-form",
+        "--no-progress",
+        "--overwrite",
+        "--eval-every",
+        str(max(1, steps_per_epoch // args.evaluations)),
+    ]
     todo = candidates(args.nodes)
-    argvs = [[*flags, *shared, "--out", str(out / f"{i:02d}")] for i, (_, flags) in
-             enumerate(todo)]
+    argvs = [[*flags, *shared, "--out", str(out / f"{i:02d}")] for i, (_, flags) in enumerate(todo)]
     workers = min(args.workers or os.cpu_count() or 1, len(todo))
-    print(f"recommend: {len(todo)} configurations on {args.nodes} nodes of {args.profile}, "
-          f"run folders in {out}", file=sys.stderr)
+    print(
+        f"recommend: {len(todo)} configurations on {args.nodes} nodes of {args.profile}, "
+        f"run folders in {out}",
+        file=sys.stderr,
+    )
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
         outcomes = list(pool.map(run_point, argvs))
     bad = [o["status"] for o in outcomes if o["summary"] is None]
     if len(bad) == len(outcomes):  # every candidate refused: the shared input is at fault
         parser.error(bad[0].removeprefix("failed: "))
-    ranked = rank([(name, flags, o["summary"], o["status"])
-                   for (name, flags), o in zip(todo, outcomes, strict=True)])
+    ranked = rank(
+        [
+            (name, flags, o["summary"], o["status"])
+            for (name, flags), o in zip(todo, outcomes, strict=True)
+        ]
+    )
     print(report(ranked, args.target_accuracy))
     return 0 if ranked[0][2] and ranked[0][2].get("time_to_target_s") is not None else 1
 

@@ -27,8 +27,7 @@ SMOKE = os.environ.get("TWINSGD_SMOKE") == "1"
 def _env():
     """The programs' environment: one BLAS thread per rank, the project importable."""
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
-            "PYTHONPATH": path}
+    return {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
 
 
 def _launch(ranks, cluster=False):
@@ -42,11 +41,14 @@ def _launch(ranks, cluster=False):
 
 
 def _run(cmd, timeout_s):
-    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True,
-                          timeout=timeout_s)
+    done = subprocess.run(
+        cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout_s
+    )
     if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {done.returncode}: "
-                           f"{done.stderr.strip().splitlines()[-1:] or ''}")
+        raise RuntimeError(
+            f"{' '.join(cmd)} exited {done.returncode}: "
+            f"{done.stderr.strip().splitlines()[-1:] or ''}"
+        )
     return done
 
 
@@ -58,8 +60,19 @@ def summary(folder):
 def measure(ranks, flags, out, cluster=False, timeout_s=1800):
     """``real.train flags`` on ``ranks`` processes into run folder ``out``; its summary."""
     shutil.rmtree(out, ignore_errors=True)
-    _run([*_launch(ranks, cluster), sys.executable, "-m", "real.train", "--no-progress",
-          "--out", str(out), *flags], timeout_s)
+    _run(
+        [
+            *_launch(ranks, cluster),
+            sys.executable,
+            "-m",
+            "real.train",
+            "--no-progress",
+            "--out",
+            str(out),
+            *flags,
+        ],
+        timeout_s,
+    )
     return summary(out)
 
 
@@ -79,8 +92,20 @@ def simulate(nodes, flags, out):
 def calibrate(out, cluster=False, timeout_s=600):
     """Measure this machine (or the emulated cluster) on 2 ranks into profile ``out``
     (``real.calibrate --quick --models mlp``); its path."""
-    _run([*_launch(2, cluster), sys.executable, "-m", "real.calibrate", "--quick",
-          "--models", "mlp", "--out", str(out)], timeout_s)
+    _run(
+        [
+            *_launch(2, cluster),
+            sys.executable,
+            "-m",
+            "real.calibrate",
+            "--quick",
+            "--models",
+            "mlp",
+            "--out",
+            str(out),
+        ],
+        timeout_s,
+    )
     return Path(out)
 
 
@@ -88,13 +113,33 @@ def calibrate(out, cluster=False, timeout_s=600):
 # allreduce, over gossip with partners at a rotating distance, and over that gossip with
 # threshold sparsification (CHOCO per edge); and Local-SGD(32) over allreduce.
 LOMONOSOV_CONFIGURATIONS = [
-    *((f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
-      for p in ("1", "4", "16")),
-    *((f"Local-SGD({p}), gossip", ["--algorithm", "gossip", "--topology", "rotating",
-                                   "--local-steps", p]) for p in ("1", "4", "16")),
-    *((f"Local-SGD({p}), gossip + threshold", ["--algorithm", "gossip", "--topology", "rotating",
-                                               "--local-steps", p, "--compress",
-                                               "threshold:0.01"]) for p in ("1", "4", "16")),
+    *(
+        (f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
+        for p in ("1", "4", "16")
+    ),
+    *(
+        (
+            f"Local-SGD({p}), gossip",
+            ["--algorithm", "gossip", "--topology", "rotating", "--local-steps", p],
+        )
+        for p in ("1", "4", "16")
+    ),
+    *(
+        (
+            f"Local-SGD({p}), gossip + threshold",
+            [
+                "--algorithm",
+                "gossip",
+                "--topology",
+                "rotating",
+                "--local-steps",
+                p,
+                "--compress",
+                "threshold:0.01",
+            ],
+        )
+        for p in ("1", "4", "16")
+    ),
     ("Local-SGD(32), allreduce", ["--algorithm", "allreduce", "--local-steps", "32"]),
 ]
 
@@ -112,10 +157,13 @@ class Verdict:
 
 def verdict_table(verdicts):
     """The Markdown table that ends every notebook."""
-    rows = ["| the study's claim | measured | simulated | reproduced | why |",
-            "|---|---|---|---|---|"]
-    rows += [f"| {v.claim} | {v.measured} | {v.simulated} | {v.reproduced} | {v.why} |"
-             for v in verdicts]
+    rows = [
+        "| the study's claim | measured | simulated | reproduced | why |",
+        "|---|---|---|---|---|",
+    ]
+    rows += [
+        f"| {v.claim} | {v.measured} | {v.simulated} | {v.reproduced} | {v.why} |" for v in verdicts
+    ]
     return "\n".join(rows)
 
 

@@ -75,8 +75,12 @@ CONFIGS = {  # name -> real.train / sim.run flags
     "topk-ef": ("--algorithm", "allreduce", "--compress", "topk:0.01", "--error-feedback"),
 }
 NETWORKS = ("shm", "1Gbit", "100Mbit")
-QUICK = {"iterations": 60, "repeats": 1, "configs": ("allreduce-ring", "ps-sync", "gossip-ring"),
-         "hosts": (2,)}
+QUICK = {
+    "iterations": 60,
+    "repeats": 1,
+    "configs": ("allreduce-ring", "ps-sync", "gossip-ring"),
+    "hosts": (2,),
+}
 ENV = {"TWINSGD_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1"}
 CLUSTER_TIMEOUT_S = 120.0  # real.cluster up / down
 CALIBRATION_TIMEOUT_S = {False: 1800.0, True: 600.0}  # by --quick
@@ -84,6 +88,7 @@ STOP_GRACE_S = 10.0  # after SIGINT to a timed-out or interrupted run, SIGKILL t
 
 
 # -- the matrix ----------------------------------------------------------------------------------
+
 
 def matrix(configs=tuple(CONFIGS), hosts=(2, 4), networks=NETWORKS):
     """The cells to measure, in the table's order: dicts of network, config, hosts and flags.
@@ -98,8 +103,12 @@ def matrix(configs=tuple(CONFIGS), hosts=(2, 4), networks=NETWORKS):
     unknown = [name for name in configs if name not in CONFIGS]
     if unknown:
         raise ValueError(f"unknown configuration {unknown[0]!r} (known: {', '.join(CONFIGS)})")
-    cells = [{"network": net, "config": name, "hosts": h, "flags": CONFIGS[name]}
-             for net in networks for name in configs for h in hosts]
+    cells = [
+        {"network": net, "config": name, "hosts": h, "flags": CONFIGS[name]}
+        for net in networks
+        for name in configs
+        for h in hosts
+    ]
     return sorted(cells, key=_order)
 
 
@@ -135,11 +144,22 @@ def read_rows(folder):
 
 def train_flags(cell, iterations):
     """The flags both real.train and sim.run get for ``cell``."""
-    return [*cell["flags"], "--iterations", str(iterations), "--eval-every", str(iterations),
-            "--no-progress", "--seed", "0", "--dataset", "mnist-subset"]
+    return [
+        *cell["flags"],
+        "--iterations",
+        str(iterations),
+        "--eval-every",
+        str(iterations),
+        "--no-progress",
+        "--seed",
+        "0",
+        "--dataset",
+        "mnist-subset",
+    ]
 
 
 # -- running the matrix --------------------------------------------------------------------------
+
 
 def run_matrix(cells, out, iterations, repeats, quick=False, timeout_s=None, say=print):
     """Calibrate each network of ``cells``, run its cells, and return the rows (`read_cell`).
@@ -155,15 +175,17 @@ def run_matrix(cells, out, iterations, repeats, quick=False, timeout_s=None, say
         if net == "shm":
             _run_network(mine, net_dir, _mpiexec, iterations, repeats, quick, timeout_s, say)
         else:
-            with _cluster(net, max(CALIBRATION_HOSTS, *(c["hosts"] for c in mine)),
-                          net_dir) as problem:
+            with _cluster(
+                net, max(CALIBRATION_HOSTS, *(c["hosts"] for c in mine)), net_dir
+            ) as problem:
                 if problem:
                     for cell in mine:
                         _write_row(_cell_dir(net_dir, cell), cell, [], f"failed: {problem}")
                     say(f"{net}: {problem}")
                 else:
-                    _run_network(mine, net_dir, _on_cluster, iterations, repeats, quick,
-                                 timeout_s, say)
+                    _run_network(
+                        mine, net_dir, _on_cluster, iterations, repeats, quick, timeout_s, say
+                    )
         rows += [read_cell(_cell_dir(net_dir, c)) for c in mine]
     return rows
 
@@ -199,8 +221,19 @@ def _cluster(net, hosts, net_dir):
 def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, say):
     """Calibrate on 2 hosts, then run every cell (rows written to each cell's row.json)."""
     profile = net_dir / "profile.toml"
-    argv = launch(CALIBRATION_HOSTS, [sys.executable, "-m", "real.calibrate", "--models", "mlp",
-                                      "--out", str(profile), *["--quick"] * quick])
+    argv = launch(
+        CALIBRATION_HOSTS,
+        [
+            sys.executable,
+            "-m",
+            "real.calibrate",
+            "--models",
+            "mlp",
+            "--out",
+            str(profile),
+            *["--quick"] * quick,
+        ],
+    )
     net_dir.mkdir(parents=True, exist_ok=True)
     code, line = _call(argv, CALIBRATION_TIMEOUT_S[quick], net_dir / "calibrate.log")
     for cell in cells:
@@ -215,10 +248,27 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
 def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
     """The repeats of the real run, then the simulation; the status goes to row.json."""
     flags = train_flags(cell, iterations)
-    reals = [launch(cell["hosts"], [sys.executable, "-m", "real.train", *flags, "--out",
-                                    str(cell_dir / f"real-{k}")]) for k in range(1, repeats + 1)]
-    sim = [sys.executable, "-m", "sim.run", "--nodes", str(cell["hosts"]), *flags, "--profile",
-           str(profile), "--compute", "empirical", "--out", str(cell_dir / "sim")]
+    reals = [
+        launch(
+            cell["hosts"],
+            [sys.executable, "-m", "real.train", *flags, "--out", str(cell_dir / f"real-{k}")],
+        )
+        for k in range(1, repeats + 1)
+    ]
+    sim = [
+        sys.executable,
+        "-m",
+        "sim.run",
+        "--nodes",
+        str(cell["hosts"]),
+        *flags,
+        "--profile",
+        str(profile),
+        "--compute",
+        "empirical",
+        "--out",
+        str(cell_dir / "sim"),
+    ]
     _clear(cell_dir)
     _write_row(cell_dir, cell, [*reals, sim], "running")
     refused = _refused(flags, cell["hosts"])
@@ -240,8 +290,9 @@ def _refused(flags, hosts):
     from twinsgd.algorithms.config import CheckingParser, add_config_arguments, parse_config
 
     try:
-        parse_config(flags, add_config_arguments(CheckingParser(prog="real.train"))) \
-            .check_size(hosts)
+        parse_config(flags, add_config_arguments(CheckingParser(prog="real.train"))).check_size(
+            hosts
+        )
     except ValueError as err:
         return str(err)
     return None
@@ -260,8 +311,14 @@ def _clear(cell_dir):
 
 def _write_row(cell_dir, cell, commands, status):
     cell_dir.mkdir(parents=True, exist_ok=True)
-    doc = {"network": cell["network"], "config": cell["config"], "hosts": cell["hosts"],
-           "flags": list(cell["flags"]), "status": status, "commands": commands}
+    doc = {
+        "network": cell["network"],
+        "config": cell["config"],
+        "hosts": cell["hosts"],
+        "flags": list(cell["flags"]),
+        "status": status,
+        "commands": commands,
+    }
     tmp = cell_dir / "row.json.tmp"
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     tmp.replace(cell_dir / "row.json")
@@ -279,8 +336,10 @@ def _progress(row):
     where = f"{row['network']} {row['config']} on {row['hosts']}"
     if row["status"] != "ok":
         return f"{where}: {row['status']}"
-    return (f"{where}: measured {row['measured_ms']:.3f} ms/it, simulated {row['sim_ms']:.3f} "
-            f"ms/it ({'-' if row['error_pct'] is None else format(row['error_pct'], '+.1f')} %)")
+    return (
+        f"{where}: measured {row['measured_ms']:.3f} ms/it, simulated {row['sim_ms']:.3f} "
+        f"ms/it ({'-' if row['error_pct'] is None else format(row['error_pct'], '+.1f')} %)"
+    )
 
 
 def _call(argv, timeout_s, log):
@@ -295,8 +354,9 @@ def _call(argv, timeout_s, log):
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "wb") as out, tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(argv, stdout=out, stderr=err, start_new_session=True,
-                                    env={**os.environ, **ENV})
+            proc = subprocess.Popen(
+                argv, stdout=out, stderr=err, start_new_session=True, env={**os.environ, **ENV}
+            )
         except OSError as error:
             return 127, f"cannot run {argv[0]}: {error.strerror}"
         try:
@@ -338,30 +398,56 @@ def _first_line(text):
 
 # -- command line --------------------------------------------------------------------------------
 
+
 def build_parser():
-    parser = OneLineParser(prog="python -m twinsgd.analysis.validate", description=(
-        "Measure a matrix of configurations for real and simulate each on a profile calibrated "
-        "on 2 hosts; print the prediction errors (Markdown) and write DIR/validation.md and "
-        "DIR/validation.csv."))
-    parser.add_argument("--out", default="runs/validate", metavar="DIR",
-                        help="where the run folders and tables go (default: %(default)s)")
-    parser.add_argument("--networks", metavar="NET,...",
-                        help=f"shm (this machine) and/or emulated rates such as 1Gbit (root "
-                             f"only) (default: {','.join(NETWORKS)})")
-    parser.add_argument("--configs", metavar="NAME,...",
-                        help=f"a subset of the matrix: {', '.join(CONFIGS)} (default: all)")
+    parser = OneLineParser(
+        prog="python -m twinsgd.analysis.validate",
+        description=(
+            "Measure a matrix of configurations for real and simulate each on a profile calibrated "
+            "on 2 hosts; print the prediction errors (Markdown) and write DIR/validation.md and "
+            "DIR/validation.csv."
+        ),
+    )
+    parser.add_argument(
+        "--out",
+        default="runs/validate",
+        metavar="DIR",
+        help="where the run folders and tables go (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--networks",
+        metavar="NET,...",
+        help=f"shm (this machine) and/or emulated rates such as 1Gbit (root "
+        f"only) (default: {','.join(NETWORKS)})",
+    )
+    parser.add_argument(
+        "--configs",
+        metavar="NAME,...",
+        help=f"a subset of the matrix: {', '.join(CONFIGS)} (default: all)",
+    )
     parser.add_argument("--hosts", metavar="H,...", help="host counts (default: 2,4)")
-    parser.add_argument("--iterations", type=int, metavar="I",
-                        help="training steps per run (default: 200)")
-    parser.add_argument("--repeats", type=int, metavar="R",
-                        help="real runs per cell (default: 3)")
-    parser.add_argument("--timeout", type=float, metavar="S",
-                        help="seconds allowed per run (default: 120 + 1 per iteration)")
-    parser.add_argument("--quick", action="store_true",
-                        help="CI: 60 iterations, 1 repeat, allreduce-ring,ps-sync,gossip-ring, "
-                             "2 hosts, the first emulated network if root else shm")
-    parser.add_argument("--from", dest="source", metavar="DIR",
-                        help="rebuild the table from DIR's run folders; nothing is run")
+    parser.add_argument(
+        "--iterations", type=int, metavar="I", help="training steps per run (default: 200)"
+    )
+    parser.add_argument("--repeats", type=int, metavar="R", help="real runs per cell (default: 3)")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        metavar="S",
+        help="seconds allowed per run (default: 120 + 1 per iteration)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI: 60 iterations, 1 repeat, allreduce-ring,ps-sync,gossip-ring, "
+        "2 hosts, the first emulated network if root else shm",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="DIR",
+        help="rebuild the table from DIR's run folders; nothing is run",
+    )
     return parser
 
 
@@ -376,18 +462,23 @@ def _options(args):
     configs = _list(args.configs, "--configs") if args.configs else quick.get("configs", CONFIGS)
     for name in configs:
         if name not in CONFIGS:
-            raise ValueError(f"--configs: unknown configuration {name!r} (known: "
-                             f"{', '.join(CONFIGS)})")
-    hosts = [_hosts(h) for h in _list(args.hosts, "--hosts")] if args.hosts else \
-        quick.get("hosts", (2, 4))
+            raise ValueError(
+                f"--configs: unknown configuration {name!r} (known: {', '.join(CONFIGS)})"
+            )
+    hosts = (
+        [_hosts(h) for h in _list(args.hosts, "--hosts")]
+        if args.hosts
+        else quick.get("hosts", (2, 4))
+    )
     networks = _list(args.networks, "--networks") if args.networks else NETWORKS
     for net in networks:
         if net != "shm":
             try:
                 network_rate_Bps(net)
             except ValueError:
-                raise ValueError(f"--networks: {net!r} is neither shm nor a rate such as 1Gbit, "
-                                 f"100Mbit") from None
+                raise ValueError(
+                    f"--networks: {net!r} is neither shm nor a rate such as 1Gbit, 100Mbit"
+                ) from None
     if args.quick and not args.networks:
         emulated = [net for net in networks if net != "shm"]
         networks = emulated[:1] if emulated and _cannot_emulate() is None else ["shm"]
@@ -455,14 +546,26 @@ def main(argv=None):
         networks = ["shm"]
     cells = matrix(configs, hosts, networks)
     stopped = [signal.SIGINT]
-    previous = {sig: signal.signal(sig, lambda signum, frame: _interrupt(stopped, signum))
-                for sig in (signal.SIGTERM, signal.SIGHUP)}  # stop as on Ctrl-C
+    previous = {
+        sig: signal.signal(sig, lambda signum, frame: _interrupt(stopped, signum))
+        for sig in (signal.SIGTERM, signal.SIGHUP)
+    }  # stop as on Ctrl-C
     try:
-        rows = run_matrix(cells, args.out, iterations, repeats, args.quick, args.timeout,
-                          say=lambda line: print(line, file=sys.stderr, flush=True))
+        rows = run_matrix(
+            cells,
+            args.out,
+            iterations,
+            repeats,
+            args.quick,
+            args.timeout,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
+        )
     except KeyboardInterrupt:
-        print(f"{parser.prog}: stopped by {signal.Signals(stopped[-1]).name} (runs stopped, "
-              f"no table written)", file=sys.stderr)
+        print(
+            f"{parser.prog}: stopped by {signal.Signals(stopped[-1]).name} (runs stopped, "
+            f"no table written)",
+            file=sys.stderr,
+        )
         return 128 + stopped[-1]
     finally:
         for sig, handler in previous.items():

@@ -31,19 +31,24 @@ PIXELS = 32 * 32 * 3
 class CifarLayout:
     """Where the records live and how they are laid out, for one of the two data sets."""
 
-    folder: str          # top folder inside the archive
-    train: tuple         # member file names of the training split, in order
-    test: tuple          # member file names of the test split
-    label_bytes: int     # 1 (CIFAR-10) or 2 (CIFAR-100: coarse, fine)
-    n_classes: int       # 10 or 100 (fine labels)
+    folder: str  # top folder inside the archive
+    train: tuple  # member file names of the training split, in order
+    test: tuple  # member file names of the test split
+    label_bytes: int  # 1 (CIFAR-10) or 2 (CIFAR-100: coarse, fine)
+    n_classes: int  # 10 or 100 (fine labels)
 
 
 LAYOUTS = {
-    "cifar10": CifarLayout("cifar-10-batches-bin",
-                           tuple(f"data_batch_{i}.bin" for i in range(1, 6)), ("test_batch.bin",),
-                           label_bytes=1, n_classes=10),
-    "cifar100": CifarLayout("cifar-100-binary", ("train.bin",), ("test.bin",), label_bytes=2,
-                            n_classes=100),
+    "cifar10": CifarLayout(
+        "cifar-10-batches-bin",
+        tuple(f"data_batch_{i}.bin" for i in range(1, 6)),
+        ("test_batch.bin",),
+        label_bytes=1,
+        n_classes=10,
+    ),
+    "cifar100": CifarLayout(
+        "cifar-100-binary", ("train.bin",), ("test.bin",), label_bytes=2, n_classes=100
+    ),
 }
 
 
@@ -84,16 +89,20 @@ def read_cifar(source, name):
     layout = LAYOUTS[name]
     source = Path(source)
     blobs = _read_folder(source, layout) if source.is_dir() else _read_archive(source, layout)
-    return {split: _records(blobs, files, layout)
-            for split, files in (("train", layout.train), ("test", layout.test))}
+    return {
+        split: _records(blobs, files, layout)
+        for split, files in (("train", layout.train), ("test", layout.test))
+    }
 
 
 def _read_folder(folder, layout):
     """Read the ``.bin`` files from an extracted folder; returns {member name: (where, bytes)}."""
     if (folder / layout.folder).is_dir():
         folder = folder / layout.folder
-    return {member: (folder / member, read_bytes(folder / member))
-            for member in layout.train + layout.test}
+    return {
+        member: (folder / member, read_bytes(folder / member))
+        for member in layout.train + layout.test
+    }
 
 
 def _read_archive(path, layout):
@@ -134,15 +143,17 @@ def decode_records(raw, where, layout):
     """Decode one ``.bin`` file's bytes into (images (n, 32, 32, 3) uint8, labels (n,) int64)."""
     record_nbytes = layout.label_bytes + PIXELS
     if len(raw) == 0 or len(raw) % record_nbytes:
-        raise DataError(f"{where}: wrong size: {len(raw)} bytes is not a whole, nonzero number of "
-                        f"{record_nbytes}-byte records")
+        raise DataError(
+            f"{where}: wrong size: {len(raw)} bytes is not a whole, nonzero number of "
+            f"{record_nbytes}-byte records"
+        )
     records = np.frombuffer(raw, dtype=np.uint8).reshape(-1, record_nbytes)
     labels = records[:, layout.label_bytes - 1].astype(np.int64)
     _check_labels(labels, layout.n_classes, where, "label")
     if layout.label_bytes == 2:
         _check_labels(records[:, 0], 20, where, "coarse label")
     n = len(records)
-    images = records[:, layout.label_bytes:].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
+    images = records[:, layout.label_bytes :].reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
     return np.ascontiguousarray(images), labels
 
 
@@ -150,8 +161,10 @@ def _check_labels(labels, n_classes, where, what):
     """A label outside ``0 .. n_classes - 1`` means the file is not what it claims to be."""
     bad = np.flatnonzero(labels >= n_classes)
     if bad.size:
-        raise DataError(f"{where}: {what} {int(labels[bad[0]])} of record {int(bad[0])} is out of "
-                        f"range 0..{n_classes - 1}")
+        raise DataError(
+            f"{where}: {what} {int(labels[bad[0]])} of record {int(bad[0])} is out of "
+            f"range 0..{n_classes - 1}"
+        )
 
 
 def encode_records(images, labels, name, coarse_labels=None):
@@ -164,5 +177,5 @@ def encode_records(images, labels, name, coarse_labels=None):
     records[:, layout.label_bytes - 1] = labels
     if layout.label_bytes == 2:
         records[:, 0] = 0 if coarse_labels is None else coarse_labels
-    records[:, layout.label_bytes:] = images.transpose(0, 3, 1, 2).reshape(n, PIXELS)
+    records[:, layout.label_bytes :] = images.transpose(0, 3, 1, 2).reshape(n, PIXELS)
     return records.tobytes()

@@ -51,19 +51,33 @@ class Dataset:
     (dtype('float32'), array([ 1., -1.], dtype=float32), array([1, 0]))
     """
 
-    def __init__(self, name, train_images, train_labels, test_images, test_labels, *, n_classes,
-                 files, note=None):
+    def __init__(
+        self,
+        name,
+        train_images,
+        train_labels,
+        test_images,
+        test_labels,
+        *,
+        n_classes,
+        files,
+        note=None,
+    ):
         self.name = name
         self.n_classes = int(n_classes)
         self.files = [str(f) for f in files]
         self.note = note
-        self._train_images, self._train_labels = _checked(name, "train", train_images, train_labels,
-                                                          self.n_classes)
-        self._test_images, self._test_labels = _checked(name, "test", test_images, test_labels,
-                                                        self.n_classes)
+        self._train_images, self._train_labels = _checked(
+            name, "train", train_images, train_labels, self.n_classes
+        )
+        self._test_images, self._test_labels = _checked(
+            name, "test", test_images, test_labels, self.n_classes
+        )
         if self._train_images.shape[1:] != self._test_images.shape[1:]:
-            raise ValueError(f"{name}: train images {self._train_images.shape[1:]} and test images "
-                             f"{self._test_images.shape[1:]} differ in shape")
+            raise ValueError(
+                f"{name}: train images {self._train_images.shape[1:]} and test images "
+                f"{self._test_images.shape[1:]} differ in shape"
+            )
         self._test_cache = None
         self.mean, self.std = _channel_stats(self._train_images)
 
@@ -103,11 +117,15 @@ class Dataset:
         """
         indices = np.asarray(indices)
         if indices.ndim != 1 or not (indices.size == 0 or np.issubdtype(indices.dtype, np.integer)):
-            raise ValueError(f"{self.name}: indices must be a 1-D integer array, got dtype "
-                             f"{indices.dtype} shape {indices.shape}")
+            raise ValueError(
+                f"{self.name}: indices must be a 1-D integer array, got dtype "
+                f"{indices.dtype} shape {indices.shape}"
+            )
         if indices.size and (indices.min() < 0 or indices.max() >= self.n_train):
-            raise ValueError(f"{self.name}: indices must be in 0..{self.n_train - 1}, got "
-                             f"{indices.min()}..{indices.max()}")
+            raise ValueError(
+                f"{self.name}: indices must be in 0..{self.n_train - 1}, got "
+                f"{indices.min()}..{indices.max()}"
+            )
         indices = indices.astype(np.intp, copy=False)
         # fancy indexing already copied the rows, so the conversion may work in place
         X = self._to_float(self._train_images[indices], copy=False)
@@ -138,8 +156,10 @@ class Dataset:
 
     def __repr__(self):
         H, W, C = self.input_shape
-        return (f"Dataset({self.name!r}, train={self.n_train}, test={self.n_test}, "
-                f"shape=({H}, {W}, {C}), classes={self.n_classes})")
+        return (
+            f"Dataset({self.name!r}, train={self.n_train}, test={self.n_test}, "
+            f"shape=({H}, {W}, {C}), classes={self.n_classes})"
+        )
 
 
 def _checked(name, split, images, labels, n_classes):
@@ -151,11 +171,15 @@ def _checked(name, split, images, labels, n_classes):
     if images.dtype not in (np.uint8, np.float32):
         raise ValueError(f"{name}: {split} images must be uint8 or float32, got {images.dtype}")
     if labels.shape != (len(images),) or not np.issubdtype(labels.dtype, np.integer):
-        raise ValueError(f"{name}: {split} labels must be {len(images)} integers, got dtype "
-                         f"{labels.dtype} shape {labels.shape}")
+        raise ValueError(
+            f"{name}: {split} labels must be {len(images)} integers, got dtype "
+            f"{labels.dtype} shape {labels.shape}"
+        )
     if labels.size and (labels.min() < 0 or labels.max() >= n_classes):
-        raise ValueError(f"{name}: {split} labels must be in 0..{n_classes - 1}, got "
-                         f"{labels.min()}..{labels.max()}")
+        raise ValueError(
+            f"{name}: {split} labels must be in 0..{n_classes - 1}, got "
+            f"{labels.min()}..{labels.max()}"
+        )
     return images, labels.astype(np.int64)
 
 

@@ -22,15 +22,35 @@ from .sources import SOURCES
 def _parser():
     parser = argparse.ArgumentParser(
         prog="python -m twinsgd.data.download",
-        description="Download data sets into DIR/<name>/, verifying checksums.")
-    parser.add_argument("names", nargs="+", choices=list(SOURCES), metavar="NAME",
-                        help=f"data set: {' | '.join(SOURCES)}")
-    parser.add_argument("--dir", default=None, metavar="DIR",
-                        help="destination root (default: ${XDG_CACHE_HOME:-~/.cache}/twinsgd)")
-    parser.add_argument("--mirror", action="append", default=[], metavar="URL",
-                        help="base URL to try before the official mirrors (repeatable)")
-    parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
-                        help=f"per connect/read timeout in seconds (default {DEFAULT_TIMEOUT_S:g})")
+        description="Download data sets into DIR/<name>/, verifying checksums.",
+    )
+    parser.add_argument(
+        "names",
+        nargs="+",
+        choices=list(SOURCES),
+        metavar="NAME",
+        help=f"data set: {' | '.join(SOURCES)}",
+    )
+    parser.add_argument(
+        "--dir",
+        default=None,
+        metavar="DIR",
+        help="destination root (default: ${XDG_CACHE_HOME:-~/.cache}/twinsgd)",
+    )
+    parser.add_argument(
+        "--mirror",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="base URL to try before the official mirrors (repeatable)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"per connect/read timeout in seconds (default {DEFAULT_TIMEOUT_S:g})",
+    )
     return parser
 
 

@@ -79,7 +79,7 @@ def _ensure(spec, folder, mirrors, timeout_s):
         try:
             return verify(dest, spec), False
         except DataError:
-            pass                        # corrupt: fetch it again and replace it
+            pass  # corrupt: fetch it again and replace it
     return fetch_file(spec, [_join(m, spec.name) for m in mirrors], dest, timeout_s=timeout_s), True
 
 
@@ -119,20 +119,22 @@ def _fetch_one(url, spec, dest, timeout_s):
     fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out, \
-                urllib.request.urlopen(url, timeout=timeout_s) as response, \
-                _progress(spec.name, response) as bar:
+        with (
+            os.fdopen(fd, "wb") as out,
+            urllib.request.urlopen(url, timeout=timeout_s) as response,
+            _progress(spec.name, response) as bar,
+        ):
             while chunk := response.read(_CHUNK_NBYTES):
                 out.write(chunk)
                 bar.update(len(chunk))
         _check_length(response, tmp)
         try:
             verify(tmp, spec)
-        except DataError as err:        # name the URL (done by the caller), not the temporary file
+        except DataError as err:  # name the URL (done by the caller), not the temporary file
             raise DataError(str(err).removeprefix(f"{tmp}: ")) from err
         os.replace(tmp, dest)
     finally:
-        tmp.unlink(missing_ok=True)     # after os.replace the name is gone: nothing to remove
+        tmp.unlink(missing_ok=True)  # after os.replace the name is gone: nothing to remove
 
 
 def _progress(name, response):
@@ -140,8 +142,15 @@ def _progress(name, response):
     from tqdm import tqdm
 
     length = response.headers.get("Content-Length") if response.headers else None
-    return tqdm(total=int(length) if length and length.isdigit() else None, unit="B",
-                unit_scale=True, desc=name, file=sys.stderr, disable=None, leave=False)
+    return tqdm(
+        total=int(length) if length and length.isdigit() else None,
+        unit="B",
+        unit_scale=True,
+        desc=name,
+        file=sys.stderr,
+        disable=None,
+        leave=False,
+    )
 
 
 def _check_length(response, tmp):

@@ -99,8 +99,10 @@ def parse_idx(raw, path="<bytes>"):
         raise DataError(f"{path}: bad IDX header: 0 dimensions")
     header_nbytes = 4 + 4 * ndim
     if len(raw) < header_nbytes:
-        raise DataError(f"{path}: bad IDX header: {ndim} dimensions need {header_nbytes} header "
-                        f"bytes, the file has {len(raw)}")
+        raise DataError(
+            f"{path}: bad IDX header: {ndim} dimensions need {header_nbytes} header "
+            f"bytes, the file has {len(raw)}"
+        )
     return _payload(raw, path, np.dtype(_DTYPES[code]), header_nbytes, ndim)
 
 
@@ -112,8 +114,10 @@ def _payload(raw, path, dtype, header_nbytes, ndim):
     have_nbytes = len(raw) - header_nbytes
     if have_nbytes != want_nbytes:
         shape = " x ".join(map(str, dims))
-        raise DataError(f"{path}: wrong size: the IDX header says {shape} {dtype.name} = "
-                        f"{want_nbytes} payload bytes, the file has {have_nbytes}")
+        raise DataError(
+            f"{path}: wrong size: the IDX header says {shape} {dtype.name} = "
+            f"{want_nbytes} payload bytes, the file has {have_nbytes}"
+        )
     array = np.frombuffer(raw, dtype=dtype, count=count, offset=header_nbytes).reshape(dims)
     if dtype.itemsize > 1:
         array = array.astype(dtype.newbyteorder("="))

@@ -36,8 +36,9 @@ from .synthetic import make_synthetic
 NAMES = ("mnist", "fashion-mnist", "cifar10", "cifar100", "synthetic", "mnist-subset")
 
 
-def load_dataset(name, data_dir=None, *, allow_download=True, synthetic=None,
-                 timeout_s=DEFAULT_TIMEOUT_S):
+def load_dataset(
+    name, data_dir=None, *, allow_download=True, synthetic=None, timeout_s=DEFAULT_TIMEOUT_S
+):
     """Load a data set by name.
 
     Parameters
@@ -107,9 +108,11 @@ def _load_explicit(name, root):
         found = find_files(name, folder)
         if found:
             return _load_files(name, found)
-    raise DataError(f"{missing_file(name, root / name)}: missing file (the data directory {root} "
-                    f"was given, so no other place is tried; fetch it with: "
-                    f"python -m twinsgd.data.download {name} --dir {root})")
+    raise DataError(
+        f"{missing_file(name, root / name)}: missing file (the data directory {root} "
+        f"was given, so no other place is tried; fetch it with: "
+        f"python -m twinsgd.data.download {name} --dir {root})"
+    )
 
 
 def _load_searched(name, allow_download, timeout_s):
@@ -121,9 +124,10 @@ def _load_searched(name, allow_download, timeout_s):
         if found and folder == cache:
             try:
                 return _load_files(name, found)
-            except DataError as err:    # ours to repair: say how
-                raise DataError(f"{err}; python -m twinsgd.data.download {name} replaces "
-                                f"it") from err
+            except DataError as err:  # ours to repair: say how
+                raise DataError(
+                    f"{err}; python -m twinsgd.data.download {name} replaces it"
+                ) from err
         if found:
             return _load_files(name, found)
     where = ", ".join(map(str, places))
@@ -136,11 +140,15 @@ def _load_searched(name, allow_download, timeout_s):
     else:
         why = f"not found in {where}, and downloads are off"
     if name != "mnist":
-        raise DataError(f"{name}: {why}; fetch it with: python -m twinsgd.data.download {name} "
-                        f"--dir D, then pass --data-dir D")
+        raise DataError(
+            f"{name}: {why}; fetch it with: python -m twinsgd.data.download {name} "
+            f"--dir D, then pass --data-dir D"
+        )
     subset = load_subset()
-    subset.note = (f"mnist: full MNIST {why}; using the bundled class-balanced subset "
-                   f"({subset.n_train:,} train / {subset.n_test:,} test images)")
+    subset.note = (
+        f"mnist: full MNIST {why}; using the bundled class-balanced subset "
+        f"({subset.n_train:,} train / {subset.n_test:,} test images)"
+    )
     return subset
 
 
@@ -151,8 +159,10 @@ def _load_files(name, found):
     if len(found) == 1:
         splits = _cifar(name, *found[0], source)
     else:
-        splits = {"train": _idx_pair(found[0], found[1], source),
-                  "test": _idx_pair(found[2], found[3], source)}
+        splits = {
+            "train": _idx_pair(found[0], found[1], source),
+            "test": _idx_pair(found[2], found[3], source),
+        }
     (X_train, y_train), (X_test, y_test) = splits["train"], splits["test"]
     return Dataset(name, X_train, y_train, X_test, y_test, n_classes=source.n_classes, files=paths)
 
@@ -164,14 +174,19 @@ def _idx_pair(images_found, labels_found, source):
     labels = parse_idx(read_verified(labels_path, labels_spec), labels_path)
     H, W, _ = source.input_shape
     if images.dtype != np.uint8 or images.ndim != 3 or images.shape[1:] != (H, W):
-        raise DataError(f"{images_path}: wrong shape: expected (n, {H}, {W}) uint8 images, got "
-                        f"{images.shape} {images.dtype}")
+        raise DataError(
+            f"{images_path}: wrong shape: expected (n, {H}, {W}) uint8 images, got "
+            f"{images.shape} {images.dtype}"
+        )
     if labels.dtype != np.uint8 or labels.shape != (len(images),):
-        raise DataError(f"{labels_path}: wrong size: expected ({len(images)},) uint8 labels to "
-                        f"match {images_path}, got {labels.shape} {labels.dtype}")
+        raise DataError(
+            f"{labels_path}: wrong size: expected ({len(images)},) uint8 labels to "
+            f"match {images_path}, got {labels.shape} {labels.dtype}"
+        )
     if labels.size and labels.max() >= source.n_classes:
-        raise DataError(f"{labels_path}: label {labels.max()} is out of range "
-                        f"0..{source.n_classes - 1}")
+        raise DataError(
+            f"{labels_path}: label {labels.max()} is out of range 0..{source.n_classes - 1}"
+        )
     return images[..., None], labels
 
 
@@ -186,6 +201,7 @@ def _cifar(name, path, spec, source):
     for split, want in (("train", source.n_train), ("test", source.n_test)):
         have = len(splits[split][1])
         if have != want:
-            raise DataError(f"{path}: wrong size: {have} {split} records, the published {name} has "
-                            f"{want}")
+            raise DataError(
+                f"{path}: wrong size: {have} {split} records, the published {name} has {want}"
+            )
     return splits

@@ -57,47 +57,94 @@ class Source:
     name: str
     files: tuple
     mirrors: tuple
-    input_shape: tuple      # (H, W, C)
+    input_shape: tuple  # (H, W, C)
     n_classes: int
     n_train: int
     n_test: int
 
 
 def _idx_files(md5s, raw_md5s):
-    names = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
-             "t10k-labels-idx1-ubyte")
-    return tuple(FileSpec(f"{n}.gz", md5, raw) for n, md5, raw in zip(names, md5s, raw_md5s,
-                                                                        strict=True))
+    names = (
+        "train-images-idx3-ubyte",
+        "train-labels-idx1-ubyte",
+        "t10k-images-idx3-ubyte",
+        "t10k-labels-idx1-ubyte",
+    )
+    return tuple(
+        FileSpec(f"{n}.gz", md5, raw) for n, md5, raw in zip(names, md5s, raw_md5s, strict=True)
+    )
 
 
 SOURCES = {
     "mnist": Source(
         "mnist",
-        _idx_files(("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
-                    "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
-                   ("6bbc9ace898e44ae57da46a324031adb", "a25bea736e30d166cdddb491f175f624",
-                    "2646ac647ad5339dbf082846283269ea", "27ae3e4e09519cfbb04c329615203637")),
-        mirrors=("https://ossci-datasets.s3.amazonaws.com/mnist/",
-                 "http://yann.lecun.com/exdb/mnist/"),
-        input_shape=(28, 28, 1), n_classes=10, n_train=60000, n_test=10000),
+        _idx_files(
+            (
+                "f68b3c2dcbeaaa9fbdd348bbdeb94873",
+                "d53e105ee54ea40749a09fcbcd1e9432",
+                "9fb629c4189551a2d022fa330f9573f3",
+                "ec29112dd5afa0611ce80d1b7f02629c",
+            ),
+            (
+                "6bbc9ace898e44ae57da46a324031adb",
+                "a25bea736e30d166cdddb491f175f624",
+                "2646ac647ad5339dbf082846283269ea",
+                "27ae3e4e09519cfbb04c329615203637",
+            ),
+        ),
+        mirrors=(
+            "https://ossci-datasets.s3.amazonaws.com/mnist/",
+            "http://yann.lecun.com/exdb/mnist/",
+        ),
+        input_shape=(28, 28, 1),
+        n_classes=10,
+        n_train=60000,
+        n_test=10000,
+    ),
     "fashion-mnist": Source(
         "fashion-mnist",
-        _idx_files(("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
-                    "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"),
-                   # computed from shared/datasets/fashion-mnist (see the module docstring)
-                   ("f4a8712d7a061bf5bd6d2ca38dc4d50a", "9018921c3c673c538a1fc5bad174d6f9",
-                    "8181f5470baa50b63fa0f6fddb340f0a", "15d484375f8d13e6eb1aabb0c3f46965")),
-        mirrors=("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
-                 "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/"),
-        input_shape=(28, 28, 1), n_classes=10, n_train=60000, n_test=10000),
+        _idx_files(
+            (
+                "8d4fb7e6c68d591d4c3dfef9ec88bf0d",
+                "25c81989df183df01b3e8a0aad5dffbe",
+                "bef4ecab320f06d8554ea6380940ec79",
+                "bb300cfdad3c16e7a12a480ee83cd310",
+            ),
+            # computed from shared/datasets/fashion-mnist (see the module docstring)
+            (
+                "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+                "9018921c3c673c538a1fc5bad174d6f9",
+                "8181f5470baa50b63fa0f6fddb340f0a",
+                "15d484375f8d13e6eb1aabb0c3f46965",
+            ),
+        ),
+        mirrors=(
+            "http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+            "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/master/data/fashion/",
+        ),
+        input_shape=(28, 28, 1),
+        n_classes=10,
+        n_train=60000,
+        n_test=10000,
+    ),
     "cifar10": Source(
-        "cifar10", (FileSpec("cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530"),),
+        "cifar10",
+        (FileSpec("cifar-10-binary.tar.gz", "c32a1d4ab5d03f1284b67883e8d87530"),),
         mirrors=("https://www.cs.toronto.edu/~kriz/",),
-        input_shape=(32, 32, 3), n_classes=10, n_train=50000, n_test=10000),
+        input_shape=(32, 32, 3),
+        n_classes=10,
+        n_train=50000,
+        n_test=10000,
+    ),
     "cifar100": Source(
-        "cifar100", (FileSpec("cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8"),),
+        "cifar100",
+        (FileSpec("cifar-100-binary.tar.gz", "03b5dce01913d631647c71ecec9e9cb8"),),
         mirrors=("https://www.cs.toronto.edu/~kriz/",),
-        input_shape=(32, 32, 3), n_classes=100, n_train=50000, n_test=10000),
+        input_shape=(32, 32, 3),
+        n_classes=100,
+        n_train=50000,
+        n_test=10000,
+    ),
 }
 
 
@@ -148,16 +195,19 @@ def read_verified(path, spec):
     raw_digest = file_digest if raw is data else md5_hex(raw)
     if spec.raw_md5 is not None and raw_digest == spec.raw_md5:
         return raw
-    raise DataError(f"{path}: checksum mismatch: file MD5 {file_digest}, content MD5 {raw_digest}; "
-                    f"expected {spec.md5} (published {spec.name}) or {spec.raw_md5} (its content)")
+    raise DataError(
+        f"{path}: checksum mismatch: file MD5 {file_digest}, content MD5 {raw_digest}; "
+        f"expected {spec.md5} (published {spec.name}) or {spec.raw_md5} (its content)"
+    )
 
 
 def verify_archive(path, spec):
     """Check that the file at ``path`` has the published MD5 ``spec.md5``, else DataError."""
     digest = file_md5(path)
     if digest != spec.md5:
-        raise DataError(f"{path}: checksum mismatch: MD5 {digest}, expected {spec.md5} "
-                        f"(published {spec.name})")
+        raise DataError(
+            f"{path}: checksum mismatch: MD5 {digest}, expected {spec.md5} (published {spec.name})"
+        )
 
 
 def verify(path, spec):

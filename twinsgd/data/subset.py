@@ -52,8 +52,9 @@ def select_balanced(labels, per_class, seed):
     for k in range(int(labels.max()) + 1):
         members = np.flatnonzero(labels == k)
         if len(members) < per_class:
-            raise ValueError(f"select_balanced: class {k} has {len(members)} examples, "
-                             f"need {per_class}")
+            raise ValueError(
+                f"select_balanced: class {k} has {len(members)} examples, need {per_class}"
+            )
         chosen.append(rng.choice(members, size=per_class, replace=False))
     return np.sort(np.concatenate(chosen)).astype(np.int64)
 
@@ -111,9 +112,16 @@ def load_subset(path=None, *, note=None, expected_sha256=None):
     if digest != expected:
         raise DataError(f"{path}: checksum mismatch: arrays SHA-256 {digest}, expected {expected}")
     files = ["<bundled>"] if path == BUNDLED_PATH else [str(path)]
-    return Dataset("mnist-subset", arrays["train_images"][..., None], arrays["train_labels"],
-                   arrays["test_images"][..., None], arrays["test_labels"], n_classes=10,
-                   files=files, note=note)
+    return Dataset(
+        "mnist-subset",
+        arrays["train_images"][..., None],
+        arrays["train_labels"],
+        arrays["test_images"][..., None],
+        arrays["test_labels"],
+        n_classes=10,
+        files=files,
+        note=note,
+    )
 
 
 def _read_npz(path):

@@ -16,8 +16,16 @@ from .dataset import Dataset
 DEFAULTS = {"n_train": 10000, "n_test": 2000, "shape": (28, 28, 1), "n_classes": 10, "seed": 0}
 
 
-def make_synthetic(n_train=10000, n_test=2000, shape=(28, 28, 1), n_classes=10, seed=0, *,
-                   noise_std=0.3, separation=5.0):
+def make_synthetic(
+    n_train=10000,
+    n_test=2000,
+    shape=(28, 28, 1),
+    n_classes=10,
+    seed=0,
+    *,
+    noise_std=0.3,
+    separation=5.0,
+):
     """Generate the synthetic data set.
 
     Parameters
@@ -52,13 +60,18 @@ def make_synthetic(n_train=10000, n_test=2000, shape=(28, 28, 1), n_classes=10, 
     shape = tuple(int(s) for s in shape)
     if len(shape) != 3 or min(shape) < 1:
         raise ValueError(f"synthetic: shape must be (H, W, C) with each >= 1, got {shape}")
-    for key, value, low in (("n_train", n_train, 1), ("n_test", n_test, 1),
-                            ("n_classes", n_classes, 2), ("seed", seed, 0)):
+    for key, value, low in (
+        ("n_train", n_train, 1),
+        ("n_test", n_test, 1),
+        ("n_classes", n_classes, 2),
+        ("seed", seed, 0),
+    ):
         if int(value) != value or value < low:
             raise ValueError(f"synthetic: {key} must be an integer >= {low}, got {value}")
     if not noise_std > 0 or not separation > 0:
-        raise ValueError(f"synthetic: noise_std and separation must be > 0, got {noise_std}, "
-                         f"{separation}")
+        raise ValueError(
+            f"synthetic: noise_std and separation must be > 0, got {noise_std}, {separation}"
+        )
     return _make(int(n_train), int(n_test), shape, int(n_classes), int(seed), noise_std, separation)
 
 
@@ -70,9 +83,15 @@ def _make(n_train, n_test, shape, n_classes, seed, noise_std, separation):
     means = means.astype(np.float32)
     X_train, y_train = _sample(np.random.default_rng(train_seed), means, n_train, noise_std)
     X_test, y_test = _sample(np.random.default_rng(test_seed), means, n_test, noise_std)
-    return Dataset("synthetic", X_train.reshape(n_train, *shape), y_train,
-                   X_test.reshape(n_test, *shape), y_test, n_classes=n_classes,
-                   files=["<generated>"])
+    return Dataset(
+        "synthetic",
+        X_train.reshape(n_train, *shape),
+        y_train,
+        X_test.reshape(n_test, *shape),
+        y_test,
+        n_classes=n_classes,
+        files=["<generated>"],
+    )
 
 
 def _sample(rng, means, n, noise_std):

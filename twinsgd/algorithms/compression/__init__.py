@@ -32,5 +32,12 @@ from twinsgd.algorithms.compression.base import HEADER_NBYTES, Codec, Message, i
 from twinsgd.algorithms.compression.feedback import ErrorFeedback
 from twinsgd.algorithms.compression.spec import CODECS, make_codec
 
-__all__ = ["CODECS", "HEADER_NBYTES", "Codec", "ErrorFeedback", "Message", "index_dtype",
-           "make_codec"]
+__all__ = [
+    "CODECS",
+    "HEADER_NBYTES",
+    "Codec",
+    "ErrorFeedback",
+    "Message",
+    "index_dtype",
+    "make_codec",
+]

@@ -78,8 +78,9 @@ class FP16(Codec):
             if np.isnan(low) or np.isnan(high):  # numpy's cast keeps NaN a NaN
                 return Message(self.name, n, values=g.astype(np.float16))
         values = np.empty(n, np.uint16)
-        _float16_bits(g, values, self._buffer("base", n, np.float32),
-                      self._buffer("bits", n, np.uint32))
+        _float16_bits(
+            g, values, self._buffer("base", n, np.float32), self._buffer("bits", n, np.uint32)
+        )
         return Message(self.name, n, values=values.view(np.float16))
 
     def _decode(self, msg, out):
@@ -123,9 +124,9 @@ class Sign(Codec):
         table = _SIGNS * np.float32(msg.scale)
         full = msg.n // 8
         # mode="clip" (indices are bytes, always in range) lets take write into out unbuffered.
-        np.take(table, msg.bits[:full], axis=0, out=out[:8 * full].reshape(full, 8), mode="clip")
+        np.take(table, msg.bits[:full], axis=0, out=out[: 8 * full].reshape(full, 8), mode="clip")
         if full * 8 < msg.n:
-            out[8 * full:] = table[msg.bits[full], :msg.n - 8 * full]
+            out[8 * full :] = table[msg.bits[full], : msg.n - 8 * full]
 
 
 def _float16_bits(g, out, base, work):

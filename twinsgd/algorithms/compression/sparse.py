@@ -21,8 +21,12 @@ class _Sparse(Codec):
     """Shared decoding: the kept values at their indices, zero elsewhere."""
 
     def _message(self, n, indices, values):
-        return Message(self.name, n, values=values.astype(np.float32, copy=False),
-                       indices=indices.astype(index_dtype(n)))
+        return Message(
+            self.name,
+            n,
+            values=values.astype(np.float32, copy=False),
+            indices=indices.astype(index_dtype(n)),
+        )
 
     def _decode(self, msg, out):
         out.fill(0)
@@ -98,7 +102,7 @@ class TopK(_Sparse):
         k = kept_count(self.fraction, n)
         magnitude = np.abs(g, out=self._buffer("abs", n, np.float32))
         # Selection (introselect), O(n), no full sort; only the k kept indices are sorted.
-        indices = np.sort(np.argpartition(magnitude, n - k)[n - k:])
+        indices = np.sort(np.argpartition(magnitude, n - k)[n - k :])
         return self._message(n, indices, g[indices])
 
 
