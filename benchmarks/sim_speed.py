@@ -15,9 +15,11 @@
    of them; the table shows the median round, and the SimPy events scheduled per message (read
    from SimPy's event counter: the one figure here that noise cannot move).
    Target: >= 50k messages/s with contention and bookkeeping on, and >= 0.5 x the bare loop.
-2. Where the time goes: cProfile over one pass of the RunLog cases; the top functions by own time
-   and the own time of all functions summed by group (SimPy core, network model, backend
-   handlers, node program and bookkeeping); a builtin's time goes to its callers' groups.
+2. Where the time goes: cProfile over one pass of the RunLog cases, and over a closed-form run
+   of scale (a) at 2,000 nodes in process; the top functions by own time and the own time of all
+   functions summed by group (SimPy core, network model, backend handlers, node program,
+   bookkeeping); a builtin's time goes to its callers' groups. Then that closed-form run's
+   microseconds per node-step beside bare SimPy processes meeting at one event per step.
 3. Scale: ``python -m sim.run`` in a subprocess; its wall and CPU seconds and peak RSS (its own,
    from ``wait4``). (a) ghost ResNet-50 allreduce SGD, closed-form collectives, 10,000 nodes, 100
    iterations, target under 10 s; once more at 20 iterations to show that memory stays flat.
@@ -249,7 +251,7 @@ def message_level(messages, rounds):
 
 # -- 2. where the time goes ------------------------------------------------------------------------
 
-GROUPS = ("SimPy core", "network model", "backend handlers", "node program/bookkeeping")
+GROUPS = ("SimPy core", "network model", "backend handlers", "node program", "bookkeeping")
 
 
 def _group(func):
@@ -263,6 +265,8 @@ def _group(func):
         return GROUPS[1]
     if filename.endswith("sim/backend.py"):
         return GROUPS[2]
+    if filename.endswith(("runlog.py", "runfolder.py", "/json/encoder.py", "/csv.py")):
+        return GROUPS[4]
     return GROUPS[3]
 
 
@@ -272,12 +276,11 @@ def _main_caller_group(callers):
     return (_group(caller) if caller else None) or GROUPS[0]
 
 
-def profile(messages, top=12):
-    """cProfile one pass of the RunLog cases; print the top functions and the groups' shares."""
+def profile(title, run, top=12):
+    """cProfile ``run()``; print the top functions and the groups' shares of own time."""
     profiler = cProfile.Profile()
     profiler.enable()
-    for case in CASES:
-        simulate(case, messages, runlog=True)
+    run()
     profiler.disable()
     stats = pstats.Stats(profiler).stats  # func -> (calls, ncalls, own s, cumulative s, callers)
     total = sum(own for _, _, own, _, _ in stats.values())
@@ -290,7 +293,7 @@ def profile(messages, top=12):
         caller_own = sum(by_caller.values()) or 1.0
         for caller, caller_s in by_caller.items():
             groups[_group(caller) or GROUPS[0]] += own * caller_s / caller_own
-    print(f"\n2. Where the time goes: cProfile over the RunLog cases ({total:.2f} s profiled)")
+    print(f"\n2. Where the time goes: cProfile over {title} ({total:.2f} s profiled)")
     print(f"{'function':<44} {'group':<26} {'calls':>8} {'own %':>6} {'cum. %':>7}")
     running = 0.0
     for func, (_, calls, own, _, callers) in sorted(stats.items(), key=lambda kv: -kv[1][2])[:top]:
@@ -304,6 +307,56 @@ def profile(messages, top=12):
     print(
         "own time by group: " + ", ".join(f"{g} {100 * s / total:.0f}%" for g, s in groups.items())
     )
+
+
+def closed_form_run(nodes, iterations):
+    """`sim.run.simulate` in this process: ghost ResNet-50 allreduce, closed form (scale (a))."""
+    from sim.run import build_parser
+    from sim.run import simulate as simulate_run
+    from twinsgd.algorithms.config import parse_command
+
+    out = Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-")) / "run"
+    argv = [
+        "--nodes",
+        str(nodes),
+        "--iterations",
+        str(iterations),
+        "--algorithm",
+        "allreduce",
+        "--ghost",
+        "resnet50",
+        "--collectives",
+        "closed-form",
+        "--steps-sample",
+        "100",
+        "--no-progress",
+        "--out",
+        str(out),
+    ]
+    simulate_run(*parse_command(argv, build_parser()), say=lambda _: None)
+
+
+def bare_barriers(nodes, iterations):
+    """The SimPy floor of a closed-form step: ``nodes`` processes wait on one event per step,
+    the last one in starts its timer (as `Simulator._allreduce_closed_form` does); seconds per
+    node-step."""
+    env, state = simpy.Environment(), {"in": 0}
+    state["done"] = env.event()
+
+    def node():
+        for _ in range(iterations):
+            state["in"] += 1
+            done = state["done"]
+            if state["in"] == nodes:
+                state["in"], state["done"] = 0, env.event()
+                env.timeout(1e-3).callbacks.append(lambda _, d=done: d.succeed(1e-3))
+            yield done
+
+    for _ in range(nodes):
+        env.process(node())
+    t0 = perf_counter()
+    env.run()
+    return (perf_counter() - t0) / (nodes * iterations)
 
 
 # -- 3. scale --------------------------------------------------------------------------------------
@@ -467,7 +520,21 @@ def main(argv=None):
     )
     t0, cpu0 = perf_counter(), process_time()
     bare_event_s = message_level(messages, rounds)
-    profile(messages // 2)
+    profile("the RunLog cases", lambda: [simulate(c, messages // 2, runlog=True) for c in CASES])
+    nodes, iterations = (500, 10) if args.quick else (2000, 50)
+    profile(
+        f"closed form, ghost resnet50 allreduce, {nodes} nodes x {iterations} steps "
+        f"(sim.run.simulate in process)",
+        lambda: closed_form_run(nodes, iterations),
+    )
+    floor, t0 = bare_barriers(nodes, iterations), perf_counter()
+    closed_form_run(nodes, iterations)
+    ours = (perf_counter() - t0) / (nodes * iterations)
+    print(
+        f"closed form per node-step: {ours * 1e6:.2f} us, against {floor * 1e6:.2f} us for "
+        f"bare SimPy processes meeting at one event per step ({ours / floor:.1f}x); the rest "
+        f"is the node program, the driver and bookkeeping, shared out above"
+    )
     scale(args.quick, bare_event_s)
     print(
         f"\nthis script: {perf_counter() - t0:.0f} s wall, {process_time() - cpu0:.0f} s CPU "
