@@ -310,30 +310,15 @@ def profile(title, run, top=12):
 
 
 def closed_form_run(nodes, iterations):
-    """`sim.run.simulate` in this process: ghost ResNet-50 allreduce, closed form (scale (a))."""
-    from sim.run import build_parser
-    from sim.run import simulate as simulate_run
-    from twinsgd.algorithms.config import parse_command
+    """Scale (a) in this process (`twinsgd.analysis.study.simulate`, which calls
+    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives."""
+    from twinsgd.analysis.study import simulate as simulate_run
 
-    out = Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-")) / "run"
-    argv = [
-        "--nodes",
-        str(nodes),
-        "--iterations",
-        str(iterations),
-        "--algorithm",
-        "allreduce",
-        "--ghost",
-        "resnet50",
-        "--collectives",
-        "closed-form",
-        "--steps-sample",
-        "100",
-        "--no-progress",
-        "--out",
-        str(out),
-    ]
-    simulate_run(*parse_command(argv, build_parser()), say=lambda _: None)
+    flags = (
+        f"--iterations {iterations} --algorithm allreduce --ghost resnet50 "
+        "--collectives closed-form --steps-sample 100"
+    ).split()
+    simulate_run(nodes, flags, Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-")) / "run")
 
 
 def bare_barriers(nodes, iterations):

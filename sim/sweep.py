@@ -254,7 +254,8 @@ def point_argv(point, shared, run_dir, flags):
 
 def run_point(argv):
     """Simulate one point, ``sim.run``'s command line ``argv``, in this process
-    (`sim.run.simulate`) and report how it went; never raises an Exception.
+    (`sim.run.prepare_simulation`, then `sim.run.run_simulation`: so a ValueError is bad input
+    only when the preparation raises it) and report how it went; never raises an Exception.
 
     Its printing is captured (the last line explains a refusal). Returns ``{"status": "done" or
     "failed: <one line>", "summary": summary.json as a dict, or None when the run wrote none}``.
@@ -262,27 +263,36 @@ def run_point(argv):
     """
     for variable in _BLAS_THREADS:
         os.environ.setdefault(variable, "1")  # only takes effect before numpy's first import
-    from sim.run import RunStopped, build_parser, simulate
+    from sim import run as sim_run
     from twinsgd.data import DataError
 
     printed = io.StringIO()
-    try:
-        with (
-            _as_command_line(argv),
-            contextlib.redirect_stdout(printed),
-            contextlib.redirect_stderr(printed),
-        ):
-            summary = simulate(*parse_command(argv, build_parser()))
-    except SystemExit as stop:  # refused as it was parsed: the parser's line says why
-        return _refused(stop.code, printed.getvalue())
-    except (DataError, ValueError) as err:
-        return {"status": f"failed: {_one_line(str(err))}", "summary": None}
-    except RunStopped:  # stopped at a fault: its folder says so
-        summary = _read_summary(Path(argv[argv.index("--out") + 1]))
-        return {"status": summary["status"] if summary else "failed", "summary": summary}
-    except Exception as err:
-        return {"status": f"failed: {_one_line(f'{type(err).__name__}: {err}')}", "summary": None}
+    with (
+        _as_command_line(argv),
+        contextlib.redirect_stdout(printed),
+        contextlib.redirect_stderr(printed),
+    ):
+        try:
+            prepared = sim_run.prepare_simulation(*parse_command(argv, sim_run.build_parser()))
+        except SystemExit as stop:  # refused as it was parsed: the parser's line says why
+            return _refused(stop.code, printed.getvalue())
+        except (DataError, ValueError) as err:  # bad input
+            return {"status": f"failed: {_one_line(str(err))}", "summary": None}
+        except Exception as err:
+            return _crashed(err)
+        try:
+            summary = sim_run.run_simulation(prepared)
+        except sim_run.RunStopped:  # stopped at a fault: its folder says so
+            summary = _read_summary(prepared.folder.path)
+            return {"status": summary["status"] if summary else "failed", "summary": summary}
+        except Exception as err:
+            return _crashed(err)
     return {"status": summary.get("status", "done"), "summary": summary}
+
+
+def _crashed(err):
+    """The status of a point that raised ``err`` (a bug): its type and message in one line."""
+    return {"status": f"failed: {_one_line(f'{type(err).__name__}: {err}')}", "summary": None}
 
 
 @contextlib.contextmanager

@@ -115,14 +115,16 @@ def test_bad_grid_or_shared_flags_raise_one_line(specs, shared, message):
     assert "\n" not in str(err.value)
 
 
-def test_a_point_that_raises_gets_a_one_line_failure_and_the_caller_state_back(monkeypatch):
-    def broken_run(cfg, cluster, say=None):
+def test_a_point_that_raises_gets_a_one_line_failure_and_the_caller_state_back(
+    monkeypatch, tmp_path
+):
+    def broken_run(prepared):
         print("some output")
         raise RuntimeError("a bug\non two lines")
 
-    monkeypatch.setattr("sim.run.simulate", broken_run)
+    monkeypatch.setattr("sim.run.run_simulation", broken_run)
     argv_before, stdout_before = list(sys.argv), sys.stdout
-    outcome = sweep.run_point(["--nodes=2", "--out", "nowhere"])
+    outcome = sweep.run_point(["--nodes=2", "--out", str(tmp_path / "point")])
     assert outcome == {"status": "failed: RuntimeError: a bug on two lines", "summary": None}
     assert sys.argv == argv_before and sys.stdout is stdout_before
 
