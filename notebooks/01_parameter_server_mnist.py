@@ -25,7 +25,17 @@ import os
 import tempfile
 from pathlib import Path
 
-from twinsgd.analysis.study import SMOKE, Verdict, calibrate, markdown, measure, simulate, verdict_table
+from twinsgd.analysis.study import (
+    SMOKE,
+    Verdict,
+    calibrate,
+    figure,
+    figures_folder,
+    markdown,
+    measure,
+    simulate,
+    verdict_table,
+)
 
 PROCESSES = [1, 2, 3, 5]
 LENGTH = ["--iterations", "20"] if SMOKE else ["--epochs", "3"]
@@ -99,3 +109,17 @@ print(verdict_table([
             "smoke size trains 20 iterations only" if SMOKE else
             "synchronous PS is serial SGD with the global batch; accuracy follows the epochs"),
 ]))
+
+# %% [markdown]
+# ## Figures
+# Simulated against measured seconds per iteration (past the core count the points leave the
+# band), and every run's step split into compute, communication and waiting.
+
+# %%
+figures = figures_folder(work)
+figure("predicted", {f"{n} process(es)": (work / f"real-{n}", work / f"sim-{n}")
+                     for n in PROCESSES}, figures / "01_predicted.png", band=0.25)
+figure("breakdown", {f"{n} {side}": work / f"{prefix}-{n}" for side, prefix in
+                     (("measured", "real"), ("simulated", "sim")) for n in PROCESSES},
+       figures / "01_breakdown.png")
+print(f"figures in {figures}")

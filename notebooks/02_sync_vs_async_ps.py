@@ -28,6 +28,8 @@ import tempfile
 from pathlib import Path
 
 from twinsgd.analysis.study import (
+    figure,
+    figures_folder,
     SMOKE,
     Verdict,
     calibrate,
@@ -125,3 +127,20 @@ print(verdict_table([
             "a push computed on weights that are W−1 updates old moves the model less "
             "usefully than a fresh averaged step"),
 ]))
+
+# %% [markdown]
+# ## Figures
+# Test accuracy against time at 4 workers, sync and async, measured and simulated; and simulated
+# against measured seconds per iteration at every W (past the cores the measured ones run away).
+
+# %%
+figures = figures_folder(work)
+w = 4 if 4 in WORKERS else WORKERS[-1]
+figure("accuracy", {f"{mode} W={w} {side}": work / f"{prefix}-{mode}-{w}"
+                    for mode in ("sync", "async")
+                    for side, prefix in (("measured", "real"), ("simulated", "sim"))},
+       figures / "02_accuracy.png")
+figure("predicted", {f"{mode} W={w}": (work / f"real-{mode}-{w}", work / f"sim-{mode}-{w}")
+                     for mode in ("sync", "async") for w in WORKERS},
+       figures / "02_predicted.png", band=0.25)
+print(f"figures in {figures}")

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from twinsgd.analysis.recommend import rank
 from twinsgd.analysis.study import (
+    figure,
+    figures_folder,
     LOMONOSOV_CONFIGURATIONS,
     SMOKE,
     Verdict,
@@ -64,11 +66,11 @@ work = Path(tempfile.mkdtemp(prefix="study3-"))
 print(f"run folders in {work}")
 
 # %%
-simulated = {}  # (cluster, nodes, configuration) -> summary
+simulated, sim_folders = {}, {}  # (cluster, nodes, configuration) -> summary, run folder
 for cluster, cluster_flags in CLUSTERS.items():
     for n in NODES:
         for name, flags in LOMONOSOV_CONFIGURATIONS:
-            out = work / f"sim-{len(simulated)}"
+            out = sim_folders[cluster, n, name] = work / f"sim-{len(simulated)}"
             simulated[cluster, n, name] = simulate(
                 n, [*COMMON, *flags, *cluster_flags, "--compute", "profile",
                     "--collectives", "closed-form"], out)
@@ -247,3 +249,22 @@ print(verdict_table([
             span(sim_slow, "{:.2f}x"), holds(sim_slow + slow_best, 2, 3),
             "communication dominates the baseline's step"),
 ]))
+
+# %% [markdown]
+# ## Figures
+# The ten's time per iteration split into compute, communication and waiting, simulated on the
+# slow network at the most nodes; and on each emulated network, measured against predicted.
+
+# %%
+figures = figures_folder(work)
+names = [name for name, _ in LOMONOSOV_CONFIGURATIONS]
+slow, most = list(CLUSTERS)[-1], NODES[-1]
+figure("breakdown", {name: sim_folders[slow, most, name] for name in names},
+       figures / "03_breakdown_simulated.png")
+for rate in EMULATED.values() if measured else ():
+    figure("breakdown", {name: work / f"real-{rate}-{i}" for i, name in enumerate(names)},
+           figures / f"03_breakdown_{rate}.png")
+    figure("predicted", {name: (work / f"real-{rate}-{i}", work / f"predicted-{rate}-{i}")
+                         for i, name in enumerate(names)},
+           figures / f"03_predicted_{rate}.png", band=0.25)
+print(f"figures in {figures}")

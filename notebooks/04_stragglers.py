@@ -34,7 +34,16 @@ from pathlib import Path
 
 from twinsgd.algorithms.collectives import alpha_beta_time
 from twinsgd.algorithms.ghost import ghost_model
-from twinsgd.analysis.study import SMOKE, Verdict, markdown, measure, simulate, verdict_table
+from twinsgd.analysis.study import (
+    SMOKE,
+    Verdict,
+    figure,
+    figures_folder,
+    markdown,
+    measure,
+    simulate,
+    verdict_table,
+)
 
 NODES = [2, 8, 32] if SMOKE else [2, 4, 8, 16, 32, 64, 128, 256]
 ITERATIONS = 100 if SMOKE else 2000
@@ -161,3 +170,17 @@ if measured_row:
             "2c + comm: the quota also halves the CPU of the host's TCP stack and of the "
             "program's own code, which the formula counts as communication")))
 print(verdict_table(verdicts))
+
+# %% [markdown]
+# ## Figures
+# The simulated step split into compute, communication and waiting against the node count (the
+# waiting is the stragglers'), and the first steps of the measured run with one host at half a
+# core (the full-speed host waits in every step).
+
+# %%
+figures = figures_folder(work)
+figure("breakdown", {f"p={p}": work / f"sim-{p}" for p in NODES}, figures / "04_breakdown.png")
+if measured_row:
+    figure("timeline", {"one host at half a core": work / "real-half"},
+           figures / "04_timeline_half_core.png", steps=20)
+print(f"figures in {figures}")

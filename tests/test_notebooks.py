@@ -3,8 +3,10 @@ runs computed: the twin's accuracies agree, the simulator meets the formulas."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -13,8 +15,17 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = os.environ.get("TWINSGD_DATA")
 
 
-def run_notebook(name, timeout_s=600):
-    env = {**os.environ, "TWINSGD_SMOKE": "1", "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+def run_notebook(name, figures, timeout_s=600):
+    """Run notebook ``name`` at smoke size; its stdout. It must draw each of ``figures`` (file
+    names) into $TWINSGD_FIGURES, a fresh folder, and nothing else."""
+    drawn = Path(tempfile.mkdtemp(prefix="twinsgd-figures-"))
+    env = {
+        **os.environ,
+        "TWINSGD_SMOKE": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "PYTHONPATH": str(ROOT),
+        "TWINSGD_FIGURES": str(drawn),
+    }
     done = subprocess.run(
         [sys.executable, str(ROOT / "notebooks" / name)],
         cwd=ROOT,
@@ -25,7 +36,16 @@ def run_notebook(name, timeout_s=600):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| the study's claim | measured | simulated | reproduced | why |" in done.stdout
+    assert sorted(p.name for p in drawn.iterdir()) == sorted(figures)
+    assert all(is_png_figure(drawn / f) for f in figures)
+    shutil.rmtree(drawn)
     return done.stdout
+
+
+def is_png_figure(path):
+    """True if ``path`` is a PNG file of some size (a figure, not an empty canvas)."""
+    data = path.read_bytes()
+    return data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
 def table_rows(text, first_cell):
@@ -38,6 +58,7 @@ def table_rows(text, first_cell):
     return [r for r in rows if re.fullmatch(first_cell, r[0])]
 
 
+RATES = ("1Gbit", "100Mbit")  # notebook 3's emulated networks
 needs_mnist = pytest.mark.skipif(
     not DATA or not Path(DATA, "mnist").is_dir(), reason="the real MNIST (TWINSGD_DATA) is needed"
 )
@@ -45,7 +66,7 @@ needs_mnist = pytest.mark.skipif(
 
 @needs_mnist
 def test_parameter_server_study_twin_agrees_at_every_process_count():
-    out = run_notebook("01_parameter_server_mnist.py")
+    out = run_notebook("01_parameter_server_mnist.py", ["01_predicted.png", "01_breakdown.png"])
     rows = table_rows(out, r"[1235]")
     assert [r[0] for r in rows] == ["1", "2", "3", "5"]
     for r in rows:  # a synchronous run ends with the same weights measured and simulated
@@ -55,7 +76,7 @@ def test_parameter_server_study_twin_agrees_at_every_process_count():
 
 @needs_mnist
 def test_sync_async_study_sync_runs_agree():
-    out = run_notebook("02_sync_vs_async_ps.py")
+    out = run_notebook("02_sync_vs_async_ps.py", ["02_accuracy.png", "02_predicted.png"])
     sync = [r for r in table_rows(out, r"[124]") if r[1] == "sync"]
     assert len(sync) == 3
     for r in sync:
@@ -63,7 +84,10 @@ def test_sync_async_study_sync_runs_agree():
 
 
 def test_straggler_study_meets_the_formulas():
-    out = run_notebook("04_stragglers.py")
+    emulated = os.geteuid() == 0 and shutil.which("ip") is not None
+    out = run_notebook(
+        "04_stragglers.py", ["04_breakdown.png"] + ["04_timeline_half_core.png"] * emulated
+    )
     claims = {r[0]: r for r in table_rows(out, r".+") if len(r) == 5}
     comm = claims["communication costs bytes / bandwidth + latency per message"]
     slowest = next(v for k, v in claims.items() if k.startswith("a synchronous step"))
@@ -75,7 +99,13 @@ def test_straggler_study_meets_the_formulas():
 
 @needs_mnist
 def test_lomonosov_study_local_sgd_exchanges_less():
-    out = run_notebook("03_lomonosov2_ten_configurations.py", timeout_s=1200)
+    emulated = os.geteuid() == 0 and shutil.which("ip") is not None
+    per_rate = [f"03_{kind}_{rate}.png" for kind in ("breakdown", "predicted") for rate in RATES]
+    out = run_notebook(
+        "03_lomonosov2_ten_configurations.py",
+        ["03_breakdown_simulated.png"] + per_rate * emulated,
+        timeout_s=1200,
+    )
     row = table_rows(out, r"Local-SGD\(4\) speeds communication")[0]
     measured, simulated = (
         [] if cell == "not measured" else [float(x.rstrip("x")) for x in cell.split("–")]

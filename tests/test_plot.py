@@ -126,3 +126,18 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert exit_.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0]
+
+
+def test_a_study_figure_names_its_runs_by_label(runs, tmp_path):
+    from twinsgd.analysis.study import figure
+
+    data = figure("breakdown", {"one node": runs[0], "four": runs[2]}, tmp_path / "f" / "b.png")
+    assert list(data) == ["one node", "four"] and (tmp_path / "f" / "b.png").stat().st_size
+    assert data["four"] == plot("breakdown", [Run(runs[2])], tmp_path / "b2.png")["n4"]
+    pairs = figure("predicted", {"2 against 4": (runs[1], runs[2])}, tmp_path / "p.png")
+    assert pairs == {
+        "2 against 4": (
+            Run(runs[1]).per_iteration_ms("time_s"),
+            Run(runs[2]).per_iteration_ms("time_s"),
+        )
+    }

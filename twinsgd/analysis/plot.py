@@ -131,7 +131,10 @@ def speedup_data(runs, target):
 def predicted_data(pairs):
     """{pair label: (measured, simulated) ms per iteration} for (measured, simulated) runs."""
     return {
-        f"{m.name} / {s.name}": (m.per_iteration_ms("time_s"), s.per_iteration_ms("time_s"))
+        m.name if m.name == s.name else f"{m.name} / {s.name}": (
+            m.per_iteration_ms("time_s"),
+            s.per_iteration_ms("time_s"),
+        )
         for m, s in pairs
     }
 
@@ -170,7 +173,7 @@ def plot(kind, runs, out, target=None, band=0.1, steps=50):
     data = _DRAW[kind](axes, runs, target=target, band=band, steps=steps)
     fig.tight_layout()
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
+    fig.savefig(out, dpi=120, bbox_inches="tight")  # and legends placed outside
     plt.close(fig)
     return data
 
@@ -195,7 +198,8 @@ def _draw_breakdown(axes, runs, **_):
         ax.bar(names, heights, bottom=bottom, label=part, color=colour)
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
     ax.set(ylabel="time per iteration (ms)")
-    ax.tick_params(axis="x", labelrotation=30)
+    ax.figure.set_size_inches(max(6.0, 0.8 * len(names)), 4)  # room for every bar's name
+    ax.set_xticks(range(len(names)), names, rotation=30, ha="right", rotation_mode="anchor")
     ax.legend()
     return data
 
@@ -218,26 +222,31 @@ def _draw_speedup(axes, runs, target, **_):
 
 def _draw_predicted(axes, pairs, band, **_):
     data, ax = predicted_data(pairs), axes[0]
-    measured = [m for m, _ in data.values()]
-    hi = 1.1 * max(max(measured), max(s for _, s in data.values()))
+    values = [v for pair in data.values() for v in pair]
+    hi = 1.1 * max(values)
+    # spread over more than a decade: log axes, or the small runs crowd into a corner
+    lo = 0.9 * min(values) if max(values) > 20 * min(values) > 0 else 0.0
+    line = [lo, hi]
     ax.fill_between(
-        [0, hi],
-        [0, hi * (1 - band)],
-        [0, hi * (1 + band)],
+        line,
+        [x * (1 - band) for x in line],
+        [x * (1 + band) for x in line],
         color="grey",
         alpha=0.2,
         label=f"±{100 * band:g}%",
     )
-    ax.plot([0, hi], [0, hi], color="grey", lw=1, label="identity")
+    ax.plot(line, line, color="grey", lw=1, label="identity")
     for label, (m, s) in data.items():
         ax.plot([m], [s], marker="o", ls="", label=label)
     ax.set(
         xlabel="measured (ms per iteration)",
         ylabel="simulated (ms per iteration)",
-        xlim=(0, hi),
-        ylim=(0, hi),
+        xlim=(lo, hi),
+        ylim=(lo, hi),
     )
-    ax.legend(fontsize="small")
+    if lo:
+        ax.set(xscale="log", yscale="log")
+    ax.legend(fontsize="small", loc="center left", bbox_to_anchor=(1.02, 0.5))
     return data
 
 

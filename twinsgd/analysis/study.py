@@ -174,6 +174,32 @@ def markdown(header, rows):
     return "\n".join(lines)
 
 
+def figure(kind, runs, out, **options):
+    """Draw `twinsgd.analysis.plot`'s figure ``kind`` of labelled runs into file ``out`` (made
+    with its folder); returns the numbers drawn.
+
+    ``runs``: {label: run folder}, or for ``predicted`` {label: (measured, simulated) folders};
+    the label names the run in the figure instead of its folder's name. ``options``: `plot`'s
+    (``target``, ``band``, ``steps``)."""
+    from twinsgd.analysis.plot import Run, plot
+
+    def named(folder, label):
+        run = Run(folder)
+        run.name = label
+        return run
+
+    if kind == "predicted":
+        drawn = [(named(m, label), named(s, label)) for label, (m, s) in runs.items()]
+    else:
+        drawn = [named(folder, label) for label, folder in runs.items()]
+    return plot(kind, drawn, out, **options)
+
+
+def figures_folder(work):
+    """Where a notebook draws its figures: ``$TWINSGD_FIGURES`` if set, else its run folders'."""
+    return Path(os.environ.get("TWINSGD_FIGURES") or work)
+
+
 def iterations_to_target(folder, target):
     """The first evaluated iteration of run ``folder`` whose test accuracy reaches ``target``
     (a fraction), or None: metrics.csv's rows in order."""
