@@ -18,8 +18,10 @@
 2. Where the time goes: cProfile over one pass of the RunLog cases, and over a closed-form run
    of scale (a) at 2,000 nodes in process; the top functions by own time and the own time of all
    functions summed by group (SimPy core, network model, backend handlers, node program,
-   bookkeeping); a builtin's time goes to its callers' groups. Then that closed-form run's
-   microseconds per node-step beside bare SimPy processes meeting at one event per step.
+   bookkeeping); a builtin's time goes to its callers' groups. Case by case, each RunLog case's
+   profiled microseconds per message by group beside the bare loop's (all of it SimPy's). Then
+   that closed-form run's microseconds per node-step beside bare SimPy processes meeting at one
+   event per step.
 3. Scale: ``python -m sim.run`` in a subprocess; its wall and CPU seconds and peak RSS (its own,
    from ``wait4``). (a) ghost ResNet-50 allreduce SGD, closed-form collectives, 10,000 nodes, 100
    iterations, target under 10 s; once more at 20 iterations to show that memory stays flat.
@@ -276,8 +278,8 @@ def _main_caller_group(callers):
     return (_group(caller) if caller else None) or GROUPS[0]
 
 
-def profile(title, run, top=12):
-    """cProfile ``run()``; print the top functions and the groups' shares of own time."""
+def _profiled(run):
+    """cProfile ``run()``: (pstats' stats, seconds profiled, own seconds by group)."""
     profiler = cProfile.Profile()
     profiler.enable()
     run()
@@ -293,6 +295,12 @@ def profile(title, run, top=12):
         caller_own = sum(by_caller.values()) or 1.0
         for caller, caller_s in by_caller.items():
             groups[_group(caller) or GROUPS[0]] += own * caller_s / caller_own
+    return stats, total, groups
+
+
+def profile(title, run, top=12):
+    """cProfile ``run()``; print the top functions and the groups' shares of own time."""
+    stats, total, groups = _profiled(run)
     print(f"\n2. Where the time goes: cProfile over {title} ({total:.2f} s profiled)")
     print(f"{'function':<44} {'group':<26} {'calls':>8} {'own %':>6} {'cum. %':>7}")
     running = 0.0
@@ -307,6 +315,22 @@ def profile(title, run, top=12):
     print(
         "own time by group: " + ", ".join(f"{g} {100 * s / total:.0f}%" for g, s in groups.items())
     )
+
+
+def profile_cases(messages):
+    """Case by case, where a message's time goes with RunLog on: each case's own time by group
+    per message, beside the bare loop's (all SimPy). The profiler slows every call alike, so
+    read the shares and the ratios, not the microseconds."""
+    rows = {"bare SimPy: link delay + Store put/get": lambda: bare_link_and_store(messages)}
+    rows.update({f"{case}, RunLog": lambda c=case: simulate(c, messages, True) for case in CASES})
+    print("\n2. Where the time goes, case by case: profiled us per message by group")
+    print(f"{'case':<40} {'all':>6} " + " ".join(f"{g[:12]:>12}" for g in GROUPS))
+    for name, run in rows.items():
+        _, total, groups = _profiled(run)
+        print(
+            f"{name:<40} {1e6 * total / messages:>6.1f} "
+            + " ".join(f"{1e6 * groups[g] / messages:>12.1f}" for g in GROUPS)
+        )
 
 
 def closed_form_run(nodes, iterations):
@@ -506,6 +530,7 @@ def main(argv=None):
     t0, cpu0 = perf_counter(), process_time()
     bare_event_s = message_level(messages, rounds)
     profile("the RunLog cases", lambda: [simulate(c, messages // 2, runlog=True) for c in CASES])
+    profile_cases(messages // 2)
     nodes, iterations = (500, 10) if args.quick else (2000, 50)
     profile(
         f"closed form, ghost resnet50 allreduce, {nodes} nodes x {iterations} steps "
