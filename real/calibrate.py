@@ -41,8 +41,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
-    [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, batch_size, dataset,
-                flops_per_sample
+    [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
+                same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
+                batch_size, dataset, flops_per_sample
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -352,8 +353,38 @@ def _solo_own_code(argv, steps, dataset):
 
 
 def _measure_compute(models, X, y, dataset, quick):
-    """Median seconds per sample of a training step for each model, with 1 BLAS thread."""
-    return {name: _time_step(model, X, y, quick) / len(y) for name, model in models.items()}
+    """Each model's training step as ``(seconds per step, seconds per sample)``, with 1 BLAS
+    thread: the median step timed at `batch_sizes` of the batch and fitted (`fit_step_cost`)."""
+    sizes = batch_sizes(len(y))
+    return {
+        name: fit_step_cost(sizes, [_time_step(model, X[:b], y[:b], quick) for b in sizes])
+        for name, model in models.items()
+    }
+
+
+def batch_sizes(batch):
+    """The batch sizes a model's step is timed at: a quarter, a half and all of ``batch``."""
+    return sorted({max(1, batch // 4), max(1, batch // 2), batch})
+
+
+def fit_step_cost(sizes, seconds):
+    """Fit ``t(b) = per_step + b * per_sample`` to step times ``seconds`` at batch ``sizes`` (least
+    squares); ``(per_step, per_sample)`` in seconds, neither negative.
+
+    Why not ``t(B) / B``: a step costs a part that does not grow with the batch (the optimizer's
+    update of every weight, the calls' overhead): 0.65 ms of the MLP's 1.0 ms at batch 32 on this
+    machine. Charging per sample alone makes a run at a smaller batch than the calibration's
+    too fast (batch 32 from 100: 0.57 ms predicted, 1.0 ms measured).
+
+    >>> fit_step_cost([25, 50, 100], [1.5e-3, 2.0e-3, 3.0e-3])
+    (0.001, 2e-05)
+    """
+    b, t = np.asarray(sizes, float), np.asarray(seconds, float)
+    if len(set(sizes)) > 1:
+        per_sample, per_step = np.polyfit(b, t, 1)
+        if per_step >= 0 and per_sample > 0:
+            return _round(per_step), _round(per_sample)
+    return 0.0, _round(float(np.dot(b, t) / np.dot(b, b)))  # through the origin: per sample
 
 
 def _time_step(model, X, y, quick):
@@ -392,7 +423,8 @@ def _finish(args, measured, work, started):
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     incast = _incast_check(measured, oneway)
-    per_model = {name: _round(s) for name, s in measured["per_model"].items()}
+    per_step = {name: step for name, (step, _) in measured["per_model"].items()}
+    per_model = {name: sample for name, (_, sample) in measured["per_model"].items()}
     flops = {name: model.flops_per_sample for name, model in models.items()}
     rates = {name: 3 * flops[name] / per_model[name] for name in per_model}
     by_rate = sorted(per_model, key=rates.get)
@@ -422,6 +454,7 @@ def _finish(args, measured, work, started):
         "compute": {
             "flops_per_s": float(f"{rates[median_model]:.4g}"),
             "seconds_per_sample": per_model,
+            "seconds_per_step": per_step,
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "flops_per_sample": flops,
@@ -441,7 +474,6 @@ def _finish(args, measured, work, started):
             sendrecv,
             incast,
             measured,
-            per_model,
             rates,
             median_model,
             args.out,
@@ -516,9 +548,10 @@ _HEADER = """\
 # again to refresh. [network.oneway] and [network.sendrecv]: piecewise alpha-beta models fitted to
 # OSU-style timings of a ping-pong (one way) and a Sendrecv (each way at once), every measured
 # point within max_rel_residual; [network.incast]: every other rank into rank 0, beside the star's
-# prediction from the one-way model. [compute] seconds_per_sample: a training step in a hot loop,
-# 1 BLAS thread; [compute.steps.MODEL]: compute seconds per step of the real program (quantiles
-# at 0, 1, ..., 100 %), for sim.run --compute empirical.
+# prediction from the one-way model. [compute] seconds_per_step + b x seconds_per_sample: a
+# training step of b samples in a hot loop, 1 BLAS thread; [compute.steps.MODEL]: compute
+# seconds per step of the real program (quantiles at 0, 1, ..., 100 %), for sim.run --compute
+# empirical.
 """
 
 
@@ -544,7 +577,7 @@ def _write_profile(path, document, took_s=None):
         tmp.unlink(missing_ok=True)
 
 
-def _summary(oneway, sendrecv, incast, measured, per_model, rates, median_model, out, took_s):
+def _summary(oneway, sendrecv, incast, measured, rates, median_model, out, took_s):
     def segments(cost):
         return "; ".join(
             f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
@@ -566,7 +599,9 @@ def _summary(oneway, sendrecv, incast, measured, per_model, rates, median_model,
             f"model is off by {100 * incast['max_rel_error']:.1f} % at worst"
         )
     models = ", ".join(
-        f"{m} {s:.3g} s/sample ({rates[m] / 1e9:.2f} GFLOP/s)" for m, s in per_model.items()
+        f"{m} {1e3 * step:.3g} ms a step + {1e6 * sample:.3g} us a sample "
+        f"({rates[m] / 1e9:.2f} GFLOP/s)"
+        for m, (step, sample) in measured["per_model"].items()
     )
     lines.append(
         f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} ({median_model})"

@@ -3,13 +3,14 @@
 Where every node runs the same synchronous program (``--algorithm allreduce``, one step per
 synchronisation, size-only ``--ghost`` payloads, the ring), the event simulation with
 ``--collectives closed-form`` is fully determined by per-node compute times: in step k node i
-computes ``c_i = b * seconds_per_sample * (straggle_i / speed_i)`` (the same draws as the event
-engine, `ComputeModel.straggle_factors`), arrives at ``t + c_i``, and every node leaves at
-``t' = (t + max_i c_i) + T`` with ``T`` the ring's alpha-beta time ``2(p-1)(alpha + n/(p beta))``
-(`algorithms.collectives.alpha_beta_time`). Node i's wait is ``(t' - T) - (t + c_i)``, its comm
-``T``. This module computes exactly that, a step at a time over arrays of p nodes, in the same
-floating-point operations as the event engine (tested equal to it to 1e-9 at 1,000 nodes), at
-O(p) numpy work per step instead of O(p) SimPy events: a million nodes for 100 steps in seconds.
+computes ``c_i = (seconds_per_step + b * seconds_per_sample) * (straggle_i / speed_i)`` (the same
+draws as the event engine, `ComputeModel.straggle_factors`), arrives at ``t + c_i``, and every
+node leaves at ``t' = (t + max_i c_i) + T`` with ``T`` the ring's alpha-beta time
+``2(p-1)(alpha + n/(p beta))`` (`algorithms.collectives.alpha_beta_time`). Node i's wait is
+``(t' - T) - (t + c_i)``, its comm ``T``. This module computes exactly that, a step at a time
+over arrays of p nodes, in the same floating-point operations as the event engine (tested equal
+to it to 1e-9 at 1,000 nodes), at O(p) numpy work per step instead of O(p) SimPy events: a
+million nodes for 100 steps in seconds.
 
 The run folder is the event engine's: config.json (``"engine": "analytic"``), metrics.csv at the
 evaluation steps (a ghost evaluates to nothing: NaN), steps.csv for every ``--steps-sample``-th
@@ -68,7 +69,7 @@ def run_analytic(
     comm_s = alpha_beta_time("ring", nbytes, size, latency_s, bandwidth_Bps, itemsize)
     bytes_of = [allreduce_bytes("ring", model.n_params, itemsize, int(r), size) for r in sampled]
     sent_per_step = 2 * (size - 1) * nbytes if size > 1 else 0  # every chunk once per ring step
-    base = samples * compute.seconds_per_sample
+    base = compute.seconds_per_step + samples * compute.seconds_per_sample
     speeds = compute.node_speeds(size)
     per_epoch = node.steps_per_epoch
     header["cluster"]["steps_sample"] = every

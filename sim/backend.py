@@ -65,8 +65,8 @@ class ComputeModel:
     seconds_per_sample : float or None
         None (``--compute measured``): a Compute lasts what the real kernel took in this process,
         and a program's own code between operations what it took. A number (``--compute
-        profile``): a Compute over b samples lasts ``b * seconds_per_sample``; the program's own
-        code is taken as included.
+        profile``): a Compute over b samples lasts ``seconds_per_step + b * seconds_per_sample``;
+        the program's own code is taken as included.
     step_times : algorithms.steptimes.StepTimes or None
         ``--compute empirical``: a Compute over b samples lasts one draw from the distribution
         of step times measured in a real run, times ``b / step_times.batch_size``; the program's
@@ -79,6 +79,9 @@ class ComputeModel:
         (``--stragglers P:SLOWDOWN``).
     seed : int
         Seed of the stragglers' draws (`straggle_factors`).
+    seconds_per_step : float
+        ``--compute profile``: the part of a training step that does not grow with its batch
+        (the update of every weight, the calls' overhead), seconds; 0 for a FLOP rate.
     """
 
     seconds_per_sample: float | None = None
@@ -87,6 +90,7 @@ class ComputeModel:
     slowdown: float = 1.0
     seed: int = 0
     step_times: object = None
+    seconds_per_step: float = 0.0
 
     @property
     def measured(self):
@@ -501,7 +505,8 @@ class Simulator:
         """Run a Compute's function; returns (its result, the simulated seconds it takes)."""
         model = self.compute
         if model.seconds_per_sample is not None and model.step_times is None:  # a profile
-            result, seconds = op.fn(*op.args), op.samples * model.seconds_per_sample
+            result = op.fn(*op.args)
+            seconds = model.seconds_per_step + op.samples * model.seconds_per_sample
         elif model.step_times is not None:  # a draw from the steps a real run measured
             times = model.step_times
             result = op.fn(*op.args)

@@ -31,6 +31,8 @@ with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
     [compute]                      # for --compute profile (and --ghost)
     flops_per_s = 2.0e10           # sustained training FLOP/s of one rank
     seconds_per_sample = { mlp = 1.1e-5, cnn = 2.3e-4 }   # or one number for any model
+    seconds_per_step = { mlp = 6.5e-4, cnn = 1.2e-3 }     # measured with them: a step of b
+                                   # samples lasts seconds_per_step + b * seconds_per_sample
 
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
@@ -77,6 +79,7 @@ class ClusterProfile:
     bandwidth_Bps: float | None = None
     flops_per_s: float | None = None
     seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
+    seconds_per_step: dict = field(default_factory=dict)  # the same keys: a step's fixed part
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
@@ -117,6 +120,15 @@ class ClusterProfile:
                 f"real.calibrate, or real.calibrate --from-run RUN_DIR"
             )
         return self.step_times[model]
+
+    def compute_seconds_per_step(self, model):
+        """The part of a training step of ``model`` that does not grow with its batch, seconds:
+        measured with the profile's ``seconds_per_sample`` for that model, else 0 (a FLOP rate
+        or an older profile charges per sample alone)."""
+        for key in (model, "*"):
+            if key in self.seconds_per_sample:
+                return self.seconds_per_step.get(key, 0.0)
+        return 0.0
 
     def compute_seconds_per_sample(self, model, flops_per_sample):
         """Seconds one training sample of ``model`` takes on one node; ValueError if the profile
@@ -166,6 +178,8 @@ def load_profile(name_or_path):
         compute = document.get("compute", {})
         per_sample = compute.get("seconds_per_sample", {})
         per_sample = per_sample if isinstance(per_sample, dict) else {"*": per_sample}
+        per_step = compute.get("seconds_per_step", {})
+        per_step = per_step if isinstance(per_step, dict) else {"*": per_step}
         return ClusterProfile(
             path=str(name_or_path),
             name=str(cluster.get("name", path.stem)),
@@ -197,6 +211,9 @@ def load_profile(name_or_path):
             seconds_per_sample={
                 str(k): _number(v, f"[compute] seconds_per_sample ({k})")
                 for k, v in per_sample.items()
+            },
+            seconds_per_step={
+                str(k): _number(v, f"[compute] seconds_per_step ({k})") for k, v in per_step.items()
             },
         )
     except FileNotFoundError:

@@ -163,13 +163,15 @@ def build_parser(parser_class=OneLineParser):
     return add_config_arguments(parser)
 
 
-def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
+def compute_model(cluster, profile, seed, model_name, flops_per_sample=0, batch_size=None):
     """The `ComputeModel` the cluster flags describe; ValueError naming the flag.
 
-    ``--compute profile`` (implied by ``--ghost``) takes seconds per sample from the profile
-    (`sim.cluster_profile`). A ghost run without a profile computes for free.
+    ``--compute profile`` (implied by ``--ghost``) takes a step's seconds per sample and fixed
+    seconds from the profile (`sim.cluster_profile`). A ghost run without a profile computes for
+    free. ``--compute empirical`` moves the measured step times to the run's ``batch_size``
+    (`StepTimes.at_batch`, with the profile's seconds per sample).
     """
-    seconds_per_sample, step_times = None, None
+    seconds_per_sample, seconds_per_step, step_times = None, 0.0, None
     if cluster.ghost and cluster.compute not in (None, "profile"):
         raise ValueError(
             f"--compute {cluster.compute} needs the real kernel, which --ghost does "
@@ -179,12 +181,15 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
         raise ValueError(f"--compute {cluster.compute} needs --profile NAME|FILE.toml")
     if cluster.compute == "empirical" and not cluster.ghost:
         step_times = profile.compute_step_times(model_name)
+        if batch_size and batch_size != step_times.batch_size:
+            slope = profile.seconds_per_sample.get(model_name, 0.0)
+            step_times = step_times.at_batch(batch_size, slope)
     elif cluster.compute == "profile" or cluster.ghost:
-        seconds_per_sample = (
-            0.0
-            if profile is None
-            else profile.compute_seconds_per_sample(model_name, flops_per_sample)
-        )
+        if profile is not None:
+            seconds_per_sample = profile.compute_seconds_per_sample(model_name, flops_per_sample)
+            seconds_per_step = profile.compute_seconds_per_step(model_name)
+        else:
+            seconds_per_sample = 0.0
     speeds, probability, slowdown = _node_speeds(cluster, seed)
     share = _core_share(cluster, profile, step_times)
     return ComputeModel(
@@ -194,6 +199,7 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0):
         slowdown,
         seed,
         step_times,
+        seconds_per_step,
     )
 
 
@@ -385,7 +391,7 @@ def prepare_simulation(cfg, cluster, say=_stderr):
     else:
         check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
         network = make_network(None, network_spec, size, latency_s, bandwidth_Bps, costs, shaping)
-    compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample)
+    compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample, cfg.batch_size)
     faults = FaultSchedule(
         cfg.fault_schedule().check_size(size).faults
         + parse_fail_spec(cluster.fail).check_size(size, "--fail").faults
@@ -435,6 +441,7 @@ def prepare_simulation(cfg, cluster, say=_stderr):
             "speeds": list(compute.speeds) if size <= 10_000 else cluster.speeds,
             "stragglers": cluster.stragglers,
             "seconds_per_sample": compute.seconds_per_sample,
+            "seconds_per_step": compute.seconds_per_step,
             "ghost": cluster.ghost,
             "steps_sample": cluster.steps_sample or 1,
             "engine": cluster.engine,

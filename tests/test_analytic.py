@@ -60,11 +60,28 @@ def test_equals_the_event_engines_closed_form_at_1000_nodes(tmp_path):
         assert a[:2] == b[:2] and a[2:] == pytest.approx(b[2:], rel=1e-9, abs=1e-12)
 
 
-def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp_path):
-    """p nodes, N floats: each of S steps takes b*s + 2(p-1)(alpha + c/beta), c the ring's
-    largest chunk, ceil(N/p) floats (the slowest chunk paces every ring step)."""
+def test_with_a_fixed_part_per_step_it_still_equals_the_event_engine(tmp_path):
+    """A profile whose step is 2 ms + b x 1 ms: both engines charge the same compute."""
     profile = tmp_path / "p.toml"
-    profile.write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    profile.write_text("[compute]\nseconds_per_sample = 1e-3\nseconds_per_step = 2e-3\n")
+    argv = [*GHOST[:2], "--profile", str(profile), *GHOST[4:], "--nodes", "200"]
+    argv += ["--stragglers", "0.05:3x", "--batch-size", "8"]
+    assert run.main([*argv, "--collectives", "closed-form", "--out", str(tmp_path / "ev")]) == 0
+    assert run.main([*argv, "--engine", "analytic", "--out", str(tmp_path / "an")]) == 0
+    events, analytic = _summary(tmp_path / "ev"), _summary(tmp_path / "an")
+    for key in ("time_s", "compute_s", "wait_s"):
+        assert analytic[key] == pytest.approx(events[key], rel=1e-9, abs=0)
+    slowest = max(events["per_node"]["compute_s"])  # 20 steps of 10 ms, a few 3x slower
+    assert min(events["per_node"]["compute_s"]) >= 20 * (2e-3 + 8e-3) * (1 - 1e-12)
+    assert slowest > 20 * 10e-3
+
+
+def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp_path):
+    """p nodes, N floats: each of S steps takes f + b*s + 2(p-1)(alpha + c/beta), f the step's
+    fixed part, c the ring's largest chunk, ceil(N/p) floats (the slowest chunk paces every ring
+    step)."""
+    profile = tmp_path / "p.toml"
+    profile.write_text("[compute]\nseconds_per_sample = 1e-3\nseconds_per_step = 4e-3\n")
     p, steps, b, floats = 100_000, 7, 10, 25_557_032  # ResNet-50's parameters
     n = floats * 4
     assert (
@@ -96,7 +113,7 @@ def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp
     )
     summary = _summary(tmp_path / "an")
     ring = 2 * (p - 1) * (5e-6 + math.ceil(floats / p) * 4 / 1.25e9)
-    assert summary["time_s"] == pytest.approx(steps * (b * 1e-3 + ring), rel=1e-9)
+    assert summary["time_s"] == pytest.approx(steps * (4e-3 + b * 1e-3 + ring), rel=1e-9)
     assert summary["wait_s"] == pytest.approx(0.0, abs=1e-9)
     assert summary["bytes_per_iteration"] == pytest.approx(2 * (p - 1) * n, rel=1e-12)
     assert summary["per_node_every"] == 100 and len(summary["per_node"]["wait_s"]) == 1000

@@ -8,9 +8,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from models import build_model
-from real.calibrate import _round
+from real.calibrate import _round, batch_sizes, fit_step_cost
 from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -28,6 +30,30 @@ def calibrate(n, *argv):
 def test_numbers_are_rounded_to_four_digits(x):
     assert isinstance(_round(x), float)
     assert _round(x) == pytest.approx(x, rel=1e-3)
+
+
+@given(
+    st.floats(0.0, 1e-2),
+    st.floats(1e-7, 1e-3),
+    st.lists(st.integers(1, 512), min_size=2, max_size=5, unique=True),
+)
+def test_the_step_cost_fit_recovers_a_line(per_step, per_sample, sizes):
+    step, sample = fit_step_cost(sizes, [per_step + b * per_sample for b in sizes])
+    assert sample == pytest.approx(per_sample, rel=2e-3)
+    assert step == pytest.approx(per_step, rel=2e-3, abs=1e-9 + 2e-3 * per_sample * max(sizes))
+
+
+def test_a_fit_with_a_negative_intercept_goes_through_the_origin():
+    step, sample = fit_step_cost([10, 20, 40], [0.5e-3, 1.5e-3, 3.5e-3])  # intercept -0.5 ms
+    assert step == 0.0 and sample == pytest.approx(
+        np.dot([10, 20, 40], [0.5e-3, 1.5e-3, 3.5e-3]) / np.dot([10, 20, 40], [10, 20, 40]),
+        rel=1e-3,
+    )
+    assert fit_step_cost([32], [1e-3]) == (0.0, pytest.approx(1e-3 / 32, rel=1e-3))
+
+
+def test_a_step_is_timed_at_a_quarter_a_half_and_the_whole_batch():
+    assert batch_sizes(100) == [25, 50, 100] and batch_sizes(2) == [1, 2] and batch_sizes(1) == [1]
 
 
 # ---------------------------------------------------------------------------- under mpiexec
@@ -58,6 +84,8 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100
     assert set(p["compute"]["seconds_per_sample"]) == {"mlp", "cnn"}
+    assert set(p["compute"]["seconds_per_step"]) == {"mlp", "cnn"}
+    assert all(s >= 0 for s in p["compute"]["seconds_per_step"].values())
     assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
     assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
 

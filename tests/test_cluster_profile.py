@@ -31,6 +31,18 @@ def test_a_measured_model_comes_before_the_flop_rate(tmp_path):
     assert p.compute_seconds_per_sample("mlp", 10**6) == 1e-5
     assert p.compute_seconds_per_sample("cnn", 10**6) == pytest.approx(3e-3)
     assert (p.latency_s, p.bandwidth_Bps, p.network) == (2e-6, None, None)
+    assert p.compute_seconds_per_step("mlp") == 0.0  # an older profile: per sample alone
+
+
+def test_a_steps_fixed_part_goes_with_its_measured_per_sample_figure(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[compute]\nflops_per_s = 1e9\n"
+        "seconds_per_sample = { mlp = 1e-5 }\nseconds_per_step = { mlp = 6e-4 }\n"
+    )
+    p = load_profile(str(path))
+    assert p.compute_seconds_per_step("mlp") == 6e-4
+    assert p.compute_seconds_per_step("cnn") == 0.0  # from the FLOP rate: per sample alone
 
 
 def _cluster(tmp_path, argv):

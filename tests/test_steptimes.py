@@ -134,8 +134,11 @@ def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
 
 
 # ---------------------------------------------------------------------------- in the simulator
-def _profile(path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None):
-    """A profile holding constant step times ``step_s`` for the MLP (and cost models)."""
+def _profile(
+    path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None, per_sample=None
+):
+    """A profile holding constant step times ``step_s`` for the MLP (and cost models, and the
+    hot loop's seconds per sample)."""
     times = StepTimes.from_samples(
         [step_s], batch_size=batch_size, ranks=ranks, cores=cores, model="mlp"
     )
@@ -149,6 +152,8 @@ def _profile(path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, c
         },
         "compute": {"steps": {"mlp": times.to_dict()}},
     }
+    if per_sample is not None:
+        document["compute"]["seconds_per_sample"] = {"mlp": per_sample}
     path.write_text(tomli_w.dumps(document))
     return path
 
@@ -200,6 +205,30 @@ def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
         "empirical",
     )
     assert summary["compute_s"] / summary["iterations"] == pytest.approx(1.5e-3 / share, rel=1e-9)
+
+
+@pytest.mark.parametrize("batch", [25, 50, 200])
+def test_empirical_step_times_move_to_another_batch_by_the_hot_loops_slope(tmp_path, batch):
+    """Steps of 3 ms at batch 100 and 10 us a sample: 2 ms of each step does not grow with the
+    batch, so a batch of b costs 2 ms + b x 10 us (linear scaling would say b x 30 us)."""
+    profile = _profile(tmp_path / "p.toml", 3e-3, per_sample=1e-5)
+    summary, _ = _sim_run(
+        tmp_path,
+        "--nodes",
+        "2",
+        "--algorithm",
+        "allreduce",
+        "--batch-size",
+        str(batch),
+        "--iterations",
+        "10",
+        "--profile",
+        str(profile),
+        "--compute",
+        "empirical",
+    )
+    expected = 2e-3 + batch * 1e-5
+    assert summary["compute_s"] / summary["iterations"] == pytest.approx(expected, rel=1e-9)
 
 
 def test_empirical_compute_without_step_times_names_the_table(tmp_path):

@@ -15,6 +15,7 @@ keeps the profile small whatever the number of steps and makes a draw one interp
 """
 
 import csv
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -123,6 +124,29 @@ class StepTimes:
         i = min(int(x), len(GRID) - 2)
         q = self.quantiles_s
         return q[i] + (x - i) * (q[i + 1] - q[i])
+
+    def at_batch(self, batch, per_sample_s):
+        """These step times moved to steps of ``batch`` samples, given what one more sample costs
+        (``per_sample_s``, a calibration's hot-loop slope): each quantile times
+        ``t(batch) / t(B)`` with ``t(b) = fixed + b per_sample_s``, where ``fixed`` is what the
+        measured median at B leaves over ``B per_sample_s`` (the part of a step no sample adds
+        to: per-call overhead, the update). Times ``batch / B`` if that would be negative.
+
+        >>> times = StepTimes.from_samples([1e-3, 2e-3, 3e-3], batch_size=100)
+        >>> round(times.at_batch(50, 1e-5).median_s * 1e3, 6)  # fixed 1 ms + 50 x 10 us
+        1.5
+        """
+        fixed = self.median_s - per_sample_s * self.batch_size
+        if fixed >= 0 and per_sample_s > 0:
+            factor = (fixed + per_sample_s * batch) / self.median_s
+        else:
+            factor = batch / self.batch_size
+        return dataclasses.replace(
+            self,
+            quantiles_s=tuple(q * factor for q in self.quantiles_s),
+            batch_size=int(batch),
+            source=f"{self.source}, moved from batch {self.batch_size} to {batch}",
+        )
 
     def draw(self, rng):
         """One step's seconds drawn from the distribution (inverse transform of a uniform).
