@@ -357,7 +357,7 @@ def _measure_compute(models, X, y, dataset, quick):
     thread: the median step timed at `batch_sizes` of the batch and fitted (`fit_step_cost`)."""
     sizes = batch_sizes(len(y))
     return {
-        name: fit_step_cost(sizes, [_time_step(model, X[:b], y[:b], quick) for b in sizes])
+        name: fit_step_cost(sizes, _time_steps(model, X, y, sizes, quick))
         for name, model in models.items()
     }
 
@@ -387,30 +387,36 @@ def fit_step_cost(sizes, seconds):
     return 0.0, _round(float(np.dot(b, t) / np.dot(b, b)))  # through the origin: per sample
 
 
-def _time_step(model, X, y, quick):
-    """Median seconds of one training step (gradient and Adam update) on the batch.
+def _time_steps(model, X, y, sizes, quick):
+    """Median seconds of one training step (gradient and Adam update) on the first b samples of
+    the batch, for each b of ``sizes``.
 
-    Warm-up is by time, not count: the first tenth of a second or so runs up to 3x slower
-    (caches, clock ramp-up, the other ranks settling into their wait). Then at least 10 (quick)
-    or 30 timed repetitions and at least 0.2 s (quick) or 2 s of them, at most 2000."""
+    The sizes take turns, a step each, so that the machine's drift (this one's step time moves
+    by tens of percent over minutes) falls on all of them alike and leaves the fitted slope
+    alone. Warm-up is by time, not count: the first tenth of a second or so runs up to 3x
+    slower (caches, clock ramp-up, the other ranks settling into their wait). Then at least 10
+    (quick) or 30 rounds and at least 0.6 s (quick) or 3 s of them, at most 2000."""
     grad = np.empty(model.n_params, dtype=model.dtype)
     X = np.ascontiguousarray(X, dtype=model.dtype)  # converted once, as the training loop does
+    batches = [(X[:b], y[:b]) for b in sizes]
     adam = make_optimizer("adam", model.n_params, lr=1e-6)  # tiny steps: the weights stay sane
-    reps, warmup_s, budget_s = (10, 0.2, 0.2) if quick else (30, 1.0, 2.0)
+    reps, warmup_s, budget_s = (10, 0.2, 0.6) if quick else (30, 1.0, 3.0)
 
-    def step():
-        model.loss_and_gradient(X, y, out=grad)
+    def step(Xb, yb):
+        model.loss_and_gradient(Xb, yb, out=grad)
         adam.step(model.params, grad)
 
     start = time.perf_counter()
     while time.perf_counter() - start < warmup_s:
-        step()
-    times, start = [], time.perf_counter()
-    while len(times) < reps or (time.perf_counter() - start < budget_s and len(times) < 2000):
-        t0 = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
+        for batch in batches:
+            step(*batch)
+    times, start = [[] for _ in sizes], time.perf_counter()
+    while len(times[0]) < reps or (time.perf_counter() - start < budget_s and len(times[0]) < 2000):
+        for batch, timed in zip(batches, times, strict=True):
+            t0 = time.perf_counter()
+            step(*batch)
+            timed.append(time.perf_counter() - t0)
+    return [float(np.median(t)) for t in times]
 
 
 # ---------------------------------------------------------------------------- the profile

@@ -169,7 +169,7 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0, batch_
     ``--compute profile`` (implied by ``--ghost``) takes a step's seconds per sample and fixed
     seconds from the profile (`sim.cluster_profile`). A ghost run without a profile computes for
     free. ``--compute empirical`` moves the measured step times to the run's ``batch_size``
-    (`StepTimes.at_batch`, with the profile's seconds per sample).
+    (`StepTimes.at_batch`, by the profile's fit of a step's seconds against its batch).
     """
     seconds_per_sample, seconds_per_step, step_times = None, 0.0, None
     if cluster.ghost and cluster.compute not in (None, "profile"):
@@ -182,8 +182,11 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0, batch_
     if cluster.compute == "empirical" and not cluster.ghost:
         step_times = profile.compute_step_times(model_name)
         if batch_size and batch_size != step_times.batch_size:
-            slope = profile.seconds_per_sample.get(model_name, 0.0)
-            step_times = step_times.at_batch(batch_size, slope)
+            step_times = step_times.at_batch(
+                batch_size,
+                profile.compute_seconds_per_step(model_name),
+                profile.seconds_per_sample.get(model_name, 0.0),
+            )
     elif cluster.compute == "profile" or cluster.ghost:
         if profile is not None:
             seconds_per_sample = profile.compute_seconds_per_sample(model_name, flops_per_sample)

@@ -135,10 +135,10 @@ def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
 
 # ---------------------------------------------------------------------------- in the simulator
 def _profile(
-    path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None, per_sample=None
+    path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None, hot_loop=None
 ):
     """A profile holding constant step times ``step_s`` for the MLP (and cost models, and the
-    hot loop's seconds per sample)."""
+    hot loop's fit: (seconds per step, seconds per sample))."""
     times = StepTimes.from_samples(
         [step_s], batch_size=batch_size, ranks=ranks, cores=cores, model="mlp"
     )
@@ -152,8 +152,9 @@ def _profile(
         },
         "compute": {"steps": {"mlp": times.to_dict()}},
     }
-    if per_sample is not None:
-        document["compute"]["seconds_per_sample"] = {"mlp": per_sample}
+    if hot_loop is not None:
+        document["compute"]["seconds_per_step"] = {"mlp": hot_loop[0]}
+        document["compute"]["seconds_per_sample"] = {"mlp": hot_loop[1]}
     path.write_text(tomli_w.dumps(document))
     return path
 
@@ -208,10 +209,12 @@ def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
 
 
 @pytest.mark.parametrize("batch", [25, 50, 200])
-def test_empirical_step_times_move_to_another_batch_by_the_hot_loops_slope(tmp_path, batch):
-    """Steps of 3 ms at batch 100 and 10 us a sample: 2 ms of each step does not grow with the
-    batch, so a batch of b costs 2 ms + b x 10 us (linear scaling would say b x 30 us)."""
-    profile = _profile(tmp_path / "p.toml", 3e-3, per_sample=1e-5)
+@pytest.mark.parametrize("in_run", [1.0, 2.0])
+def test_empirical_step_times_move_to_another_batch_by_the_hot_loops_fit(tmp_path, batch, in_run):
+    """A hot loop of 2 ms + 10 us a sample (3 ms at batch 100), and steps measured in the run at
+    ``in_run`` times that: a batch of b costs in_run x (2 ms + b x 10 us), not b/100 of the
+    measured step."""
+    profile = _profile(tmp_path / "p.toml", in_run * 3e-3, hot_loop=(2e-3, 1e-5))
     summary, _ = _sim_run(
         tmp_path,
         "--nodes",
@@ -227,7 +230,7 @@ def test_empirical_step_times_move_to_another_batch_by_the_hot_loops_slope(tmp_p
         "--compute",
         "empirical",
     )
-    expected = 2e-3 + batch * 1e-5
+    expected = in_run * (2e-3 + batch * 1e-5)
     assert summary["compute_s"] / summary["iterations"] == pytest.approx(expected, rel=1e-9)
 
 

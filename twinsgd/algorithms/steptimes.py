@@ -125,20 +125,21 @@ class StepTimes:
         q = self.quantiles_s
         return q[i] + (x - i) * (q[i + 1] - q[i])
 
-    def at_batch(self, batch, per_sample_s):
-        """These step times moved to steps of ``batch`` samples, given what one more sample costs
-        (``per_sample_s``, a calibration's hot-loop slope): each quantile times
-        ``t(batch) / t(B)`` with ``t(b) = fixed + b per_sample_s``, where ``fixed`` is what the
-        measured median at B leaves over ``B per_sample_s`` (the part of a step no sample adds
-        to: per-call overhead, the update). Times ``batch / B`` if that would be negative.
+    def at_batch(self, batch, per_step_s, per_sample_s):
+        """These step times moved to steps of ``batch`` samples by a calibration's hot-loop fit
+        ``t(b) = per_step_s + b per_sample_s``: each quantile times ``t(batch) / t(B)``. A step
+        has a part no sample adds to (per-call overhead, the update of every weight), so the
+        time does not shrink in proportion to the batch; the ratio keeps whatever the real run
+        added to the hot loop (a cold cache, a busy memory bus) in proportion. Without a fit
+        (``per_sample_s`` 0): times ``batch / B``.
 
-        >>> times = StepTimes.from_samples([1e-3, 2e-3, 3e-3], batch_size=100)
-        >>> round(times.at_batch(50, 1e-5).median_s * 1e3, 6)  # fixed 1 ms + 50 x 10 us
-        1.5
+        >>> times = StepTimes.from_samples([2e-3, 4e-3, 6e-3], batch_size=100)
+        >>> round(times.at_batch(50, 1e-3, 1e-5).median_s * 1e3, 6)  # 4 ms x 1.5 / 2
+        3.0
         """
-        fixed = self.median_s - per_sample_s * self.batch_size
-        if fixed >= 0 and per_sample_s > 0:
-            factor = (fixed + per_sample_s * batch) / self.median_s
+        at_measured = per_step_s + per_sample_s * self.batch_size
+        if per_sample_s > 0 and per_step_s >= 0:
+            factor = (per_step_s + per_sample_s * batch) / at_measured
         else:
             factor = batch / self.batch_size
         return dataclasses.replace(
