@@ -43,7 +43,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                        rates_Bps and bursts_bytes as configured
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
-                batch_size, dataset, flops_per_sample
+                seconds_per_update (the Adam update's part of seconds_per_step), batch_size,
+                dataset, flops_per_sample
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -353,13 +354,16 @@ def _solo_own_code(argv, steps, dataset):
 
 
 def _measure_compute(models, X, y, dataset, quick):
-    """Each model's training step as ``(seconds per step, seconds per sample)``, with 1 BLAS
-    thread: the median step timed at `batch_sizes` of the batch and fitted (`fit_step_cost`)."""
+    """Each model's training step as ``(seconds per step, seconds per sample, seconds of the
+    update)``, with 1 BLAS thread: the gradient timed at `batch_sizes` of the batch and fitted
+    (`fit_step_cost`), and the Adam update (the same at every batch) added to its fixed part."""
     sizes = batch_sizes(len(y))
-    return {
-        name: fit_step_cost(sizes, _time_steps(model, X, y, sizes, quick))
-        for name, model in models.items()
-    }
+    measured = {}
+    for name, model in models.items():
+        gradients, update_s = _time_steps(model, X, y, sizes, quick)
+        per_step, per_sample = fit_step_cost(sizes, gradients)
+        measured[name] = (_round(per_step + update_s), per_sample, _round(update_s))
+    return measured
 
 
 def batch_sizes(batch):
@@ -388,8 +392,8 @@ def fit_step_cost(sizes, seconds):
 
 
 def _time_steps(model, X, y, sizes, quick):
-    """Median seconds of one training step (gradient and Adam update) on the first b samples of
-    the batch, for each b of ``sizes``.
+    """A training step on the first b samples of the batch, for each b of ``sizes``: (median
+    seconds of its gradient at each size, median seconds of its Adam update over all of them).
 
     The sizes take turns, a step each, so that the machine's drift (this one's step time moves
     by tens of percent over minutes) falls on all of them alike and leaves the fitted slope
@@ -402,21 +406,23 @@ def _time_steps(model, X, y, sizes, quick):
     adam = make_optimizer("adam", model.n_params, lr=1e-6)  # tiny steps: the weights stay sane
     reps, warmup_s, budget_s = (10, 0.2, 0.6) if quick else (30, 1.0, 3.0)
 
-    def step(Xb, yb):
-        model.loss_and_gradient(Xb, yb, out=grad)
-        adam.step(model.params, grad)
-
     start = time.perf_counter()
     while time.perf_counter() - start < warmup_s:
-        for batch in batches:
-            step(*batch)
-    times, start = [[] for _ in sizes], time.perf_counter()
-    while len(times[0]) < reps or (time.perf_counter() - start < budget_s and len(times[0]) < 2000):
-        for batch, timed in zip(batches, times, strict=True):
+        for Xb, yb in batches:
+            model.loss_and_gradient(Xb, yb, out=grad)
+            adam.step(model.params, grad)
+    gradients, updates, start = [[] for _ in sizes], [], time.perf_counter()
+    while len(updates) < reps * len(sizes) or (
+        time.perf_counter() - start < budget_s and len(updates) < 2000 * len(sizes)
+    ):
+        for (Xb, yb), timed in zip(batches, gradients, strict=True):
             t0 = time.perf_counter()
-            step(*batch)
-            timed.append(time.perf_counter() - t0)
-    return [float(np.median(t)) for t in times]
+            model.loss_and_gradient(Xb, yb, out=grad)
+            t1 = time.perf_counter()
+            adam.step(model.params, grad)
+            timed.append(t1 - t0)
+            updates.append(time.perf_counter() - t1)
+    return [float(np.median(t)) for t in gradients], float(np.median(updates))
 
 
 # ---------------------------------------------------------------------------- the profile
@@ -429,8 +435,9 @@ def _finish(args, measured, work, started):
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     incast = _incast_check(measured, oneway)
-    per_step = {name: step for name, (step, _) in measured["per_model"].items()}
-    per_model = {name: sample for name, (_, sample) in measured["per_model"].items()}
+    per_step = {name: step for name, (step, _, _) in measured["per_model"].items()}
+    per_model = {name: sample for name, (_, sample, _) in measured["per_model"].items()}
+    per_update = {name: update for name, (_, _, update) in measured["per_model"].items()}
     flops = {name: model.flops_per_sample for name, model in models.items()}
     rates = {name: 3 * flops[name] / per_model[name] for name in per_model}
     by_rate = sorted(per_model, key=rates.get)
@@ -461,6 +468,7 @@ def _finish(args, measured, work, started):
             "flops_per_s": float(f"{rates[median_model]:.4g}"),
             "seconds_per_sample": per_model,
             "seconds_per_step": per_step,
+            "seconds_per_update": per_update,
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "flops_per_sample": flops,
@@ -555,9 +563,9 @@ _HEADER = """\
 # OSU-style timings of a ping-pong (one way) and a Sendrecv (each way at once), every measured
 # point within max_rel_residual; [network.incast]: every other rank into rank 0, beside the star's
 # prediction from the one-way model. [compute] seconds_per_step + b x seconds_per_sample: a
-# training step of b samples in a hot loop, 1 BLAS thread; [compute.steps.MODEL]: compute
-# seconds per step of the real program (quantiles at 0, 1, ..., 100 %), for sim.run --compute
-# empirical.
+# training step of b samples in a hot loop, 1 BLAS thread, seconds_per_update of it Adam's;
+# [compute.steps.MODEL]: compute seconds per step of the real program (quantiles at 0, 1, ...,
+# 100 %), for sim.run --compute empirical.
 """
 
 
@@ -605,9 +613,9 @@ def _summary(oneway, sendrecv, incast, measured, rates, median_model, out, took_
             f"model is off by {100 * incast['max_rel_error']:.1f} % at worst"
         )
     models = ", ".join(
-        f"{m} {1e3 * step:.3g} ms a step + {1e6 * sample:.3g} us a sample "
-        f"({rates[m] / 1e9:.2f} GFLOP/s)"
-        for m, (step, sample) in measured["per_model"].items()
+        f"{m} {1e3 * step:.3g} ms a step (the update {1e3 * update:.3g} ms) + "
+        f"{1e6 * sample:.3g} us a sample ({rates[m] / 1e9:.2f} GFLOP/s)"
+        for m, (step, sample, update) in measured["per_model"].items()
     )
     lines.append(
         f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} ({median_model})"

@@ -33,6 +33,7 @@ with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
     seconds_per_sample = { mlp = 1.1e-5, cnn = 2.3e-4 }   # or one number for any model
     seconds_per_step = { mlp = 6.5e-4, cnn = 1.2e-3 }     # measured with them: a step of b
                                    # samples lasts seconds_per_step + b * seconds_per_sample
+    seconds_per_update = { mlp = 3.5e-4, cnn = 3.0e-4 }   # the optimizer's part of a step
 
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
@@ -80,6 +81,7 @@ class ClusterProfile:
     flops_per_s: float | None = None
     seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
     seconds_per_step: dict = field(default_factory=dict)  # the same keys: a step's fixed part
+    seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
@@ -129,6 +131,18 @@ class ClusterProfile:
             if key in self.seconds_per_sample:
                 return self.seconds_per_step.get(key, 0.0)
         return 0.0
+
+    def gradient_fit(self, model, whole_step=True):
+        """``(fixed seconds, seconds per sample)`` of a training step of ``model`` as the hot
+        loop measured it, for moving measured step times to another batch; ``whole_step``
+        False: of the gradient alone (the update's part taken off). (0, 0) without a measured
+        per-sample figure."""
+        if model not in self.seconds_per_sample:
+            return 0.0, 0.0
+        fixed = self.compute_seconds_per_step(model)
+        if not whole_step:
+            fixed = max(0.0, fixed - self.seconds_per_update.get(model, 0.0))
+        return fixed, self.seconds_per_sample[model]
 
     def compute_seconds_per_sample(self, model, flops_per_sample):
         """Seconds one training sample of ``model`` takes on one node; ValueError if the profile
@@ -180,6 +194,8 @@ def load_profile(name_or_path):
         per_sample = per_sample if isinstance(per_sample, dict) else {"*": per_sample}
         per_step = compute.get("seconds_per_step", {})
         per_step = per_step if isinstance(per_step, dict) else {"*": per_step}
+        per_update = compute.get("seconds_per_update", {})
+        per_update = per_update if isinstance(per_update, dict) else {"*": per_update}
         return ClusterProfile(
             path=str(name_or_path),
             name=str(cluster.get("name", path.stem)),
@@ -214,6 +230,10 @@ def load_profile(name_or_path):
             },
             seconds_per_step={
                 str(k): _number(v, f"[compute] seconds_per_step ({k})") for k, v in per_step.items()
+            },
+            seconds_per_update={
+                str(k): _number(v, f"[compute] seconds_per_update ({k})")
+                for k, v in per_update.items()
             },
         )
     except FileNotFoundError:

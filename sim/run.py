@@ -182,11 +182,9 @@ def compute_model(cluster, profile, seed, model_name, flops_per_sample=0, batch_
     if cluster.compute == "empirical" and not cluster.ghost:
         step_times = profile.compute_step_times(model_name)
         if batch_size and batch_size != step_times.batch_size:
-            step_times = step_times.at_batch(
-                batch_size,
-                profile.compute_seconds_per_step(model_name),
-                profile.seconds_per_sample.get(model_name, 0.0),
-            )
+            # gradients alone (own code timed in process) move by the gradient's own fit
+            fit = profile.gradient_fit(model_name, whole_step=step_times.own_code)
+            step_times = step_times.at_batch(batch_size, *fit)
     elif cluster.compute == "profile" or cluster.ghost:
         if profile is not None:
             seconds_per_sample = profile.compute_seconds_per_sample(model_name, flops_per_sample)

@@ -86,6 +86,8 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert set(p["compute"]["seconds_per_sample"]) == {"mlp", "cnn"}
     assert set(p["compute"]["seconds_per_step"]) == {"mlp", "cnn"}
     assert all(s >= 0 for s in p["compute"]["seconds_per_step"].values())
+    for model, update in p["compute"]["seconds_per_update"].items():  # Adam's part of the step
+        assert 0 < update <= p["compute"]["seconds_per_step"][model]
     assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
     assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
 

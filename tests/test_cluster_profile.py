@@ -43,6 +43,20 @@ def test_a_steps_fixed_part_goes_with_its_measured_per_sample_figure(tmp_path):
     p = load_profile(str(path))
     assert p.compute_seconds_per_step("mlp") == 6e-4
     assert p.compute_seconds_per_step("cnn") == 0.0  # from the FLOP rate: per sample alone
+    assert p.gradient_fit("mlp") == (6e-4, 1e-5) and p.gradient_fit("cnn") == (0.0, 0.0)
+
+
+def test_the_gradients_fit_leaves_the_update_out(tmp_path):
+    """Step times of gradients alone move by the gradient's fit: the update's part is off it."""
+    path = tmp_path / "c.toml"
+    path.write_text(
+        "[compute]\nseconds_per_sample = { mlp = 1e-5 }\nseconds_per_step = { mlp = 6e-4 }\n"
+        "seconds_per_update = { mlp = 3.5e-4 }\n"
+    )
+    p = load_profile(str(path))
+    fixed, per_sample = p.gradient_fit("mlp", whole_step=False)
+    assert fixed == pytest.approx(2.5e-4, rel=1e-12) and per_sample == 1e-5
+    assert p.gradient_fit("mlp", whole_step=True) == (6e-4, 1e-5)
 
 
 def _cluster(tmp_path, argv):
