@@ -314,6 +314,7 @@ def _train_steps(args, comm, model, work):
         "--eval-every",
         str(args.train_steps),
         "--no-progress",
+        "--overwrite",  # the profile's own run: a calibration again to the same --out renews it
         "--out",
         str(run_dir),
     ]

@@ -5,7 +5,8 @@
 # token-bucket links, python -m real.cluster); otherwise on this machine's shared memory.
 set -euo pipefail
 BIN=${BIN:-.venv/bin}
-TWIN=(--algorithm allreduce --iterations 300 --eval-every 100 --no-progress)
+# --overwrite: the demo's own run folders are replaced each time it runs
+TWIN=(--algorithm allreduce --iterations 300 --eval-every 100 --no-progress --overwrite)
 unset TWINSGD_DATA  # the bundled MNIST subset: no data and no internet needed
 if [ "$(id -u)" = 0 ] && "$BIN/python" -m real.cluster up --hosts 2 --bandwidth 1Gbit >/dev/null; then
     trap '"$BIN/python" -m real.cluster down >/dev/null' EXIT

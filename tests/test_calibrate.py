@@ -70,6 +70,18 @@ def profile(tmp_path_factory):
 
 
 @pytest.mark.mpi
+def test_a_calibration_again_to_the_same_file_renews_it_and_its_run(tmp_path):
+    """`make demo` calibrates to runs/this-machine.toml every time it runs."""
+    out = tmp_path / "p.toml"
+    for _ in range(2):
+        done = calibrate(2, "--quick", "--models", "mlp", "--train-steps", "4", "--out", str(out))
+        assert done.returncode == 0, done.stderr
+    run = tmp_path / "p.steps-mlp"
+    rows = (run / "steps.csv").read_text().splitlines()
+    assert (run / "summary.json").is_file() and len(rows) == 1 + 2 * 4  # the second run's alone
+
+
+@pytest.mark.mpi
 def test_the_profile_has_every_key_of_the_contract(profile):
     _, p = profile
     assert p["cluster"]["calibrated"] is True
