@@ -137,12 +137,13 @@ class ClusterProfile:
         loop measured it, for moving measured step times to another batch; ``whole_step``
         False: of the gradient alone (the update's part taken off). (0, 0) without a measured
         per-sample figure."""
-        if model not in self.seconds_per_sample:
+        key = next((k for k in (model, "*") if k in self.seconds_per_sample), None)
+        if key is None:
             return 0.0, 0.0
-        fixed = self.compute_seconds_per_step(model)
+        fixed = self.seconds_per_step.get(key, 0.0)
         if not whole_step:
-            fixed = max(0.0, fixed - self.seconds_per_update.get(model, 0.0))
-        return fixed, self.seconds_per_sample[model]
+            fixed = max(0.0, fixed - self.seconds_per_update.get(key, 0.0))
+        return fixed, self.seconds_per_sample[key]
 
     def compute_seconds_per_sample(self, model, flops_per_sample):
         """Seconds one training sample of ``model`` takes on one node; ValueError if the profile

@@ -57,6 +57,8 @@ def test_the_gradients_fit_leaves_the_update_out(tmp_path):
     fixed, per_sample = p.gradient_fit("mlp", whole_step=False)
     assert fixed == pytest.approx(2.5e-4, rel=1e-12) and per_sample == 1e-5
     assert p.gradient_fit("mlp", whole_step=True) == (6e-4, 1e-5)
+    path.write_text("[compute]\nseconds_per_sample = 1e-5\nseconds_per_step = 6e-4\n")
+    assert load_profile(str(path)).gradient_fit("cnn") == (6e-4, 1e-5)  # one figure for all
 
 
 def _cluster(tmp_path, argv):
