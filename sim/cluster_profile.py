@@ -127,10 +127,7 @@ class ClusterProfile:
         """The part of a training step of ``model`` that does not grow with its batch, seconds:
         measured with the profile's ``seconds_per_sample`` for that model, else 0 (a FLOP rate
         or an older profile charges per sample alone)."""
-        for key in (model, "*"):
-            if key in self.seconds_per_sample:
-                return self.seconds_per_step.get(key, 0.0)
-        return 0.0
+        return self.gradient_fit(model)[0]
 
     def gradient_fit(self, model, whole_step=True):
         """``(fixed seconds, seconds per sample)`` of a training step of ``model`` as the hot
@@ -191,12 +188,6 @@ def load_profile(name_or_path):
             document = tomllib.load(fh)
         cluster, network = document.get("cluster", {}), document.get("network", {})
         compute = document.get("compute", {})
-        per_sample = compute.get("seconds_per_sample", {})
-        per_sample = per_sample if isinstance(per_sample, dict) else {"*": per_sample}
-        per_step = compute.get("seconds_per_step", {})
-        per_step = per_step if isinstance(per_step, dict) else {"*": per_step}
-        per_update = compute.get("seconds_per_update", {})
-        per_update = per_update if isinstance(per_update, dict) else {"*": per_update}
         return ClusterProfile(
             path=str(name_or_path),
             name=str(cluster.get("name", path.stem)),
@@ -225,17 +216,9 @@ def load_profile(name_or_path):
                 if "flops_per_s" in compute
                 else None
             ),
-            seconds_per_sample={
-                str(k): _number(v, f"[compute] seconds_per_sample ({k})")
-                for k, v in per_sample.items()
-            },
-            seconds_per_step={
-                str(k): _number(v, f"[compute] seconds_per_step ({k})") for k, v in per_step.items()
-            },
-            seconds_per_update={
-                str(k): _number(v, f"[compute] seconds_per_update ({k})")
-                for k, v in per_update.items()
-            },
+            seconds_per_sample=_per_model(compute, "seconds_per_sample"),
+            seconds_per_step=_per_model(compute, "seconds_per_step"),
+            seconds_per_update=_per_model(compute, "seconds_per_update"),
         )
     except FileNotFoundError:
         presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))
@@ -248,6 +231,14 @@ def load_profile(name_or_path):
         raise ValueError(f"--profile {name_or_path}: {err}") from None
     except (OSError, TypeError, AttributeError, KeyError) as err:
         raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from None
+
+
+def _per_model(compute, key):
+    """``[compute] key`` as {model name (or "*" for any): seconds}: a table, or one number for
+    every model; each a finite number >= 0."""
+    table = compute.get(key, {})
+    table = table if isinstance(table, dict) else {"*": table}
+    return {str(k): _number(v, f"[compute] {key} ({k})") for k, v in table.items()}
 
 
 def _number(value, where, above=None):

@@ -183,6 +183,17 @@ def _sim_run(tmp_path, *argv):
     return json.loads((out / "summary.json").read_text()), out
 
 
+def _empirical_step_s(tmp_path, profile, nodes, batch):
+    """Compute seconds per iteration of 10 allreduce steps simulated with ``--compute
+    empirical`` on ``profile``."""
+    summary, _ = _sim_run(
+        tmp_path,
+        *("--nodes", str(nodes), "--algorithm", "allreduce", "--iterations", "10"),
+        *("--batch-size", str(batch), "--profile", str(profile), "--compute", "empirical"),
+    )
+    return summary["compute_s"] / summary["iterations"]
+
+
 @pytest.mark.parametrize(("nodes", "share"), [(2, 1.0), (4, 0.5)])
 def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
     tmp_path, nodes, share
@@ -190,22 +201,9 @@ def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
     """Constant measured steps of 3 ms per 100 samples: a batch of 50 costs 1.5 ms on 2 nodes
     of 2 cores, and twice that when 4 nodes share the 2 cores."""
     profile = _profile(tmp_path / "p.toml", 3e-3)
-    summary, _ = _sim_run(
-        tmp_path,
-        "--nodes",
-        str(nodes),
-        "--algorithm",
-        "allreduce",
-        "--batch-size",
-        "50",
-        "--iterations",
-        "10",
-        "--profile",
-        str(profile),
-        "--compute",
-        "empirical",
+    assert _empirical_step_s(tmp_path, profile, nodes, 50) == pytest.approx(
+        1.5e-3 / share, rel=1e-9
     )
-    assert summary["compute_s"] / summary["iterations"] == pytest.approx(1.5e-3 / share, rel=1e-9)
 
 
 @pytest.mark.parametrize("batch", [25, 50, 200])
@@ -215,23 +213,8 @@ def test_empirical_step_times_move_to_another_batch_by_the_hot_loops_fit(tmp_pat
     ``in_run`` times that: a batch of b costs in_run x (2 ms + b x 10 us), not b/100 of the
     measured step."""
     profile = _profile(tmp_path / "p.toml", in_run * 3e-3, hot_loop=(2e-3, 1e-5))
-    summary, _ = _sim_run(
-        tmp_path,
-        "--nodes",
-        "2",
-        "--algorithm",
-        "allreduce",
-        "--batch-size",
-        str(batch),
-        "--iterations",
-        "10",
-        "--profile",
-        str(profile),
-        "--compute",
-        "empirical",
-    )
     expected = in_run * (2e-3 + batch * 1e-5)
-    assert summary["compute_s"] / summary["iterations"] == pytest.approx(expected, rel=1e-9)
+    assert _empirical_step_s(tmp_path, profile, 2, batch) == pytest.approx(expected, rel=1e-9)
 
 
 def test_empirical_compute_without_step_times_names_the_table(tmp_path):
