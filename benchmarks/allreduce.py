@@ -44,7 +44,7 @@ def measure():
     from mpi4py import MPI
 
     from real.backend import ring_allreduce_mpi, run_collective_mpi
-    from twinsgd.algorithms.collectives import recursive_doubling_allreduce
+    from twinsgd.programs.collectives import recursive_doubling_allreduce
 
     comm = MPI.COMM_WORLD
     rank, size = comm.rank, comm.size

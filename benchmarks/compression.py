@@ -27,7 +27,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from twinsgd.algorithms.compression import ErrorFeedback, make_codec  # noqa: E402
+from twinsgd.programs.compression import ErrorFeedback, make_codec  # noqa: E402
 
 TARGET_GBPS = 0.5
 WARMUP = 3

@@ -21,9 +21,9 @@ ITERATIONS, ROUNDS = 100, 15
 
 def _setup(comm, measure_wait):
     from models import build_model, make_optimizer
-    from twinsgd.algorithms import make_node
-    from twinsgd.algorithms.config import RunConfig
     from twinsgd.data import load_dataset
+    from twinsgd.programs import make_node
+    from twinsgd.run.config import RunConfig
 
     cfg = RunConfig(
         algorithm="allreduce",
@@ -60,9 +60,9 @@ def plain_loop(comm):
 def node_program(comm, measure_wait):
     """allreduce_sgd on the real backend, run folder and all: training seconds per iteration."""
     from real.backend import Driver
-    from twinsgd.algorithms.allreduce import allreduce_sgd
-    from twinsgd.algorithms.runfolder import RunFolder
-    from twinsgd.algorithms.runlog import RunLog
+    from twinsgd.programs.allreduce import allreduce_sgd
+    from twinsgd.run.runfolder import RunFolder
+    from twinsgd.run.runlog import RunLog
 
     cfg, node = _setup(comm, measure_wait)
     folder = RunFolder(cfg.out)
@@ -91,9 +91,9 @@ class _NullModel:
 def machinery_only(comm, steps=20_000):
     """Seconds per step of driver, node program, schedule and bookkeeping around a free model."""
     from real.backend import Driver
-    from twinsgd.algorithms.allreduce import allreduce_sgd
-    from twinsgd.algorithms.runfolder import RunFolder
-    from twinsgd.algorithms.runlog import RunLog
+    from twinsgd.programs.allreduce import allreduce_sgd
+    from twinsgd.run.runfolder import RunFolder
+    from twinsgd.run.runlog import RunLog
 
     cfg, node = _setup(comm.Split(comm.rank, 0), False)
     cfg.iterations, node.model = steps, _NullModel()

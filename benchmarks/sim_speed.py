@@ -8,7 +8,7 @@
    pairs; an incast of 31 senders into rank 0, which receives from any source (contention: they
    queue at its NIC); ring allreduces, ``Allreduce(buf, op="sum", algo="ring")``, 2(p-1) messages
    per rank. Every message is 32 bytes. Each case runs with a log that only counts messages, and
-   with a real `algorithms.runlog.RunLog` (bookkeeping on): every node closes a step, a steps.csv
+   with a real `run.runlog.RunLog` (bookkeeping on): every node closes a step, a steps.csv
    row, per message it sends (ring: per allreduce). The peer is a bare SimPy loop of the same
    shape: senders ``yield timeout(nbytes / beta)``, ``yield timeout(latency)``, ``store.put(m)``;
    receivers ``yield store.get()``. All sides alternate in rounds, so machine noise falls on each
@@ -53,10 +53,10 @@ import numpy as np
 import simpy
 
 from sim.backend import ComputeModel, Simulator
-from twinsgd.algorithms.node import Step
-from twinsgd.algorithms.ops import ANY_SOURCE, Allreduce, Recv, Send
-from twinsgd.algorithms.runfolder import RunFolder
-from twinsgd.algorithms.runlog import RunLog
+from twinsgd.programs.node import Step
+from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
+from twinsgd.run.runfolder import RunFolder
+from twinsgd.run.runlog import RunLog
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s

@@ -32,8 +32,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twinsgd.algorithms.collectives import alpha_beta_time
-from twinsgd.algorithms.ghost import ghost_model
+from twinsgd.programs.collectives import alpha_beta_time
+from twinsgd.programs.ghost import ghost_model
 from twinsgd.analysis.study import (
     SMOKE,
     Verdict,

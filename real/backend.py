@@ -3,7 +3,7 @@
 Theory of operation: the driver loop sends each reply into the program and gets its next operation
 back (``op = program.send(reply)``), the SimPy way, and hands the operation to its handler: Compute
 runs the kernel, Send/Recv/SendRecv/Allreduce are one MPI call each (the ring allreduce is the
-`algorithms.collectives.ring_allreduce` generator driven over ``Sendrecv``), Evaluate is collective
+`programs.collectives.ring_allreduce` generator driven over ``Sendrecv``), Evaluate is collective
 and kept off the training clock.
 
 Every second of the process falls into exactly one bucket, and ``self.mark`` is where the uncharged
@@ -22,15 +22,14 @@ from time import perf_counter
 
 import numpy as np
 
-from twinsgd.algorithms.collectives import (
+from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     evaluate_for_log,
     finish_reduction,
     ring_allreduce,
 )
-from twinsgd.algorithms.faults import InjectedFault
-from twinsgd.algorithms.ops import (
+from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
     Allreduce,
@@ -41,13 +40,14 @@ from twinsgd.algorithms.ops import (
     Send,
     SendRecv,
 )
+from twinsgd.run.faults import InjectedFault
 
 TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's entry
 MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
 def run_collective_mpi(comm, program):
-    """Carry out a collective generator of `algorithms.collectives` (Send, Recv, SendRecv) with
+    """Carry out a collective generator of `programs.collectives` (Send, Recv, SendRecv) with
     one blocking MPI call per operation. Collective. Returns the bytes ``(sent, received)``."""
     reply, sent, received = None, 0, 0
     while True:
@@ -86,9 +86,9 @@ class Driver:
 
     Parameters
     ----------
-    node : algorithms.node.Node
+    node : programs.node.Node
         The node the program runs on; its ``on_step_end`` hook is installed here.
-    log : algorithms.runlog.RunLog
+    log : run.runlog.RunLog
         Receives seconds and bytes per step, evaluations, and (on rank 0) every rank's totals.
     comm : mpi4py.MPI.Comm or None
         The communicator of the run; None for one process without communication.
@@ -100,7 +100,7 @@ class Driver:
     watchdog : real.watchdog.Watchdog or None
         Told the step and the operation before each operation (the heartbeat), and how long
         steps and evaluations take.
-    faults : algorithms.faults.FaultSchedule or None
+    faults : run.faults.FaultSchedule or None
         This run's fault schedule, acted out here: a kill is SIGKILL of this process, an
         exception `InjectedFault` raised out of the program, a slow fault idles this rank
         ``factor - 1`` times each Compute's duration after it (as a node running at

@@ -14,7 +14,7 @@ What is measured, and why so
 - Network, the patterns the programs use (`real.netbench`): one-way ping-pong (Send/Recv),
   Sendrecv of n bytes each way (a ring step), an incast of every other rank into rank 0 (with 3
   ranks or more), and LogP's per-send overhead o. Sizes 8 B .. 4 MiB (``--quick``: powers of 4
-  to 2 MiB). Each of the first two gets a piecewise alpha-beta model (`algorithms.costfit`) that
+  to 2 MiB). Each of the first two gets a piecewise alpha-beta model (`calibration.costfit`) that
   reproduces every measured point within 5 %: one line cannot where a token bucket lets the
   first bytes through at line rate (a single line fitted 236 MB/s to a link shaped to 125
   MB/s). The incast is compared with what the one-way model predicts on a star (k messages
@@ -67,7 +67,7 @@ import numpy as np
 
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
-from twinsgd.algorithms.steptimes import step_times_from_run
+from twinsgd.calibration.steptimes import step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
 
 # Message sizes, bytes: 8 B .. 4 MiB (--quick: powers of 4 to 2 MiB), past the largest message
@@ -174,7 +174,7 @@ def main(argv=None):
 
 
 def _from_run_main(argv):
-    from twinsgd.algorithms.config import OneLineParser
+    from twinsgd.run.config import OneLineParser
 
     parser = build_parser(OneLineParser)
     args = parser.parse_args(argv)
@@ -334,10 +334,10 @@ def _solo_own_code(argv, steps, dataset):
     """Seconds per step of the program's own code (all its compute but the gradient's) when
     it runs alone in this process with nothing else going on, as the simulator times it."""
     from real.backend import Driver
-    from twinsgd.algorithms import attach_optimizer, make_node, node_program
-    from twinsgd.algorithms.config import parse_config
-    from twinsgd.algorithms.runfolder import RunFolder
-    from twinsgd.algorithms.runlog import RunLog, run_header
+    from twinsgd.programs import attach_optimizer, make_node, node_program
+    from twinsgd.run.config import parse_config
+    from twinsgd.run.runfolder import RunFolder
+    from twinsgd.run.runlog import RunLog, run_header
 
     cfg = parse_config(argv)
     model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
@@ -430,7 +430,7 @@ def _time_steps(model, X, y, sizes, quick):
 # ---------------------------------------------------------------------------- the profile
 def _finish(args, measured, work, started):
     """Fit, write the profile atomically, print the summary (rank 0)."""
-    from twinsgd.algorithms.costfit import fit_segments
+    from twinsgd.calibration.costfit import fit_segments
 
     models, _, _, dataset = work
     sizes = measured["sizes"]

@@ -4,7 +4,7 @@ import sys
 
 from mpi4py import MPI
 
-from twinsgd.algorithms.config import OneLineParser
+from twinsgd.run.config import OneLineParser
 
 
 class RankZeroParser(OneLineParser):

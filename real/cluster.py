@@ -49,7 +49,7 @@ THREAD_ENV = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 def build_parser():
-    from twinsgd.algorithms.config import OneLineParser  # imported here: it brings numpy (0.5 s)
+    from twinsgd.run.config import OneLineParser  # imported here: it brings numpy (0.5 s)
 
     parser = OneLineParser(
         prog="python -m real.cluster",
@@ -112,7 +112,7 @@ def _add_shape_arguments(parser, hosts_required):
 
 def _parse_rate(text):
     """Bytes/s from ``1Gbit`` (tc's spelling), ``1Gbps``, ``125MB/s``, within tbf's range."""
-    from twinsgd.algorithms.units import parse_tc_rate_Bps
+    from twinsgd.run.units import parse_tc_rate_Bps
 
     text = text.strip()
     try:
@@ -141,7 +141,7 @@ def _per_host(text, n, what):
 
 def _host_plan(args):
     """The hosts to build from the flags: dicts with k, rate text and bytes/s, burst, cpu."""
-    from twinsgd.algorithms.units import parse_nbytes
+    from twinsgd.run.units import parse_nbytes
 
     n = args.hosts
     if not 1 <= n <= netns.MAX_HOSTS:

@@ -32,13 +32,14 @@ from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
 from real.watchdog import Heartbeat, Watchdog
-from twinsgd.algorithms import node_program, prepare_nodes, updates_per_step
-from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from twinsgd.algorithms.config import add_config_arguments, parse_config
-from twinsgd.algorithms.faults import InjectedFault
-from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, chrome_trace, progress_bar, run_header
 from twinsgd.data import DataError, load_dataset
+from twinsgd.programs import node_program, updates_per_step
+from twinsgd.run import prepare_nodes
+from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
+from twinsgd.run.config import add_config_arguments, parse_config
+from twinsgd.run.faults import InjectedFault
+from twinsgd.run.runfolder import RunFolder, claim_run_folder
+from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
 FORWARD_S = 0.2  # mpiexec forwards a rank's stderr line in this time; MPI_Abort may drop it

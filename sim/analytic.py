@@ -6,7 +6,7 @@ synchronisation, size-only ``--ghost`` payloads, the ring), the event simulation
 computes ``c_i = (seconds_per_step + b * seconds_per_sample) * (straggle_i / speed_i)`` (the same
 draws as the event engine, `ComputeModel.straggle_factors`), arrives at ``t + c_i``, and every
 node leaves at ``t' = (t + max_i c_i) + T`` with ``T`` the ring's alpha-beta time
-``2(p-1)(alpha + n/(p beta))`` (`algorithms.collectives.alpha_beta_time`). Node i's wait is
+``2(p-1)(alpha + n/(p beta))`` (`programs.collectives.alpha_beta_time`). Node i's wait is
 ``(t' - T) - (t + c_i)``, its comm ``T``. This module computes exactly that, a step at a time
 over arrays of p nodes, in the same floating-point operations as the event engine (tested equal
 to it to 1e-9 at 1,000 nodes), at O(p) numpy work per step instead of O(p) SimPy events: a
@@ -22,9 +22,9 @@ import math
 
 import numpy as np
 
-from twinsgd.algorithms.collectives import allreduce_bytes, alpha_beta_time
-from twinsgd.algorithms.node import Step
-from twinsgd.algorithms.runlog import RunLog
+from twinsgd.programs.collectives import allreduce_bytes, alpha_beta_time
+from twinsgd.programs.node import Step
+from twinsgd.run.runlog import RunLog
 
 SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
 

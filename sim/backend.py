@@ -15,7 +15,7 @@ idle nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N m
 NIC queue behind each other there. ``--network fat-tree:K | torus | ring | FILE`` route over more
 hops (`sim.network.make_network`).
 
-Faults (``--faults FILE``, ``--fail``: `algorithms.faults`) are acted out as the real backend acts
+Faults (``--faults FILE``, ``--fail``: `run.faults`) are acted out as the real backend acts
 them out: a kill stops the node's process, an exception raises `InjectedFault` out of the run, a
 slow fault multiplies the node's compute time; nodes left waiting on a killed one get `PeerFailed`.
 """
@@ -29,7 +29,7 @@ import numpy as np
 import simpy
 
 from sim.network import RoutedNetwork, make_network
-from twinsgd.algorithms.collectives import (
+from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     alpha_beta_time,
@@ -38,9 +38,8 @@ from twinsgd.algorithms.collectives import (
     mpich_allreduce,
     run_in_process,
 )
-from twinsgd.algorithms.faults import Fault, FaultSchedule, InjectedFault
-from twinsgd.algorithms.ghost import GhostArray
-from twinsgd.algorithms.ops import (
+from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
     Allreduce,
@@ -52,6 +51,7 @@ from twinsgd.algorithms.ops import (
     Send,
     SendRecv,
 )
+from twinsgd.run.faults import Fault, FaultSchedule, InjectedFault
 
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
 
@@ -67,7 +67,7 @@ class ComputeModel:
         and a program's own code between operations what it took. A number (``--compute
         profile``): a Compute over b samples lasts ``seconds_per_step + b * seconds_per_sample``;
         the program's own code is taken as included.
-    step_times : algorithms.steptimes.StepTimes or None
+    step_times : calibration.steptimes.StepTimes or None
         ``--compute empirical``: a Compute over b samples lasts one draw from the distribution
         of step times measured in a real run, times ``b / step_times.batch_size``; the program's
         own code is taken as included (it was in the measured steps). Wins over
@@ -202,9 +202,9 @@ class Simulator:
 
     Parameters
     ----------
-    nodes : list of algorithms.node.Node
+    nodes : list of programs.node.Node
         One per rank, in rank order.
-    logs : list of algorithms.runlog.RunLog
+    logs : list of run.runlog.RunLog
         One per rank; the reporter's writes the summary files.
     latency_s, bandwidth_Bps : float
         The star network's alpha (seconds) and beta (bytes per second).
@@ -312,7 +312,7 @@ class Simulator:
         """Run every program to its end; return their return values (rank order; None for a
         node that failed).
 
-        ``faults``: the run's `algorithms.faults.FaultSchedule`, acted out as the real backend
+        ``faults``: the run's `run.faults.FaultSchedule`, acted out as the real backend
         does: a fault strikes as its rank starts step ``step`` (its own count, as the real
         backend counts) or at ``time`` on the simulated clock. A kill ends the node's process
         there; an exception raises `InjectedFault` from here; a slow fault multiplies the

@@ -58,9 +58,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.shaping import ShapedPattern, Shaping
-from twinsgd.algorithms.costfit import PiecewiseCost
-from twinsgd.algorithms.steptimes import StepTimes
-from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_seconds
+from twinsgd.calibration.costfit import PiecewiseCost
+from twinsgd.calibration.steptimes import StepTimes
+from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
 PRESETS = importlib.resources.files("sim") / "profiles"  # package data: works installed
 PATTERNS = ("oneway", "sendrecv")  # message patterns a calibration measures a cost model of

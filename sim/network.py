@@ -171,7 +171,7 @@ class RoutedNetwork:
     costs : dict, optional
         Measured node-to-node cost models by pattern (``oneway``: Send/Recv; ``sendrecv``: both
         ways at once), each with ``alpha_s(nbytes)`` and ``beta_Bps(nbytes)``
-        (`algorithms.costfit.PiecewiseCost`, from a calibrated profile). A message of a pattern
+        (`calibration.costfit.PiecewiseCost`, from a calibrated profile). A message of a pattern
         that has one holds its route's links ``n / beta(n)`` and arrives ``alpha(n)`` later,
         instead of the route's latency and bandwidth: a calibration measures whole routes
         between nodes, so this is for a star, where a route is one node-to-node hop.

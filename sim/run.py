@@ -30,16 +30,17 @@ from sim.analytic import check_analytic, run_analytic
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import ClusterProfile, load_profile
 from sim.network import make_network
-from twinsgd.algorithms import node_program, prepare_nodes, updates_per_step
-from twinsgd.algorithms.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from twinsgd.algorithms.config import OneLineParser, RunConfig, add_config_arguments, parse_command
-from twinsgd.algorithms.faults import FaultSchedule, InjectedFault, parse_fail_spec
-from twinsgd.algorithms.ghost import ghost_dataset, ghost_model
-from twinsgd.algorithms.ops import PeerFailed
-from twinsgd.algorithms.runfolder import RunFolder, claim_run_folder
-from twinsgd.algorithms.runlog import RunLog, chrome_trace, progress_bar, run_header
-from twinsgd.algorithms.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
 from twinsgd.data import DataError, load_dataset
+from twinsgd.programs import node_program, updates_per_step
+from twinsgd.programs.ghost import ghost_dataset, ghost_model
+from twinsgd.programs.ops import PeerFailed
+from twinsgd.run import prepare_nodes
+from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
+from twinsgd.run.config import OneLineParser, RunConfig, add_config_arguments, parse_command
+from twinsgd.run.faults import FaultSchedule, InjectedFault, parse_fail_spec
+from twinsgd.run.runfolder import RunFolder, claim_run_folder
+from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
+from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
 
 DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
 
@@ -568,7 +569,7 @@ def simulate(cfg, cluster, say=_stderr):
     Examples
     --------
     >>> import tempfile
-    >>> from twinsgd.algorithms.config import parse_command
+    >>> from twinsgd.run.config import parse_command
     >>> cfg, cluster = parse_command(["--nodes", "8", "--algorithm", "allreduce", "--ghost",
     ...                               "resnet50", "--iterations", "5", "--no-progress",
     ...                               "--out", tempfile.mkdtemp()], build_parser())

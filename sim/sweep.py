@@ -53,7 +53,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twinsgd.algorithms.config import CheckingParser, OneLineParser, option_actions, parse_command
+from twinsgd.run.config import CheckingParser, OneLineParser, option_actions, parse_command
 
 SUMMARY_COLUMNS = (
     "status",

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from twinsgd.algorithms.ops import Recv, Send
+from twinsgd.programs.ops import Recv, Send
 
 
 def ping_pong(nbytes):

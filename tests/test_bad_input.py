@@ -18,10 +18,10 @@ from hypothesis import strategies as st
 
 from sim import run, sweep
 from sim.run import parse_stragglers
-from twinsgd.algorithms import units
-from twinsgd.algorithms.config import CheckingParser
-from twinsgd.algorithms.faults import parse_fail_spec, parse_faults
 from twinsgd.analysis import compare
+from twinsgd.programs import units
+from twinsgd.run.config import CheckingParser
+from twinsgd.run.faults import parse_fail_spec, parse_faults
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE = ["--dataset", "mnist-subset", "--iterations", "2", "--no-progress"]

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from models import build_model
 from real.calibrate import _round, batch_sizes, fit_step_cost
-from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_seconds
+from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -128,7 +128,7 @@ def test_flops_per_s_is_three_forward_passes_of_the_median_model(profile):
 @pytest.mark.mpi
 def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
     """Each model's recorded residuals are its own predictions against the measured points."""
-    from twinsgd.algorithms.costfit import PiecewiseCost
+    from twinsgd.calibration.costfit import PiecewiseCost
 
     _, p = profile
     for pattern in ("oneway", "sendrecv"):
@@ -144,7 +144,7 @@ def test_step_times_come_from_the_real_program_beside_the_profile(profile):
     path, p = profile
     run = path.with_name(f"{path.stem}.steps-mlp")
     assert (run / "steps.csv").exists()
-    from twinsgd.algorithms.steptimes import step_times_from_run
+    from twinsgd.calibration.steptimes import step_times_from_run
 
     times = step_times_from_run(run)
     steps = p["compute"]["steps"]["mlp"]

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from twinsgd.algorithms.collectives import (
+from twinsgd.programs.collectives import (
     allreduce_bytes,
     alpha_beta_time,
     binomial_bcast,
@@ -29,7 +29,7 @@ from twinsgd.algorithms.collectives import (
     ring_allreduce,
     ring_allreduce_bytes,
 )
-from twinsgd.algorithms.ops import Recv, Send, SendRecv
+from twinsgd.programs.ops import Recv, Send, SendRecv
 
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second: round numbers, visible in failures
 SIZES = range(1, 10)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from twinsgd.algorithms.compression import (
+from twinsgd.programs.compression import (
     CODECS,
     HEADER_NBYTES,
     ErrorFeedback,

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from twinsgd.algorithms.config import (
+from twinsgd.run.config import (
     DEFAULT_LR,
     MIN_DEFAULT_STEPS,
     RunConfig,

@@ -1,4 +1,4 @@
-"""algorithms.costfit: piecewise alpha-beta fits against the models that made the data, measured
+"""calibration.costfit: piecewise alpha-beta fits against the models that made the data, measured
 times, scipy's bounded least squares, and the profile round trip."""
 
 import math
@@ -10,7 +10,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import lsq_linear
 
-from twinsgd.algorithms.costfit import PiecewiseCost, fit_segments
+from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
 
 SIZES = 2 ** np.arange(3, 24)  # 8 B .. 8 MiB, bytes
 

@@ -7,12 +7,12 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("twinsgd.algorithms", "twinsgd.data", "models", "topologies", "sim", "twinsgd.analysis")
+PACKAGES = ("twinsgd.programs", "twinsgd.data", "models", "topologies", "sim", "twinsgd.analysis")
 HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must keep some
-    "twinsgd.algorithms.compression",
-    "twinsgd.algorithms.units",
-    "twinsgd.algorithms.collectives",
-    "twinsgd.algorithms.ghost",
+    "twinsgd.programs.compression",
+    "twinsgd.run.units",
+    "twinsgd.programs.collectives",
+    "twinsgd.programs.ghost",
     "twinsgd.data.errors",
     "twinsgd.data.dataset",
     "twinsgd.data.synthetic",

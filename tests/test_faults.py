@@ -2,7 +2,7 @@
 
 import pytest
 
-from twinsgd.algorithms.faults import Fault, load_faults, parse_fail_spec, parse_faults
+from twinsgd.run.faults import Fault, load_faults, parse_fail_spec, parse_faults
 
 
 def test_a_schedule_file_reads_into_faults(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from models import profile
 from sim import run
-from twinsgd.algorithms.ghost import GhostArray, ghost_model
+from twinsgd.programs.ghost import GhostArray, ghost_model
 
 ALPHA, BETA = 5e-6, 1.25e9  # 5 us, 10 Gb/s
 NETWORK = ["--latency", "5us", "--bandwidth", "10Gbps"]

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from tests.programs import faults_file
-from twinsgd.algorithms.collectives import chunk_bounds, ring_allreduce_bytes
+from twinsgd.programs.collectives import chunk_bounds, ring_allreduce_bytes
 
 pytestmark = pytest.mark.mpi
 ROOT = Path(__file__).resolve().parents[1]

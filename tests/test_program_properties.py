@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.run import build_parser, simulate
-from twinsgd.algorithms.config import CheckingParser, parse_command
+from twinsgd.run.config import CheckingParser, parse_command
 
 STEPS, BATCH = 6, 16
 COMMON = [

@@ -8,7 +8,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from twinsgd.algorithms.runfolder import CsvLog, RunFolder, claim_run_folder
+from twinsgd.run.runfolder import CsvLog, RunFolder, claim_run_folder
 
 
 def test_json_is_strict_and_numpy_scalars_become_plain(tmp_path):

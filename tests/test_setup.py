@@ -3,9 +3,9 @@
 import pytest
 
 from models import build_model
-from twinsgd.algorithms import attach_optimizer, make_node
-from twinsgd.algorithms.config import RunConfig
 from twinsgd.data import load_dataset
+from twinsgd.programs import attach_optimizer, make_node
+from twinsgd.run.config import RunConfig
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sim.backend import ComputeModel, Simulator
 from sim.fairshare import FluidStar
 from sim.shaping import ShapedPattern, Shaping
-from twinsgd.algorithms.ops import Recv, Send, SendRecv
+from twinsgd.programs.ops import Recv, Send, SendRecv
 
 RATE, BURST = 125e6, 125_000.0  # 1 Gbit/s, 125 KB: what real.cluster sets up
 EFF, LINE, ALPHA = 0.956, 240e6, 15e-6
@@ -148,7 +148,7 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     import tomli_w
 
     from sim.cluster_profile import load_profile
-    from twinsgd.algorithms.costfit import PiecewiseCost
+    from twinsgd.calibration.costfit import PiecewiseCost
 
     def cost(alpha_s, line_Bps, rate_Bps):
         nan = (float("nan"), float("nan"))

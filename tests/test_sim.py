@@ -13,7 +13,7 @@ import pytest
 
 from sim.backend import ComputeModel, Simulator
 from tests.programs import ping_pong
-from twinsgd.algorithms.ops import Allreduce, Exchange, Recv, Send
+from twinsgd.programs.ops import Allreduce, Exchange, Recv, Send
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")

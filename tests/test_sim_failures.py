@@ -9,7 +9,7 @@ import pytest
 from sim import run
 from sim.backend import ComputeModel, Simulator
 from tests.programs import faults_file
-from twinsgd.algorithms.ops import Recv
+from twinsgd.programs.ops import Recv
 
 
 def _run(tmp_path, argv, profile_s=1e-3):

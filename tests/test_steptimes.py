@@ -19,9 +19,9 @@ from hypothesis import strategies as st
 from sim.backend import ComputeModel, Simulator
 from sim.cluster_profile import load_profile
 from tests.programs import ping_pong
-from twinsgd.algorithms.costfit import PiecewiseCost
-from twinsgd.algorithms.ops import Recv, Send, SendRecv
-from twinsgd.algorithms.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
+from twinsgd.calibration.costfit import PiecewiseCost
+from twinsgd.calibration.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
+from twinsgd.programs.ops import Recv, Send, SendRecv
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -482,7 +482,7 @@ def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(t
 
 def test_bytes_moved_by_an_operation():
     from sim.backend import COLD_BYTES, _bytes_moved
-    from twinsgd.algorithms.ops import Allreduce, Exchange
+    from twinsgd.programs.ops import Allreduce, Exchange
 
     big, small = np.zeros(2**15, np.float32), np.zeros(8, np.float32)
     assert _bytes_moved(Allreduce(buf=big, op="mean")) == big.nbytes >= COLD_BYTES

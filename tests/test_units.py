@@ -2,7 +2,7 @@
 
 import pytest
 
-from twinsgd.algorithms.units import parse_bandwidth_Bps, parse_factor, parse_nbytes, parse_seconds
+from twinsgd.run.units import parse_bandwidth_Bps, parse_factor, parse_nbytes, parse_seconds
 
 
 @pytest.mark.parametrize(

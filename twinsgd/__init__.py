@@ -4,8 +4,10 @@ The command-line entry points keep the project card's short names: ``python -m r
 ``python -m sim.run`` (with ``real``, ``sim``, ``models`` and ``topologies`` beside this package).
 Everything else lives here, under one name that cannot collide with a user's ``data.py``:
 
-- `twinsgd.algorithms`: the node programs, the operations they yield, run configuration, run
-  folders, faults and checkpoints;
+- `twinsgd.programs`: the node programs, the operations they yield, collectives, codecs, ghosts;
+- `twinsgd.run`: run configuration (flags, TOML, units), run folders and their writers, faults,
+  checkpoints, the set-up both front ends share;
+- `twinsgd.calibration`: cost fits of measured messages and step times;
 - `twinsgd.data`: data set readers, downloads (checksummed), the bundled subset;
 - `twinsgd.analysis`: comparison, validation, plots, studies, recommendation.
 

@@ -14,12 +14,12 @@ from mpi4py import MPI
 
 from models import make_optimizer
 from real.backend import Driver
-from twinsgd.algorithms import make_node
-from twinsgd.algorithms.config import RunConfig
-from twinsgd.algorithms.gossip import gossip_sgd
-from twinsgd.algorithms.runfolder import RunFolder
-from twinsgd.algorithms.runlog import RunLog
 from twinsgd.data import load_dataset
+from twinsgd.programs import make_node
+from twinsgd.programs.gossip import gossip_sgd
+from twinsgd.run.config import RunConfig
+from twinsgd.run.runfolder import RunFolder
+from twinsgd.run.runlog import RunLog
 
 ROUNDS = 40
 comm = MPI.COMM_WORLD

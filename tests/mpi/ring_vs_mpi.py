@@ -8,7 +8,7 @@ import numpy as np
 from mpi4py import MPI
 
 from real.backend import run_collective_mpi
-from twinsgd.algorithms.collectives import (
+from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     binomial_bcast,

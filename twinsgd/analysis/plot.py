@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from twinsgd.algorithms.config import OneLineParser
+from twinsgd.run.config import OneLineParser
 
 KINDS = ("accuracy", "breakdown", "speedup", "predicted", "timeline")
 PARTS = (

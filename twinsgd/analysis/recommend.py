@@ -31,8 +31,8 @@ import tempfile
 from pathlib import Path
 
 from sim.sweep import run_point
-from twinsgd.algorithms.ghost import TRAIN_EXAMPLES
 from twinsgd.analysis.study import markdown
+from twinsgd.programs.ghost import TRAIN_EXAMPLES
 
 BASELINE = "allreduce every step"
 

@@ -49,7 +49,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twinsgd.algorithms.config import OneLineParser
 from twinsgd.analysis import prediction_table
 from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this command's too)
     CALIBRATION_HOSTS,
@@ -63,6 +62,7 @@ from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this
     targets,
     write_outputs,
 )
+from twinsgd.run.config import OneLineParser
 
 CONFIGS = {  # name -> real.train / sim.run flags
     "allreduce-ring": ("--algorithm", "allreduce", "--allreduce", "ring"),
@@ -129,7 +129,7 @@ def network_rate_Bps(text):
     >>> network_rate_Bps("100Mbit"), network_rate_Bps("1Gbps")
     (12500000.0, 125000000.0)
     """
-    from twinsgd.algorithms.units import parse_tc_rate_Bps
+    from twinsgd.run.units import parse_tc_rate_Bps
 
     rate_Bps = parse_tc_rate_Bps(text)
     if not rate_Bps > 0:
@@ -287,7 +287,7 @@ def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
 
 def _refused(flags, hosts):
     """Why real.train would refuse ``flags`` on ``hosts`` ranks (its own rules), or None."""
-    from twinsgd.algorithms.config import CheckingParser, add_config_arguments, parse_config
+    from twinsgd.run.config import CheckingParser, add_config_arguments, parse_config
 
     try:
         parse_config(flags, add_config_arguments(CheckingParser(prog="real.train"))).check_size(

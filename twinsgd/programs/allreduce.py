@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from twinsgd.algorithms.ops import Allreduce, Compute
+from twinsgd.programs.ops import Allreduce, Compute
 
 
 def allreduce_sgd(node):

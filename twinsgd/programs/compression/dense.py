@@ -9,7 +9,7 @@ Bytes on the wire, for a length-n gradient::
 
 import numpy as np
 
-from twinsgd.algorithms.compression.base import HEADER_NBYTES, Codec, Message
+from twinsgd.programs.compression.base import HEADER_NBYTES, Codec, Message
 
 FP16_MAX = float(np.finfo(np.float16).max)  # 65504.0
 

@@ -24,7 +24,7 @@ Bytes per node per exchange: ``4 * params`` (or the message's ``nbytes``) to eac
 
 import numpy as np
 
-from twinsgd.algorithms.ops import Compute, Exchange
+from twinsgd.programs.ops import Compute, Exchange
 
 MIX = 3
 

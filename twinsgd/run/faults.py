@@ -33,8 +33,8 @@ Fault(rank=3, kind='kill', step=None, time_s=12.5, factor=1.0, steps=1)
 import math
 from dataclasses import dataclass
 
-from twinsgd.algorithms.tomlfile import read_toml
-from twinsgd.algorithms.units import parse_seconds
+from twinsgd.run.tomlfile import read_toml
+from twinsgd.run.units import parse_seconds
 
 KINDS = ("kill", "exception", "slow")
 _KEYS = {"rank", "step", "time", "kind", "factor", "steps"}

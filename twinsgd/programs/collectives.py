@@ -10,7 +10,7 @@ from collections import defaultdict, deque
 
 import numpy as np
 
-from twinsgd.algorithms.ops import Recv, Send, SendRecv
+from twinsgd.programs.ops import Recv, Send, SendRecv
 
 
 def chunk_bounds(n, size):

@@ -9,7 +9,7 @@ n <= 256, 2 for n <= 65536, else 4. Bytes on the wire: ``HEADER_NBYTES + k (4 + 
 
 import numpy as np
 
-from twinsgd.algorithms.compression.base import HEADER_NBYTES, Codec, Message, index_dtype
+from twinsgd.programs.compression.base import HEADER_NBYTES, Codec, Message, index_dtype
 
 
 def kept_count(fraction, n):

@@ -3,9 +3,9 @@ fp16``, parsed and checked one rule per line."""
 
 import math
 
-from twinsgd.algorithms.compression.dense import FP16, NoCompression, Sign
-from twinsgd.algorithms.compression.qsgd import MAX_LEVELS, QSGD
-from twinsgd.algorithms.compression.sparse import RandomK, Threshold, TopK
+from twinsgd.programs.compression.dense import FP16, NoCompression, Sign
+from twinsgd.programs.compression.qsgd import MAX_LEVELS, QSGD
+from twinsgd.programs.compression.sparse import RandomK, Threshold, TopK
 
 CODECS = ("none", "threshold", "topk", "randomk", "qsgd", "sign", "fp16")
 """The codec family names, in the order the CLI lists them."""

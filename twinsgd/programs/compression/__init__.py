@@ -1,6 +1,6 @@
 """Gradient compression: codecs for a flat float32 gradient, and error feedback.
 
->>> from twinsgd.algorithms.compression import make_codec, ErrorFeedback
+>>> from twinsgd.programs.compression import make_codec, ErrorFeedback
 >>> codec = make_codec("topk:0.01")                       # the --compress spec
 >>> msg = codec.encode(g, rng=rng)                        # doctest: +SKIP
 >>> msg.nbytes                                            # doctest: +SKIP
@@ -28,9 +28,9 @@ of numpy arrays in their wire dtypes, so they pickle (mpi4py's ``send``/``allgat
 ``nbytes`` plus a few hundred bytes.
 """
 
-from twinsgd.algorithms.compression.base import HEADER_NBYTES, Codec, Message, index_dtype
-from twinsgd.algorithms.compression.feedback import ErrorFeedback
-from twinsgd.algorithms.compression.spec import CODECS, make_codec
+from twinsgd.programs.compression.base import HEADER_NBYTES, Codec, Message, index_dtype
+from twinsgd.programs.compression.feedback import ErrorFeedback
+from twinsgd.programs.compression.spec import CODECS, make_codec
 
 __all__ = [
     "CODECS",

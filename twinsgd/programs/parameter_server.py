@@ -35,7 +35,7 @@ error-feedback residual per server); the weights come back dense.
 
 import numpy as np
 
-from twinsgd.algorithms.ops import ANY_SOURCE, Compute, PeerFailed, Recv, Send
+from twinsgd.programs.ops import ANY_SOURCE, Compute, PeerFailed, Recv, Send
 
 GRADIENT, WEIGHTS = 1, 2
 

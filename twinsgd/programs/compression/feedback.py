@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from twinsgd.algorithms.compression.base import MAX_N, Codec, _check_gradient
+from twinsgd.programs.compression.base import MAX_N, Codec, _check_gradient
 
 
 class ErrorFeedback:
@@ -40,7 +40,7 @@ class ErrorFeedback:
 
     Examples
     --------
-    >>> from twinsgd.algorithms.compression import make_codec
+    >>> from twinsgd.programs.compression import make_codec
     >>> ef = ErrorFeedback(make_codec("topk:0.5"), 4)
     >>> msg = ef.encode(np.array([1.0, -3.0, 0.5, 2.0], np.float32))
     >>> msg.indices, ef.residual

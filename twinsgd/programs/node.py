@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from twinsgd.algorithms.compression import make_codec
-from twinsgd.algorithms.ops import Evaluate
-from twinsgd.algorithms.streams import CompressedStream
+from twinsgd.programs.compression import make_codec
+from twinsgd.programs.ops import Evaluate
+from twinsgd.programs.streams import CompressedStream
 
 
 @dataclass(slots=True)
@@ -51,7 +51,7 @@ class Node:
     ----------
     rank, size : int
         This process's rank and the number of ranks (MPI's ``COMM_WORLD``).
-    cfg : algorithms.config.RunConfig
+    cfg : run.config.RunConfig
         Batch size (per node), epochs or iterations, evaluation period, seed, algorithm options.
     dataset : data.Dataset
         The training and test sets (every node holds the whole set and reads its own shard).
@@ -75,6 +75,10 @@ class Node:
         self.shards = size if shards is None else shards
         self.computes = computes
         self.owned = slice(None)  # the part of the weights this node updates (sharded servers)
+        self.schedule = None  # gossip: the topology's `topologies.Schedule` of partners and weights
+        self.servers = range(0)  # parameter server: every server rank
+        self.slices = []  # ... the slice of the weights each shard s of the servers owns
+        self.replicas_of = []  # ... and the ranks that hold shard s (its replicas)
         self.reporter = 0  # the rank that evaluates and writes the run's summary files
         self.codec = None if cfg.compress == "none" else make_codec(cfg.compress)  # to decode
         self._updates_per_step = 1  # a server counting every push sets it (see `updates`)
@@ -83,7 +87,7 @@ class Node:
         self.start_iteration = 0  # steps already taken (a resumed run: its checkpoint's)
         self.streams = []  # the compressed streams of its program, in the order it made them
         self.restored_residuals = {}  # stream number -> error-feedback residual to resume with
-        self.checkpointer = None  # an algorithms.checkpoint.Checkpointer under --checkpoint-every
+        self.checkpointer = None  # an run.checkpoint.Checkpointer under --checkpoint-every
 
     @functools.cached_property
     def rng(self):

@@ -1,21 +1,22 @@
-"""Operations, node programs, the run configuration and the run-folder writer of both backends.
+"""The programs layer: operations, the node, node programs, collectives, codecs and ghosts.
 
 `node_program` picks the generator function for a configuration and `make_node` hands each rank its
 part (which data shard, whether it computes, which slice of the weights it owns, who reports), so
-both backends set up a run the same way.
+both backends set up a run the same way. Nothing here reads flags, files or clocks: that is the run
+layer's (`twinsgd.run`).
 """
 
 import functools
 
 from models import cosine_schedule, make_optimizer
 from topologies import make_schedule
-from twinsgd.algorithms.allreduce import allreduce_sgd, local_sgd
-from twinsgd.algorithms.collectives import chunk_bounds
-from twinsgd.algorithms.ghost import GhostOptimizer
-from twinsgd.algorithms.gossip import gossip_sgd
-from twinsgd.algorithms.node import Node
-from twinsgd.algorithms.parameter_server import parameter_server
-from twinsgd.algorithms.serial import serial_sgd
+from twinsgd.programs.allreduce import allreduce_sgd, local_sgd
+from twinsgd.programs.collectives import chunk_bounds
+from twinsgd.programs.ghost import GhostOptimizer
+from twinsgd.programs.gossip import gossip_sgd
+from twinsgd.programs.node import Node
+from twinsgd.programs.parameter_server import parameter_server
+from twinsgd.programs.serial import serial_sgd
 
 
 def node_program(cfg):
@@ -55,32 +56,6 @@ def make_node(rank, size, cfg, dataset, model, optimizer=None):
             node.shards, node.computes = size - servers, rank >= servers
             node.shard = max(rank - servers, 0)
     return node
-
-
-def prepare_nodes(ranks, size, cfg, dataset, model_of, say):
-    """The ready `Node` of each of ``ranks`` (of ``size``): made, ``cfg`` fitted to the data
-    found, optimizer attached. Both front ends set a run up here: ``real.train`` its own rank,
-    ``sim.run`` every rank (or rank 0 alone for the analytic engine).
-
-    ``model_of(rank)`` gives a rank's model; ``say(note)`` is given each line saying what a
-    default chose to fit the data (`RunConfig.fit_data`). ValueError naming the flag: a topology
-    that cannot be made or read, a batch larger than a node's shard.
-    """
-    try:
-        nodes = [make_node(rank, size, cfg, dataset, model_of(rank)) for rank in ranks]
-    except ValueError as err:
-        raise ValueError(f"--topology {cfg.topology}: {err}") from None
-    shard = dataset.n_train // nodes[0].shards
-    for note in cfg.fit_data(shard):  # before the optimizers: the lr schedule spans the steps
-        say(note)
-    if nodes[0].steps_per_epoch < 1:
-        raise ValueError(
-            f"--batch-size {cfg.batch_size} is larger than a node's shard ({shard} "
-            f"samples of {dataset.name} over {nodes[0].shards} shards)"
-        )
-    for node in nodes:
-        attach_optimizer(node)
-    return nodes
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,6 +1,6 @@
 """The one-node program: minibatch SGD, the baseline every distributed program is held against."""
 
-from twinsgd.algorithms.ops import Compute
+from twinsgd.programs.ops import Compute
 
 
 def serial_sgd(node):

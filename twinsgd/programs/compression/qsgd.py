@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from twinsgd.algorithms.compression.base import HEADER_NBYTES, Codec, Message
+from twinsgd.programs.compression.base import HEADER_NBYTES, Codec, Message
 
 MAX_LEVELS = 2**16 - 1
 

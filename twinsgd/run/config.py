@@ -20,11 +20,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twinsgd.algorithms.checkpoint import check_checkpointable
-from twinsgd.algorithms.compression import make_codec
-from twinsgd.algorithms.faults import FaultSchedule, load_faults
-from twinsgd.algorithms.tomlfile import read_toml
-from twinsgd.algorithms.units import parse_seconds
+from twinsgd.programs.compression import make_codec
+from twinsgd.run.checkpoint import check_checkpointable
+from twinsgd.run.faults import FaultSchedule, load_faults
+from twinsgd.run.tomlfile import read_toml
+from twinsgd.run.units import parse_seconds
 
 ALGORITHMS = ("auto", "serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
@@ -255,7 +255,7 @@ class RunConfig:
         default=None,
         metadata=_flag(
             "fault schedule: TOML [[fault]] tables of rank, step (or time), kind = kill | "
-            "exception | slow (factor, steps); see twinsgd/algorithms/faults.py",
+            "exception | slow (factor, steps); see twinsgd/run/faults.py",
             metavar="FILE.toml",
             group="faults",
         ),
@@ -392,7 +392,7 @@ class RunConfig:
         return self
 
     def fault_schedule(self):
-        """The `algorithms.faults.FaultSchedule` of ``--faults`` (empty without it)."""
+        """The `run.faults.FaultSchedule` of ``--faults`` (empty without it)."""
         return load_faults(self.faults) if self.faults is not None else FaultSchedule()
 
     def watchdog_seconds(self):

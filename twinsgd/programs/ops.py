@@ -109,8 +109,8 @@ class Allreduce:
     """Reduce ``buf`` over all ranks in place (``op`` "sum" or "mean"); gets back ``buf``.
 
     ``algo`` "mpi" uses the MPI library's own Allreduce (simulated as what MPICH picks for the
-    message, `algorithms.collectives.mpich_allreduce`); "ring", "recursive-doubling" and
-    "rabenseifner" the project's own (`algorithms.collectives`), whose order of additions is
+    message, `programs.collectives.mpich_allreduce`); "ring", "recursive-doubling" and
+    "rabenseifner" the project's own (`programs.collectives`), whose order of additions is
     fixed, so a simulated run adds in the same order as the real one. Collective: every rank
     yields it.
     """

@@ -73,7 +73,7 @@ class Checkpointer:
     """Writes one rank's checkpoints every ``every`` steps (`Node.checkpoint`, which the backends
     call as each step is logged, calls `after`).
 
-    ``log``: the rank's `algorithms.runlog.RunLog` (its totals and clock go in too).
+    ``log``: the rank's `run.runlog.RunLog` (its totals and clock go in too).
     """
 
     def __init__(self, folder, every, log):

@@ -5,8 +5,8 @@ its neighbours) keeps its own error-feedback residual, since residuals of differ
 not mix, and draws randomness (randomk, qsgd) from the node's seeded generator.
 """
 
-from twinsgd.algorithms.compression import ErrorFeedback, make_codec
-from twinsgd.algorithms.ops import Allgather
+from twinsgd.programs.compression import ErrorFeedback, make_codec
+from twinsgd.programs.ops import Allgather
 
 
 class CompressedStream:

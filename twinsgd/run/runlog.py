@@ -20,7 +20,7 @@ import time
 
 import numpy as np
 
-from twinsgd.algorithms.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
+from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
 
 KINDS = ("compute", "comm", "wait")
 _KEY = {kind: f"{kind}_s" for kind in KINDS}
@@ -33,7 +33,7 @@ class RunLog:
 
     Parameters
     ----------
-    folder : algorithms.runfolder.RunFolder
+    folder : run.runfolder.RunFolder
     header : dict
         The config.json document (resolved configuration, versions, clock, ...); its ``status`` is
         kept up to date here.
@@ -44,7 +44,7 @@ class RunLog:
     reporter : bool
         True on the reporting rank, which creates the files; the other ranks append to
         steps.csv, which must exist by then.
-    steps : algorithms.runfolder.CsvLog, optional
+    steps : run.runfolder.CsvLog, optional
         A steps.csv writer shared by the ranks of one process (the simulator's thousands of
         nodes would otherwise hold a file each); its creator closes it.
     write_steps : bool
