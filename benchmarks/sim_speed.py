@@ -52,7 +52,8 @@ from types import SimpleNamespace
 import numpy as np
 import simpy
 
-from sim.backend import ComputeModel, Simulator
+from sim.backend import Simulator
+from sim.compute import ComputeModel
 from twinsgd.programs.node import Step
 from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
 from twinsgd.run.runfolder import RunFolder

@@ -29,7 +29,7 @@ from twinsgd.run.runlog import RunLog
 SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
 
 
-def check_analytic(cfg, cluster, network, costs):
+def check_analytic(cfg, cluster):
     """Raise ValueError naming the flag when the analytic engine cannot run this configuration
     (it models what it can compute exactly: the ghost allreduce on a star)."""
     needs = [
@@ -37,12 +37,12 @@ def check_analytic(cfg, cluster, network, costs):
         (cfg.algorithm in ("allreduce", "auto"), f"--algorithm allreduce, got {cfg.algorithm}"),
         (cfg.local_steps == 1, f"--local-steps 1, got {cfg.local_steps}"),
         (cfg.allreduce == "ring", f"--allreduce ring, got {cfg.allreduce}"),
-        (network == "star", f"--network star, got {network}"),
+        (cluster.network == "star", f"--network star, got {cluster.network}"),
         (
-            not costs,
+            not cluster.costs,
             "the network of --latency/--bandwidth, not a calibrated profile's measured costs",
         ),
-        (cfg.faults is None and cluster.fail is None, "no --faults or --fail"),
+        (not cluster.faults.faults, "no --faults or --fail"),
     ]
     for ok, need in needs:
         if not ok:
@@ -61,7 +61,8 @@ def run_analytic(
     steps_sample=None,
 ):
     """Simulate the run of ``size`` copies of ``node`` (rank 0's: its schedule, model size and
-    evaluation steps); write the run folder; return the summary (a dict)."""
+    evaluation steps) whose ring steps cost ``latency_s + n / bandwidth_Bps`` (the slowest
+    step's, `sim.cluster.Cluster.ring_link`); write the run folder; return the summary."""
     every = steps_sample or max(1, math.ceil(size / SAMPLED_NODES))
     sampled = np.arange(0, size, every)
     model, samples = node.model, node.cfg.batch_size

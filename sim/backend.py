@@ -22,12 +22,12 @@ slow fault multiplies the node's compute time; nodes left waiting on a killed on
 
 import gc
 import math
-from dataclasses import dataclass
 from time import perf_counter
 
 import numpy as np
 import simpy
 
+from sim.compute import ComputeModel
 from sim.network import RoutedNetwork, make_network
 from twinsgd.programs.collectives import (
     ALLREDUCES,
@@ -54,70 +54,6 @@ from twinsgd.programs.ops import (
 from twinsgd.run.faults import Fault, FaultSchedule, InjectedFault
 
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
-
-
-@dataclass
-class ComputeModel:
-    """How long compute takes in simulated time, node by node.
-
-    Parameters
-    ----------
-    seconds_per_sample : float or None
-        None (``--compute measured``): a Compute lasts what the real kernel took in this process,
-        and a program's own code between operations what it took. A number (``--compute
-        profile``): a Compute over b samples lasts ``seconds_per_step + b * seconds_per_sample``;
-        the program's own code is taken as included.
-    step_times : calibration.steptimes.StepTimes or None
-        ``--compute empirical``: a Compute over b samples lasts one draw from the distribution
-        of step times measured in a real run, times ``b / step_times.batch_size``; the program's
-        own code is taken as included (it was in the measured steps). Wins over
-        ``seconds_per_sample``.
-    speeds : sequence of float
-        Relative speed of node r, ``speeds[r % len(speeds)]``: 2.0 computes twice as fast.
-    straggle_probability, slowdown : float
-        Each Compute is, independently with that probability, ``slowdown`` times slower
-        (``--stragglers P:SLOWDOWN``).
-    seed : int
-        Seed of the stragglers' draws (`straggle_factors`).
-    seconds_per_step : float
-        ``--compute profile``: the part of a training step that does not grow with its batch
-        (the update of every weight, the calls' overhead), seconds; 0 for a FLOP rate.
-    """
-
-    seconds_per_sample: float | None = None
-    speeds: tuple = (1.0,)
-    straggle_probability: float = 0.0
-    slowdown: float = 1.0
-    seed: int = 0
-    step_times: object = None
-    seconds_per_step: float = 0.0
-
-    @property
-    def measured(self):
-        """True when compute is timed in this process (no profile, no measured distribution)."""
-        return self.seconds_per_sample is None and self.step_times is None
-
-    @property
-    def kind(self):
-        """``measured``, ``profile`` or ``empirical``: what config.json calls the model."""
-        return (
-            "empirical"
-            if self.step_times is not None
-            else "measured"
-            if self.seconds_per_sample is None
-            else "profile"
-        )
-
-    def straggle_factors(self, count, n):
-        """The straggler factor (1 or ``slowdown``) of the ``count``-th compute of each of ``n``
-        nodes, shape (n,): one uniform per node from a generator seeded (seed, count), so the
-        event engine (node by node) and the analytic one (all nodes at once) draw the same."""
-        u = np.random.default_rng([self.seed, count, 1]).random(n)
-        return np.where(u < self.straggle_probability, self.slowdown, 1.0)
-
-    def node_speeds(self, n):
-        """Relative speed of each of ``n`` nodes, shape (n,) (the list cycled over them)."""
-        return np.resize(np.asarray(self.speeds, np.float64), n)
 
 
 TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly spaced
@@ -292,7 +228,7 @@ class Simulator:
             self.network = make_network(
                 self.env, network, len(nodes), latency_s, bandwidth_Bps, costs, shaping
             )
-        self._collective_link = None  # (alpha, beta) of the closed forms, worked out once
+        self._collective_link = {}  # nbytes -> (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
@@ -688,7 +624,11 @@ class Simulator:
                     ]
                 )
             seconds = alpha_beta_time(
-                algorithm, op.buf.nbytes, size, *self._alpha_beta(), op.buf.itemsize
+                algorithm,
+                op.buf.nbytes,
+                size,
+                *self._alpha_beta(op.buf.nbytes, size),
+                op.buf.itemsize,
             )
             released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))
@@ -707,18 +647,15 @@ class Simulator:
             ]
         return table
 
-    def _alpha_beta(self):
-        """The (alpha s, beta B/s) the closed forms charge: on the star the flags' own; on a
-        multi-hop network the slowest route between ring neighbours (rank r to r+1), which
-        is what the ring's steps cost there when nothing else is on the links."""
-        if self._collective_link is None:
-            network, size = self.network, len(self.nodes)
-            routes = [network.route(r, (r + 1) % size) for r in range(size)] if size > 1 else []
-            self._collective_link = (
-                max((r.latency_s for r in routes), default=network.latency_s),
-                min((r.bandwidth_Bps for r in routes), default=network.bandwidth_Bps),
-            )
-        return self._collective_link
+    def _alpha_beta(self, nbytes, size):
+        """The (alpha s, beta B/s) the closed forms charge an allreduce of ``nbytes`` over
+        ``size`` ranks: the slowest step of a ring over the ranks in order for its chunks
+        (`RoutedNetwork.ring_link`; on the star of one rank a host, the flags' own), worked out
+        once per size."""
+        link = self._collective_link.get(nbytes)
+        if link is None:
+            link = self._collective_link[nbytes] = self.network.ring_link(nbytes / size)
+        return link
 
     def _exchange(self, node, op, token=True):
         if token and self.entry_barrier and op.payloads:  # an empty token with every peer first

@@ -12,11 +12,18 @@ The format::
     calibrated = false
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
+    ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
 
     [network]                      # defaults for --network, --latency, --bandwidth
     topology = "fat-tree:4"
     latency = "1.2us"
     bandwidth = "12GB/s"
+    nic_bandwidth = "24GB/s"       # each host's links (its NIC, all rails); default: bandwidth
+
+    [network.memory]               # between two ranks of one host (--memory-latency, ...)
+    latency = "0.4us"              # a small message, one way
+    bandwidth = "6GB/s"            # one copy
+    total_bandwidth = "24GB/s"     # every copy of the host at once (its memory's share)
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
@@ -57,6 +64,7 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from sim.network import MemoryPath
 from sim.shaping import ShapedPattern, Shaping
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.steptimes import StepTimes
@@ -74,6 +82,9 @@ class ClusterProfile:
     name: str = ""
     calibrated: bool = False
     cores: int | None = None  # of one host
+    ranks_per_host: int | None = None  # placed on one host
+    nic_bandwidth_Bps: float | None = None  # each host's links to the network
+    memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
     network: str | None = None
     latency_s: float | None = None
@@ -195,6 +206,13 @@ def load_profile(name_or_path):
             cores=int(_number(cluster["cores"], "[cluster] cores", above=0))
             if "cores" in cluster
             else None,
+            ranks_per_host=int(_number(cluster["ranks_per_host"], "[cluster] ranks_per_host", 0))
+            if "ranks_per_host" in cluster
+            else None,
+            nic_bandwidth_Bps=parse_bandwidth_Bps(network["nic_bandwidth"])
+            if "nic_bandwidth" in network
+            else None,
+            memory=_memory(network.get("memory")),
             one_machine=bool(cluster.get("one_machine", False)),
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
@@ -253,6 +271,20 @@ def _number(value, where, above=None):
         rule = f"> {above:g}" if above is not None else ">= 0"
         raise ValueError(f"{where} must be a finite number {rule}, got {value!r}")
     return float(value)
+
+
+def _memory(table):
+    """``[network.memory]`` as a `MemoryPath`: one copy's latency and bandwidth, and as many
+    channels as ``total_bandwidth`` holds copies (1 without it); None without the table."""
+    if table is None:
+        return None
+    bandwidth_Bps = parse_bandwidth_Bps(table["bandwidth"])
+    total_Bps = parse_bandwidth_Bps(table.get("total_bandwidth", table["bandwidth"]))
+    if total_Bps < bandwidth_Bps:
+        raise ValueError("[network.memory] total_bandwidth must be >= its bandwidth (one copy's)")
+    return MemoryPath(
+        parse_seconds(table["latency"]), bandwidth_Bps, max(1, round(total_Bps / bandwidth_Bps))
+    )
 
 
 def _shaper(table):

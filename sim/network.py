@@ -12,6 +12,12 @@ cyclic traffic on rings and tori from deadlocking: a transfer only ever waits fo
 the order than every link it holds, so no cycle of waiting transfers can form (ordered resource
 acquisition, Havender 1968).
 
+Hosts of many ranks: ranks are placed on hosts (``hosts[rank]`` may repeat). Two ranks of one
+host talk through its memory: a message takes the host's `MemoryPath` (one of its channels, FIFO:
+concurrent copies share the host's memory bandwidth) and never a link. A message between hosts
+takes the sender's host's links, so the ranks of a host share its NIC (a host's links may be
+faster than the switches' links: several rails), then crosses the network as before.
+
 Latency counts per hop, and a hop is a switch passed through or a direct host-to-host link: a
 route costs ``latency_s * (switches on it + host-to-host links on it)``. On a star, where every
 route is host, switch, host, ``latency_s`` is then the node-to-node alpha and n bytes between
@@ -24,7 +30,7 @@ a host's link to a switch, which costs half of it.
 import itertools
 import math
 import os
-from collections import deque
+from collections import Counter, deque
 from dataclasses import dataclass
 from functools import partial
 
@@ -71,25 +77,55 @@ class Route:
 
 
 class Link:
-    """One direction of a link: a FIFO lock, one message at a time.
+    """One direction of a link: a FIFO lock, ``capacity`` messages at a time (1 for a wire; a
+    host's memory path moves several copies at once).
 
-    NOTE: a minimal lock rather than ``simpy.Resource(capacity=1)``, for performance: the same
+    NOTE: a minimal lock rather than ``simpy.Resource(capacity)``, for performance: the same
     FIFO order, but taking a free link and giving it back make no SimPy events; a waiting
-    transfer is handed the link directly (``busy`` stays True).
+    transfer is handed the link directly (``free`` stays 0).
     """
 
-    __slots__ = ("busy", "waiting")
+    __slots__ = ("free", "waiting")
 
-    def __init__(self):
-        self.busy = False
+    def __init__(self, capacity=1):
+        self.free = capacity  # messages it can take now
         self.waiting = deque()  # the Events of transfers waiting for this link, first come first
 
     def release(self):
-        """Hand the link to the first waiting transfer, or mark it free."""
+        """Hand the link to the first waiting transfer, or count it free."""
         if self.waiting:
             self.waiting.popleft().succeed()
         else:
-            self.busy = False
+            self.free += 1
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryPath:
+    """How two ranks of one host exchange a message: through its memory.
+
+    ``latency_s``: seconds from the copy's end to the message's arrival (a small message's
+    one-way time); ``bandwidth_Bps``: one copy's bytes per second; ``channels``: copies the
+    host's memory moves at once at that rate (its memory bandwidth over one copy's), more wait
+    their turn, first come first.
+    """
+
+    latency_s: float
+    bandwidth_Bps: float
+    channels: int = 1
+
+    def __post_init__(self):
+        if not self.latency_s >= 0:
+            raise ValueError(f"memory latency must be >= 0 seconds, got {self.latency_s}")
+        if not self.bandwidth_Bps > 0:
+            raise ValueError(f"memory bandwidth must be > 0 bytes/s, got {self.bandwidth_Bps}")
+        if not (isinstance(self.channels, int) and self.channels >= 1):
+            raise ValueError(f"memory channels must be an integer >= 1, got {self.channels}")
+
+    def concurrent_Bps(self, copies):
+        """Each copy's bytes per second while ``copies`` copies move at once, as a fluid share
+        of the host's ``channels * bandwidth_Bps`` (the FIFO channels of a message-level run
+        take ``ceil(copies / channels)`` turns instead)."""
+        return self.bandwidth_Bps * min(1.0, self.channels / max(1, copies))
 
 
 class _Take(Event):
@@ -138,6 +174,12 @@ class Mailbox:
         return take
 
 
+def slowest_link(links, nbytes):
+    """The (alpha s, beta B/s) of ``links`` on which ``nbytes`` take longest,
+    ``alpha + nbytes / beta`` (ties: the larger alpha, then the smaller beta)."""
+    return max(links, key=lambda link: (link[0] + nbytes / link[1], link[0], -link[1]))
+
+
 def _abandon(links, held, turn):
     """Undo an interrupted transfer that holds ``links[:held]``: give them back; if it was
     waiting for ``links[held]`` with the Event ``turn``, leave that queue, or give that link back
@@ -162,7 +204,7 @@ class RoutedNetwork:
         Connected and undirected; its nodes are hosts and switches, each edge a full-duplex link.
         An edge attribute ``bandwidth_Bps`` overrides ``bandwidth_Bps`` for that link.
     hosts : sequence of graph nodes
-        The hosts of ranks ``0 .. n-1``, in rank order.
+        The host of each rank ``0 .. n-1``, in rank order; ranks of one host repeat it.
     latency_s : float
         Seconds per hop, >= 0: per switch passed through and per direct host-to-host link (on a
         star, the node-to-node alpha).
@@ -180,7 +222,9 @@ class RoutedNetwork:
         through the sender's bucket out and the receiver's bucket in, sharing them max-min fairly
         with the other messages in flight (`sim.fairshare.FluidStar`: TCP's sharing, not FIFO
         links), and arrives its pattern's alpha after its last byte. Wins over ``costs`` and the
-        links' bandwidth.
+        links' bandwidth. Both are of messages between hosts.
+    memory : MemoryPath, optional
+        The path between two ranks of one host (needed when ``hosts`` repeats a node).
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -191,8 +235,9 @@ class RoutedNetwork:
     Raises
     ------
     ValueError
-        ``hosts`` is empty, repeats a node or names a node not in the graph; ``latency_s < 0``;
-        a bandwidth is not > 0; the graph is disconnected.
+        ``hosts`` is empty or names a node not in the graph; ``hosts`` repeats a node and no
+        ``memory`` is given; ``latency_s < 0``; a bandwidth is not > 0; the graph is
+        disconnected.
 
     Notes
     -----
@@ -226,12 +271,19 @@ class RoutedNetwork:
         router=None,
         costs=None,
         shaping=None,
+        memory=None,
     ):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.latency_s, self.bandwidth_Bps = latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
         self.graph, self.hosts = graph, hosts
+        number = {host: i for i, host in enumerate(dict.fromkeys(hosts))}
+        self.host_of = [number[host] for host in hosts]  # rank -> its host's number, 0, 1, ...
+        if memory is None and len(number) < len(hosts):
+            raise ValueError("ranks that share a host need its memory path (memory=MemoryPath)")
+        self.memory = memory
+        self._memory_links = {}  # host -> the Link of its memory path, made on first use
         self.env = self._fluid = self.mailbox = None
         if env is not None:
             self.attach(env)
@@ -258,15 +310,16 @@ class RoutedNetwork:
         ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
         where the network has them. Yields SimPy events; returns None.
         """
-        env = self.env
-        if self._fluid is not None and source != dest:  # shaped NICs, shared max-min fairly
+        env, host_of = self.env, self.host_of
+        between_hosts = host_of[source] != host_of[dest]
+        if self._fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
             started, shaped = env.now, self.shaping.patterns[pattern]
-            yield self._fluid.transfer(source, dest, nbytes, pattern)
+            yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
             arrival = env.timeout(shaped.alpha_s, (dest, Message(source, tag, payload, started)))
             arrival.callbacks.append(self._deliver)
             return
         route = self._routes.get((source, dest)) or self.route(source, dest)
-        cost = self.costs.get(pattern) if source != dest else None
+        cost = self.costs.get(pattern) if between_hosts else None
         if cost is None:
             hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
         else:  # measured node to node: alpha(n) + n / beta(n), whatever the route
@@ -276,12 +329,12 @@ class RoutedNetwork:
         held, turn = 0, None  # the links taken are route.links[:held]
         try:
             for link in route.links:  # in the global order: no deadlock on cycles
-                if link.busy:
+                if link.free:
+                    link.free -= 1
+                else:
                     turn = Event(env)
                     link.waiting.append(turn)
                     yield turn  # the transfer before it hands the link over
-                else:
-                    link.busy = True
                 held += 1
             started = env.now
             yield env.timeout(hold_s)
@@ -314,16 +367,42 @@ class RoutedNetwork:
     def idle_transfer_s(self, source, dest, nbytes, pattern="oneway"):
         """Seconds from the first byte leaving to the message's arrival when no link is busy."""
         route = self.route(source, dest)
-        cost = self.costs.get(pattern) if source != dest else None
+        cost = self.costs.get(pattern) if self.host_of[source] != self.host_of[dest] else None
         if cost is not None:
             return cost.alpha_s(nbytes) + nbytes / cost.beta_Bps(nbytes)
         return route.latency_s + nbytes / route.bandwidth_Bps
+
+    def ring_link(self, nbytes):
+        """(alpha s, beta B/s) of the slowest step of a ring over the ranks in order (rank r to
+        r + 1) for messages of ``nbytes``, each step's pairs all moving at once with nothing
+        else on the links: what the closed-form collectives charge. A pair inside one host
+        shares the host's memory with the host's other pairs of that step
+        (`MemoryPath.concurrent_Bps`)."""
+        size, host_of = len(self.hosts), self.host_of
+        if size == 1:
+            return self.latency_s, self.bandwidth_Bps
+        pairs = [(r, (r + 1) % size) for r in range(size)]
+        copies = Counter(host_of[r] for r, d in pairs if host_of[r] == host_of[d])
+        links = set()
+        for r, d in pairs:
+            route = self.route(r, d)
+            if host_of[r] == host_of[d]:
+                links.add((route.latency_s, self.memory.concurrent_Bps(copies[host_of[r]])))
+            else:
+                links.add((route.latency_s, route.bandwidth_Bps))
+        return slowest_link(links, nbytes)
 
     def _make_route(self, source, dest):
         for rank in (source, dest):
             if not 0 <= rank < len(self.hosts):
                 raise ValueError(f"rank must be in 0..{len(self.hosts) - 1}, got {rank}")
         start, end = self.hosts[source], self.hosts[dest]
+        if start == end and source != dest:  # two ranks of one host: its memory, no link
+            memory = self.memory
+            link = self._memory_links.get(start)
+            if link is None:
+                link = self._memory_links[start] = Link(memory.channels)
+            return Route((start,), (link,), memory.latency_s, memory.bandwidth_Bps)
         nodes = tuple(self._router(start, end))
         pairs = list(itertools.pairwise(nodes))
         if (
@@ -359,8 +438,6 @@ class RoutedNetwork:
 def _check_network(graph, hosts, latency_s, bandwidth_Bps):
     if not hosts:
         raise ValueError("hosts must name at least one graph node, got none")
-    if len(set(hosts)) != len(hosts):
-        raise ValueError("hosts must be distinct graph nodes, got a repeat")
     missing = [h for h in hosts if h not in graph]
     if missing:
         raise ValueError(f"host {missing[0]!r} is not a node of the graph")
@@ -378,8 +455,21 @@ def _check_network(graph, hosts, latency_s, bandwidth_Bps):
         )
 
 
-def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=None):
-    """The network ``--network spec`` with ranks on its first n hosts.
+def make_network(
+    env,
+    spec,
+    n,
+    latency_s,
+    bandwidth_Bps,
+    costs=None,
+    shaping=None,
+    *,
+    ranks_per_host=1,
+    memory=None,
+    nic_bandwidth_Bps=None,
+):
+    """The network ``--network spec`` with n ranks on its first hosts, ``ranks_per_host`` a host
+    (rank r on host ``r // ranks_per_host``, as ``srun``/``mpirun`` place ranks by default).
 
     Parameters
     ----------
@@ -416,6 +506,14 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=Non
         Measured cost models by message pattern (see `RoutedNetwork`).
     shaping : sim.shaping.Shaping, optional
         Token-bucket shaped NICs (see `RoutedNetwork`).
+    ranks_per_host : int
+        Ranks a host holds, >= 1; the last host may hold fewer.
+    memory : MemoryPath, optional
+        The path between two ranks of one host; needed with ``ranks_per_host > 1``.
+    nic_bandwidth_Bps : float, optional
+        Each direction of every link of a host (its NIC; several rails together may exceed
+        ``bandwidth_Bps``), bytes per second; default ``bandwidth_Bps``. A file's own
+        ``bandwidth_Bps`` on a link wins.
 
     Returns
     -------
@@ -445,16 +543,25 @@ def make_network(env, spec, n, latency_s, bandwidth_Bps, costs=None, shaping=Non
     """
     if not n >= 1:
         raise ValueError(f"n must be >= 1 rank, got {n}")
-    graph, all_hosts, router = physical_network(os.fspath(spec), n)
+    if not (isinstance(ranks_per_host, int) and ranks_per_host >= 1):
+        raise ValueError(f"ranks per host must be an integer >= 1, got {ranks_per_host}")
+    graph, all_hosts, router = physical_network(os.fspath(spec), -(-n // ranks_per_host))
     switches = set(graph).difference(all_hosts)
+    if nic_bandwidth_Bps is not None:
+        if not nic_bandwidth_Bps > 0:
+            raise ValueError(f"NIC bandwidth must be > 0 bytes/s, got {nic_bandwidth_Bps}")
+        for u, v, data in graph.edges(data=True):
+            if "bandwidth_Bps" not in data and (u not in switches or v not in switches):
+                data["bandwidth_Bps"] = nic_bandwidth_Bps
     return RoutedNetwork(
         env,
         graph,
-        all_hosts[:n],
+        [all_hosts[rank // ranks_per_host] for rank in range(n)],
         latency_s,
         bandwidth_Bps,
         switches=switches,
         router=router,
         costs=costs,
         shaping=shaping,
+        memory=memory,
     )

@@ -14,9 +14,7 @@ stopped at a fault (``--faults FILE``, ``--fail``, acted out as ``real.train`` a
 folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 """
 
-import argparse
 import importlib.metadata
-import math
 import os
 import sys
 from dataclasses import dataclass
@@ -27,9 +25,10 @@ import numpy as np
 from models import build_model
 from models.threads import one_blas_thread
 from sim.analytic import check_analytic, run_analytic
-from sim.backend import ComputeModel, Simulator
-from sim.cluster_profile import ClusterProfile, load_profile
-from sim.network import make_network
+from sim.backend import Simulator
+from sim.cluster import Cluster, build_cluster
+from sim.cluster_profile import load_profile
+from sim.compute import parse_stragglers
 from twinsgd.data import DataError, load_dataset
 from twinsgd.programs import node_program, updates_per_step
 from twinsgd.programs.ghost import ghost_dataset, ghost_model
@@ -37,12 +36,10 @@ from twinsgd.programs.ops import PeerFailed
 from twinsgd.run import prepare_nodes
 from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
 from twinsgd.run.config import OneLineParser, RunConfig, add_config_arguments, parse_command
-from twinsgd.run.faults import FaultSchedule, InjectedFault, parse_fail_spec
+from twinsgd.run.faults import InjectedFault
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
-from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_factor, parse_seconds
-
-DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
+from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_seconds
 
 
 def build_parser(parser_class=OneLineParser):
@@ -110,10 +107,32 @@ def build_parser(parser_class=OneLineParser):
     cluster.add_argument(
         "--ranks-per-host",
         type=int,
-        default=1,
+        default=None,
         metavar="R",
-        help="ranks sharing one host's cores (oversubscription slows compute "
-        "by R/cores when R > cores; default: 1)",
+        help="ranks placed on each host (rank r on host r // R): they talk through "
+        "its memory, share its NIC and its cores (compute slows by R/cores when R > "
+        "cores) (default: the profile's, else 1)",
+    )
+    cluster.add_argument(
+        "--nic-bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="each host's links to the network (its NIC, all rails), e.g. 24GB/s "
+        "(default: the profile's, else --bandwidth)",
+    )
+    cluster.add_argument(
+        "--memory-latency",
+        default=None,
+        type=flag_type(parse_seconds),
+        help="one-way latency between two ranks of one host, e.g. 0.4us (default: "
+        "the profile's [network.memory], else 0.5us, assumed)",
+    )
+    cluster.add_argument(
+        "--memory-bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="one copy's bandwidth between two ranks of one host, e.g. 6GB/s "
+        "(default: the profile's [network.memory], else 5GB/s, assumed)",
     )
     cluster.add_argument(
         "--cores-per-host",
@@ -164,176 +183,6 @@ def build_parser(parser_class=OneLineParser):
     return add_config_arguments(parser)
 
 
-def compute_model(cluster, profile, seed, model_name, flops_per_sample=0, batch_size=None):
-    """The `ComputeModel` the cluster flags describe; ValueError naming the flag.
-
-    ``--compute profile`` (implied by ``--ghost``) takes a step's seconds per sample and fixed
-    seconds from the profile (`sim.cluster_profile`). A ghost run without a profile computes for
-    free. ``--compute empirical`` moves the measured step times to the run's ``batch_size``
-    (`StepTimes.at_batch`, by the profile's fit of a step's seconds against its batch).
-    """
-    seconds_per_sample, seconds_per_step, step_times = None, 0.0, None
-    if cluster.ghost and cluster.compute not in (None, "profile"):
-        raise ValueError(
-            f"--compute {cluster.compute} needs the real kernel, which --ghost does "
-            f"not run: ghost compute is --profile's seconds per sample"
-        )
-    if cluster.compute in ("profile", "empirical") and profile is None:
-        raise ValueError(f"--compute {cluster.compute} needs --profile NAME|FILE.toml")
-    if cluster.compute == "empirical" and not cluster.ghost:
-        step_times = profile.compute_step_times(model_name)
-        if batch_size and batch_size != step_times.batch_size:
-            # gradients alone (own code timed in process) move by the gradient's own fit
-            fit = profile.gradient_fit(model_name, whole_step=step_times.own_code)
-            step_times = step_times.at_batch(batch_size, *fit)
-    elif cluster.compute == "profile" or cluster.ghost:
-        if profile is not None:
-            seconds_per_sample = profile.compute_seconds_per_sample(model_name, flops_per_sample)
-            seconds_per_step = profile.compute_seconds_per_step(model_name)
-        else:
-            seconds_per_sample = 0.0
-    speeds, probability, slowdown = _node_speeds(cluster, seed)
-    share = _core_share(cluster, profile, step_times)
-    return ComputeModel(
-        seconds_per_sample,
-        tuple(s * share for s in speeds),
-        probability,
-        slowdown,
-        seed,
-        step_times,
-        seconds_per_step,
-    )
-
-
-def _core_share(cluster, profile, step_times=None):
-    """The share of a core each rank gets: ``min(1, cores / ranks)`` per host with
-    ``--ranks-per-host R`` on hosts of ``--cores-per-host C`` cores (else the profile's
-    ``[cluster] cores``). A time-sharing model: every rank on a host computes at once (as in a
-    synchronous step), so R ranks on C < R cores each run C/R as fast.
-
-    A profile of hosts emulated on one machine (``one_machine``) puts every node of the run on
-    that machine's cores (R = --nodes) unless --ranks-per-host says otherwise. Step times
-    measured in a real run already carry the sharing of that run: the share is relative to it
-    (`StepTimes.core_slowdown`)."""
-    one_machine = profile is not None and profile.one_machine and cluster.ranks_per_host == 1
-    ranks = cluster.nodes if one_machine else cluster.ranks_per_host
-    for flag, value in (
-        ("--ranks-per-host", cluster.ranks_per_host),
-        ("--cores-per-host", cluster.cores_per_host),
-    ):
-        if value is not None and value < 1:
-            raise ValueError(f"{flag} must be >= 1, got {value}")
-    cores = cluster.cores_per_host or (profile.cores if profile else None) or ranks
-    if step_times is not None:
-        return 1.0 / step_times.core_slowdown(
-            ranks, cores if one_machine or cluster.ranks_per_host > 1 else 0
-        )
-    return min(1.0, cores / ranks)
-
-
-def network_costs(cluster, profile):
-    """The profile's measured cost models by message pattern, unless --latency or --bandwidth
-    overrides the profile's network, or --network asks for another than the profile's."""
-    if (
-        profile is None
-        or cluster.latency is not None
-        or cluster.bandwidth is not None
-        or (cluster.network and cluster.network != profile.network)
-    ):
-        return {}
-    return profile.costs
-
-
-def _network_slowdown(cluster, profile):
-    """How many times more ranks share each core of a one-machine profile in this run than
-    when it was measured (its step times' ranks, else 2, the calibration's pair), if more: the
-    measured network costs slow by it (`sim.cluster_profile.Slowed`). 1 elsewhere."""
-    if not profile.one_machine or not profile.cores:
-        return 1.0
-    measured = next(iter(profile.step_times.values())).ranks if profile.step_times else 2
-    now = max(1.0, cluster.nodes / profile.cores)
-    return max(1.0, now / max(1.0, measured / profile.cores))
-
-
-def network_model(cluster, profile):
-    """(network spec, latency s, bandwidth B/s): the flags, else the profile's, else a star of
-    5 us and 10 Gb/s."""
-
-    def pick(flag, from_profile, default):
-        return flag if flag is not None else from_profile if from_profile is not None else default
-
-    have = profile or ClusterProfile(path="")
-    return (
-        pick(cluster.network, have.network, "star"),
-        pick(cluster.latency, have.latency_s, DEFAULT_LATENCY_S),
-        pick(cluster.bandwidth, have.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS),
-    )
-
-
-def node_speeds(spec, nodes, seed):
-    """Relative speeds of ``--speeds spec``: a list (cycled over the nodes), a file of one
-    factor a line, or one draw per node of ``lognormal:SIGMA`` (median 1) or ``uniform:LO:HI``
-    from a generator seeded by ``seed``. ValueError naming the flag."""
-    kind, _, parameters = spec.partition(":")
-    rng = np.random.default_rng([seed, 2])
-    if kind in ("lognormal", "uniform"):
-        try:
-            values = [float(x) for x in parameters.split(":")]
-        except ValueError:
-            values = []
-        if kind == "lognormal" and len(values) == 1 and values[0] >= 0:
-            return tuple(float(x) for x in rng.lognormal(0.0, values[0], nodes))
-        if kind == "uniform" and len(values) == 2 and 0 < values[0] <= values[1]:
-            return tuple(float(x) for x in rng.uniform(*values, nodes))
-        raise ValueError(
-            f"--speeds expects lognormal:SIGMA (SIGMA >= 0) or uniform:LO:HI "
-            f"(0 < LO <= HI), got {spec}"
-        )
-    if Path(spec).is_file():
-        text = Path(spec).read_text().split()
-        speeds = tuple(parse_factor(x if x[-1] == "x" else x + "x") for x in text)
-    else:
-        speeds = tuple(parse_factor(x) for x in spec.split(","))
-    if not speeds or not all(x > 0 for x in speeds):
-        raise ValueError(f"--speeds must be > 0, got {spec}")
-    return speeds
-
-
-def parse_stragglers(spec):
-    """``--stragglers P:SLOWDOWN`` -> (P, SLOWDOWN): 0 <= P <= 1, SLOWDOWN >= 1 (a factor such
-    as 4x); ValueError saying what is wrong.
-
-    >>> parse_stragglers("0.05:4x")
-    (0.05, 4.0)
-    """
-    p, colon, factor = spec.partition(":")
-    try:
-        probability = float(p)
-    except ValueError:
-        probability = math.nan
-    if not colon or not 0.0 <= probability <= 1.0:
-        raise ValueError(
-            f"stragglers: expects P:SLOWDOWN with 0 <= P <= 1, e.g. 0.05:4x, got {spec!r}"
-        )
-    slowdown = parse_factor(factor)
-    if slowdown < 1.0:
-        raise ValueError(f"stragglers: SLOWDOWN must be >= 1x, got {spec!r}")
-    return probability, slowdown
-
-
-def _node_speeds(cluster, seed):
-    """(speeds, straggle probability, slowdown) from --speeds and --stragglers."""
-    try:
-        speeds = node_speeds(cluster.speeds, cluster.nodes, seed)
-    except ValueError as err:
-        message = str(err)
-        raise ValueError(
-            message if message.startswith("--speeds") else f"--speeds {cluster.speeds}: {message}"
-        ) from None
-    probability, slowdown = cluster.stragglers or (0.0, 1.0)
-    return speeds, probability, slowdown
-
-
 class RunStopped(Exception):
     """The simulated run stopped at a fault (``sim.run`` exits 3); its folder's status and this
     message say why."""
@@ -345,18 +194,9 @@ class Simulation:
     input could be refused for has been refused, and its run folder claimed."""
 
     cfg: RunConfig
-    cluster: argparse.Namespace  # sim.run's cluster options (`build_parser`'s "cluster" group)
+    cluster: Cluster
     nodes: list  # one `Node` per rank (rank 0 alone under the analytic engine)
     network: object  # a `sim.network.RoutedNetwork` with no clock yet (None: analytic engine)
-    network_spec: str
-    latency_s: float
-    bandwidth_Bps: float
-    costs: dict  # measured cost models by message pattern ({} unless a calibrated profile's)
-    shaping: object  # `sim.shaping.Shaping` of a calibrated profile's token buckets, or None
-    slowdown: float  # the measured network costs' slow-down for this many ranks per core
-    eager_bytes: int
-    compute: ComputeModel
-    faults: FaultSchedule
     folder: RunFolder
     saved: list  # each rank's checkpoint (arrays, meta) of a resumed run, else []
     header: dict  # the run's config.json document
@@ -366,38 +206,24 @@ def _stderr(note):
     print(f"python -m sim.run: {note}", file=sys.stderr)
 
 
-def prepare_simulation(cfg, cluster, say=_stderr):
-    """Check a simulated run and set it up: profile, network (made once, here), data, nodes,
-    compute model, faults, resume point, and last its run folder, so that bad input leaves no
-    folder behind. ValueError or `DataError` naming the flag; ``say(note)`` gets the lines
-    saying what a default chose to fit the data, and the data set's note."""
+def prepare_simulation(cfg, options, say=_stderr):
+    """Check a simulated run and set it up: profile, data, the `Cluster` (its network made once,
+    here), nodes, resume point, and last its run folder, so that bad input leaves no folder
+    behind. ``options``: sim.run's cluster flags (`build_parser`'s "cluster" group). ValueError
+    or `DataError` naming the flag; ``say(note)`` gets the lines saying what a default chose to
+    fit the data, and the data set's note."""
     blas = one_blas_thread()  # measured compute is timed as a rank with one BLAS thread runs
-    size = cluster.nodes
-    if size < 1:
-        raise ValueError(f"--nodes must be >= 1, got {size}")
-    if cluster.steps_sample is not None and cluster.steps_sample < 1:
-        raise ValueError(f"--steps-sample must be >= 1, got {cluster.steps_sample}")
-    profile = load_profile(cluster.profile) if cluster.profile else None
-    network_spec, latency_s, bandwidth_Bps = network_model(cluster, profile)
-    costs = network_costs(cluster, profile)
-    slowdown = _network_slowdown(cluster, profile) if costs else 1.0
-    shaping = profile.shaping(slowdown) if costs else None
-    costs = profile.slowed_costs(slowdown) if costs else costs
-    cfg.check_size(size)
-    dataset, shared_model = _data_and_model(cfg, cluster)
+    profile = load_profile(options.profile) if options.profile else None
+    cfg.check_size(options.nodes)
+    dataset, shared_model = _data_and_model(cfg, options)
     name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
-    analytic = cluster.engine == "analytic"
-    network = None
+    cluster = build_cluster(options, profile, cfg, name, flops_per_sample)
+    size, analytic, network = cluster.ranks, cluster.engine == "analytic", None
     if analytic:  # a few arrays over the nodes: no network, no nodes
-        check_analytic(cfg, cluster, network_spec, costs)
+        check_analytic(cfg, cluster)
     else:
         check_memory(size, 0 if shared_model else params)  # before anything of size --nodes
-        network = make_network(None, network_spec, size, latency_s, bandwidth_Bps, costs, shaping)
-    compute = compute_model(cluster, profile, cfg.seed, name, flops_per_sample, cfg.batch_size)
-    faults = FaultSchedule(
-        cfg.fault_schedule().check_size(size).faults
-        + parse_fail_spec(cluster.fail).check_size(size, "--fail").faults
-    )
+        network = cluster.make_network()
     if shared_model is not None and (cfg.checkpoint_every or cfg.resume):
         raise ValueError("--ghost carries no weights to checkpoint or resume")
     if dataset.note:
@@ -430,45 +256,11 @@ def prepare_simulation(cfg, cluster, say=_stderr):
         "simulated",
         "sim.run",
         mpi=None,
-        cluster={
-            "latency_s": latency_s,
-            "bandwidth_Bps": bandwidth_Bps,
-            "network": network_spec,
-            "profile": cluster.profile,
-            "compute": compute.kind,
-            "measured_costs": sorted(costs),
-            "token_buckets": shaping is not None,
-            "network_slowdown": slowdown,
-            "collectives": cluster.collectives,
-            "speeds": list(compute.speeds) if size <= 10_000 else cluster.speeds,
-            "stragglers": cluster.stragglers,
-            "seconds_per_sample": compute.seconds_per_sample,
-            "seconds_per_step": compute.seconds_per_step,
-            "ghost": cluster.ghost,
-            "steps_sample": cluster.steps_sample or 1,
-            "engine": cluster.engine,
-        },
+        cluster=cluster.header(),
         blas_threads=blas,
         versions={"simpy": importlib.metadata.version("simpy")},
     )
-    return Simulation(
-        cfg,
-        cluster,
-        nodes,
-        network,
-        network_spec,
-        latency_s,
-        bandwidth_Bps,
-        costs,
-        shaping,
-        slowdown,
-        profile.eager_bytes if costs else 0,
-        compute,
-        faults,
-        folder,
-        saved,
-        header,
-    )
+    return Simulation(cfg, cluster, nodes, network, folder, saved, header)
 
 
 def run_simulation(run):
@@ -477,15 +269,14 @@ def run_simulation(run):
     folder says why, with every node's totals); any other exception marks the folder failed and
     propagates."""
     cfg, cluster, nodes, folder, header = run.cfg, run.cluster, run.nodes, run.folder, run.header
-    size, reporter = cluster.nodes, nodes[0].reporter
+    size, reporter = cluster.ranks, nodes[0].reporter
     per_epoch = nodes[0].steps_per_epoch * updates_per_step(cfg, size, reporter)
     if cluster.engine == "analytic":
         run_analytic(
             nodes[0],
             size,
-            run.compute,
-            run.latency_s,
-            run.bandwidth_Bps,
+            cluster.compute,
+            *cluster.ring_link(nodes[0].model.n_params * 4 / size),
             folder,
             header,
             cfg.target_accuracy,
@@ -519,13 +310,13 @@ def run_simulation(run):
     simulator = Simulator(
         nodes,
         logs,
-        run.latency_s,
-        run.bandwidth_Bps,
-        run.compute,
+        cluster.latency_s,
+        cluster.bandwidth_Bps,
+        cluster.compute,
         cluster.collectives,
         run.network,
         entry_barrier=cfg.measure_wait and cluster.collectives == "message",
-        eager_bytes=run.eager_bytes,
+        eager_bytes=cluster.eager_bytes,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (
@@ -536,7 +327,7 @@ def run_simulation(run):
     if bar is not None:  # the reporter's steps, as real.train counts them
         simulator.on_step[reporter] = lambda: bar.update()
     try:
-        simulator.run([node_program(cfg)(node) for node in nodes], run.faults)
+        simulator.run([node_program(cfg)(node) for node in nodes], cluster.faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
         _stopped(log, logs, str(failure))
     except BaseException as err:
@@ -561,8 +352,8 @@ def run_simulation(run):
     return folder.read_json("summary.json")
 
 
-def simulate(cfg, cluster, say=_stderr):
-    """Simulate the run ``cfg`` (a `RunConfig`) on ``cluster`` (sim.run's cluster options) and
+def simulate(cfg, options, say=_stderr):
+    """Simulate the run ``cfg`` (a `RunConfig`) on the cluster ``options`` (sim.run's flags) and
     write its run folder; returns its summary. `prepare_simulation`, then `run_simulation`
     (their errors: ValueError or `DataError` for bad input, `RunStopped` at a fault).
 
@@ -577,14 +368,14 @@ def simulate(cfg, cluster, say=_stderr):
     >>> summary["nodes"], summary["iterations"], summary["time_s"] > 0
     (8, 5, True)
     """
-    return run_simulation(prepare_simulation(cfg, cluster, say))
+    return run_simulation(prepare_simulation(cfg, options, say))
 
 
 def main(argv=None):
     parser = build_parser()
-    cfg, cluster = parse_command(argv, parser)
+    cfg, options = parse_command(argv, parser)
     try:
-        run = prepare_simulation(cfg, cluster)
+        run = prepare_simulation(cfg, options)
     except (DataError, ValueError) as err:
         parser.error(str(err))
     try:
@@ -595,7 +386,7 @@ def main(argv=None):
             file=sys.stderr,
         )
         return 3
-    print(_report(summary, cluster.nodes, run.folder.path))
+    print(_report(summary, run.cluster.ranks, run.folder.path))
     return 0
 
 
@@ -664,10 +455,10 @@ def _available_bytes():
     return None
 
 
-def _data_and_model(cfg, cluster):
+def _data_and_model(cfg, options):
     """The data set, and under ``--ghost`` the one `GhostModel` every node shares (else None:
     each node builds its own ``--model``). ValueError / DataError for bad input."""
-    if not cluster.ghost:
+    if not options.ghost:
         return load_dataset(
             cfg.dataset, cfg.data_dir, allow_download=os.environ.get("TWINSGD_OFFLINE") != "1"
         ), None
@@ -675,7 +466,7 @@ def _data_and_model(cfg, cluster):
         raise ValueError(
             f"--ghost carries sizes, not values: --compress {cfg.compress} needs the values"
         )
-    model, dataset = ghost_model(cluster.ghost)
+    model, dataset = ghost_model(options.ghost)
     return dataset or ghost_dataset(cfg.dataset), model
 
 

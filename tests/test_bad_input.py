@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from sim import run, sweep
 from sim.run import parse_stragglers
 from twinsgd.analysis import compare
-from twinsgd.programs import units
+from twinsgd.run import units
 from twinsgd.run.config import CheckingParser
 from twinsgd.run.faults import parse_fail_spec, parse_faults
 

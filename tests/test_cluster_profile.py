@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from models import profile as network_profile
-from sim import run
+from sim import compute, run
 from sim.cluster_profile import PRESETS, load_profile
 
 
@@ -184,20 +184,20 @@ def test_oversubscribed_ranks_share_the_cores_of_their_host(tmp_path):
 
 
 def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):
-    assert run.node_speeds("1x,0.5x", 4, seed=0) == (1.0, 0.5)
+    assert compute.node_speeds("1x,0.5x", 4, seed=0) == (1.0, 0.5)
     (tmp_path / "speeds.txt").write_text("1\n0.25x\n2\n")
-    assert run.node_speeds(str(tmp_path / "speeds.txt"), 3, seed=0) == (1.0, 0.25, 2.0)
-    drawn = run.node_speeds("lognormal:0.3", 20_000, seed=1)
+    assert compute.node_speeds(str(tmp_path / "speeds.txt"), 3, seed=0) == (1.0, 0.25, 2.0)
+    drawn = compute.node_speeds("lognormal:0.3", 20_000, seed=1)
     assert (
         drawn
-        == run.node_speeds("lognormal:0.3", 20_000, seed=1)
-        != run.node_speeds("lognormal:0.3", 20_000, seed=2)
+        == compute.node_speeds("lognormal:0.3", 20_000, seed=1)
+        != compute.node_speeds("lognormal:0.3", 20_000, seed=2)
     )
     assert np.median(drawn) == pytest.approx(1.0, rel=0.02)
     assert np.std(np.log(drawn)) == pytest.approx(0.3, rel=0.03)
-    uniform = run.node_speeds("uniform:0.5:1.5", 20_000, seed=1)
+    uniform = compute.node_speeds("uniform:0.5:1.5", 20_000, seed=1)
     assert min(uniform) >= 0.5 and max(uniform) <= 1.5
     assert np.mean(uniform) == pytest.approx(1.0, rel=0.01)
     for bad in ("lognormal:-1", "uniform:2:1", "uniform:1", "lognormal:x", "0x", "fast"):
         with pytest.raises(ValueError):
-            run.node_speeds(bad, 4, seed=0)
+            compute.node_speeds(bad, 4, seed=0)

@@ -470,7 +470,8 @@ def test_simulator_runs_the_same_messages(size):
     """SimPy backend: same bits and bytes as the driver. Its sends return once their bytes have
     left (latency overlaps the next send), so the closed forms are exact for powers of two and
     upper bounds otherwise."""
-    from sim.backend import ComputeModel, Simulator
+    from sim.backend import Simulator
+    from sim.compute import ComputeModel
 
     alpha, beta, n = 5e-6, 1.25e9, 1000
     contributions = np.random.default_rng(size).standard_normal((size, n)).astype(np.float32)

@@ -9,7 +9,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.backend import ComputeModel, Simulator
+from sim.backend import Simulator
+from sim.compute import ComputeModel
 from sim.fairshare import FluidStar
 from sim.shaping import ShapedPattern, Shaping
 from twinsgd.programs.ops import Recv, Send, SendRecv

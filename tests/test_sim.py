@@ -11,7 +11,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from sim.backend import ComputeModel, Simulator
+from sim.backend import Simulator
+from sim.compute import ComputeModel
 from tests.programs import ping_pong
 from twinsgd.programs.ops import Allreduce, Exchange, Recv, Send
 

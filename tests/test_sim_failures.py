@@ -7,7 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from sim import run
-from sim.backend import ComputeModel, Simulator
+from sim.backend import Simulator
+from sim.compute import ComputeModel
 from tests.programs import faults_file
 from twinsgd.programs.ops import Recv
 

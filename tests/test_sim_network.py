@@ -253,7 +253,7 @@ def test_large_networks_build_without_computing_routes():
     ("graph", "hosts", "latency_s", "bandwidth_Bps", "match"),
     [
         (nx.Graph([(0, 1), (2, 3)]), [0, 2], ALPHA, BETA, "connected"),
-        (nx.path_graph(3), [0, 0], ALPHA, BETA, "distinct"),
+        (nx.path_graph(3), [0, 0], ALPHA, BETA, "memory path"),
         (nx.path_graph(3), [0, 5], ALPHA, BETA, "host 5"),
         (nx.path_graph(3), [], ALPHA, BETA, "at least one"),
         (nx.path_graph(3), [0, 2], -1.0, BETA, "latency_s"),

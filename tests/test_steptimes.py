@@ -16,8 +16,9 @@ import tomli_w
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.backend import ComputeModel, Simulator
+from sim.backend import Simulator
 from sim.cluster_profile import load_profile
+from sim.compute import ComputeModel
 from tests.programs import ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
@@ -310,7 +311,8 @@ def test_an_incast_queues_the_measured_one_way_messages(senders):
 
 
 def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
-    from sim.run import build_parser, network_costs
+    from sim.cluster import network_costs
+    from sim.run import build_parser
 
     profile = load_profile(
         str(_profile(tmp_path / "p.toml", 1e-3, costs={"oneway": ONEWAY, "sendrecv": SENDRECV}))
@@ -418,7 +420,8 @@ def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
 ):
     """Calibrated with 2 ranks on 2 cores: 4 ranks on them get half a core each, for moving
     bytes as for computing (MPICH's blocking calls spin)."""
-    from sim.run import _network_slowdown, build_parser
+    from sim.cluster import network_slowdown
+    from sim.run import build_parser
 
     profile = load_profile(
         str(
@@ -431,7 +434,7 @@ def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
         )
     )
     cluster = build_parser().parse_known_args(["--nodes", str(nodes)])[0]
-    assert _network_slowdown(cluster, profile) == slowdown
+    assert network_slowdown(cluster, profile) == slowdown
     slowed = profile.slowed_costs(slowdown)["sendrecv"]
     assert slowed.alpha_s(8) == pytest.approx(SENDRECV.alpha_s(8) * slowdown)
     assert slowed.beta_Bps(8) == pytest.approx(SENDRECV.beta_Bps(8) / slowdown)

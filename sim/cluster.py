@@ -1,0 +1,248 @@
+"""The simulated cluster as one value: hosts, their ranks and cores, links, NICs and memory paths,
+the compute model and the fault schedule, built once from ``sim.run``'s flags and a profile.
+
+Why one value: the cluster's options used to travel as an argparse Namespace and be re-read
+wherever a part of the model needed one (the network, the compute model, the header, the
+analytic engine). `build_cluster` reads each flag once, resolves it against the profile (a flag
+wins, then the profile, then the default stated here), checks it, and hands back a frozen
+`Cluster`; everything downstream reads that.
+
+Defaults where neither a flag nor a profile says (each stated in config.json):
+
+- the network: a star of 5 us node-to-node latency and 10 Gbit/s NICs;
+- one rank a host; with more, their memory path is `ASSUMED_MEMORY`: 0.5 us one way, 5 GB/s a
+  copy, 4 copies at once (the order of an MPI shared-memory ping-pong between cores of one
+  two-socket Xeon node: assumed, not measured; a profile's ``[network.memory]`` replaces it).
+"""
+
+import math
+from dataclasses import dataclass
+
+from sim.compute import ComputeModel, compute_model
+from sim.network import MemoryPath, make_network, slowest_link
+from twinsgd.run.faults import FaultSchedule, parse_fail_spec
+
+DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
+ASSUMED_MEMORY = MemoryPath(latency_s=0.5e-6, bandwidth_Bps=5e9, channels=4)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A simulated cluster, checked (`build_cluster` makes one from flags and a profile).
+
+    ``ranks`` ranks on ``hosts`` hosts of ``ranks_per_host`` ranks (rank r on host
+    ``r // ranks_per_host``; the last host may hold fewer) and ``cores_per_host`` cores (None:
+    as many as ranks). ``network``: the ``--network`` spec; ``latency_s`` per hop and
+    ``bandwidth_Bps`` per link (on a star: node to node); ``nic_bandwidth_Bps``: each host's
+    links; ``memory``: the path between two ranks of one host (`sim.network.MemoryPath`).
+    ``costs`` and ``shaping``: a calibrated profile's measured message costs and token buckets
+    ({} and None otherwise), of messages between hosts; ``slowdown`` the factor they were
+    slowed by for more ranks a core than measured; ``eager_bytes`` the measured eager limit.
+    """
+
+    ranks: int
+    ranks_per_host: int
+    cores_per_host: int | None
+    network: str
+    latency_s: float
+    bandwidth_Bps: float
+    nic_bandwidth_Bps: float
+    memory: MemoryPath
+    memory_source: str  # "flags", "profile" or "assumed"
+    costs: dict
+    shaping: object
+    slowdown: float
+    eager_bytes: int
+    compute: ComputeModel
+    faults: FaultSchedule
+    collectives: str
+    engine: str
+    steps_sample: int | None
+    ghost: str | None
+    profile: str | None
+    speeds: str
+    stragglers: tuple | None
+
+    @property
+    def hosts(self):
+        """Number of hosts the ranks fill."""
+        return -(-self.ranks // self.ranks_per_host)
+
+    def ring_link(self, nbytes):
+        """(alpha s, beta B/s) of the slowest step of a ring over the ranks in order on a star,
+        for messages of ``nbytes``, worked out without making the network (the analytic
+        engine's million nodes): ``make_network().ring_link(nbytes)`` there (a test holds them
+        equal). Between hosts a step crosses two NICs and the switch; inside a host it shares
+        the host's memory with the host's other pairs of that step."""
+        assert self.network == "star", "ring_link without a network is the star's"
+        if self.ranks == 1:
+            return self.latency_s, self.bandwidth_Bps
+        links = set()
+        if self.hosts > 1:
+            links.add((self.latency_s, self.nic_bandwidth_Bps))
+        if self.ranks_per_host > 1:
+            copies = self.ranks if self.hosts == 1 else self.ranks_per_host - 1
+            links.add((self.memory.latency_s, self.memory.concurrent_Bps(copies)))
+        return slowest_link(links, nbytes)
+
+    def make_network(self):
+        """The `sim.network.RoutedNetwork` of this cluster with no clock yet (the simulator
+        attaches its own); ValueError naming the flag for a network that cannot be made."""
+        return make_network(
+            None,
+            self.network,
+            self.ranks,
+            self.latency_s,
+            self.bandwidth_Bps,
+            self.costs,
+            self.shaping,
+            ranks_per_host=self.ranks_per_host,
+            memory=self.memory if self.ranks_per_host > 1 else None,
+            nic_bandwidth_Bps=(
+                self.nic_bandwidth_Bps if self.nic_bandwidth_Bps != self.bandwidth_Bps else None
+            ),
+        )
+
+    def header(self):
+        """config.json's ``cluster``: what was simulated, each default resolved."""
+        compute = self.compute
+        return {
+            "latency_s": self.latency_s,
+            "bandwidth_Bps": self.bandwidth_Bps,
+            "network": self.network,
+            "ranks_per_host": self.ranks_per_host,
+            "hosts": self.hosts,
+            "cores_per_host": self.cores_per_host,
+            "nic_bandwidth_Bps": self.nic_bandwidth_Bps,
+            "memory": {
+                "latency_s": self.memory.latency_s,
+                "bandwidth_Bps": self.memory.bandwidth_Bps,
+                "channels": self.memory.channels,
+                "source": self.memory_source,
+            }
+            if self.ranks_per_host > 1
+            else None,
+            "profile": self.profile,
+            "compute": compute.kind,
+            "measured_costs": sorted(self.costs),
+            "token_buckets": self.shaping is not None,
+            "network_slowdown": self.slowdown,
+            "collectives": self.collectives,
+            "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
+            "stragglers": self.stragglers,
+            "seconds_per_sample": compute.seconds_per_sample,
+            "seconds_per_step": compute.seconds_per_step,
+            "ghost": self.ghost,
+            "steps_sample": self.steps_sample or 1,
+            "engine": self.engine,
+        }
+
+
+def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
+    """The `Cluster` that ``options`` (sim.run's cluster flags) and ``profile`` (a
+    `sim.cluster_profile.ClusterProfile` or None) describe for the run ``cfg`` of
+    ``model_name``; ValueError naming the flag (or the profile) for bad input."""
+    ranks = options.nodes
+    if ranks < 1:
+        raise ValueError(f"--nodes must be >= 1, got {ranks}")
+    if options.steps_sample is not None and options.steps_sample < 1:
+        raise ValueError(f"--steps-sample must be >= 1, got {options.steps_sample}")
+    ranks_per_host = _pick(options.ranks_per_host, profile and profile.ranks_per_host, 1)
+    cores_per_host = options.cores_per_host
+    for flag, value in (("--ranks-per-host", ranks_per_host), ("--cores-per-host", cores_per_host)):
+        if value is not None and value < 1:
+            raise ValueError(f"{flag} must be >= 1, got {value}")
+    network, latency_s, bandwidth_Bps = network_model(options, profile)
+    nic_Bps = _pick(options.nic_bandwidth, profile and profile.nic_bandwidth_Bps, bandwidth_Bps)
+    memory, memory_source = _memory(options, profile)
+    costs = network_costs(options, profile)
+    slowdown = network_slowdown(options, profile) if costs else 1.0
+    shaping = profile.shaping(slowdown) if costs else None
+    costs = profile.slowed_costs(slowdown) if costs else costs
+    compute = compute_model(
+        options, profile, cfg.seed, model_name, flops_per_sample, cfg.batch_size, ranks_per_host
+    )
+    faults = FaultSchedule(
+        cfg.fault_schedule().check_size(ranks).faults
+        + parse_fail_spec(options.fail).check_size(ranks, "--fail").faults
+    )
+    return Cluster(
+        ranks=ranks,
+        ranks_per_host=ranks_per_host,
+        cores_per_host=cores_per_host or (profile.cores if profile else None),
+        network=network,
+        latency_s=latency_s,
+        bandwidth_Bps=bandwidth_Bps,
+        nic_bandwidth_Bps=nic_Bps,
+        memory=memory,
+        memory_source=memory_source,
+        costs=costs,
+        shaping=shaping,
+        slowdown=slowdown,
+        eager_bytes=profile.eager_bytes if costs else 0,
+        compute=compute,
+        faults=faults,
+        collectives=options.collectives,
+        engine=options.engine,
+        steps_sample=options.steps_sample,
+        ghost=options.ghost,
+        profile=options.profile,
+        speeds=options.speeds,
+        stragglers=options.stragglers,
+    )
+
+
+def _pick(flag, from_profile, default):
+    """A flag's value, else the profile's, else the default."""
+    return flag if flag is not None else from_profile if from_profile is not None else default
+
+
+def _memory(options, profile):
+    """(MemoryPath, where it came from) of two ranks of one host: the flags over the profile's
+    ``[network.memory]`` over `ASSUMED_MEMORY`."""
+    base, source = (
+        (profile.memory, "profile") if profile and profile.memory else (ASSUMED_MEMORY, "assumed")
+    )
+    if options.memory_latency is None and options.memory_bandwidth is None:
+        return base, source
+    bandwidth_Bps = _pick(options.memory_bandwidth, None, base.bandwidth_Bps)
+    total_Bps = base.channels * base.bandwidth_Bps  # the host's memory keeps its total
+    return MemoryPath(
+        _pick(options.memory_latency, None, base.latency_s),
+        bandwidth_Bps,
+        max(1, math.floor(total_Bps / bandwidth_Bps)),
+    ), "flags"
+
+
+def network_model(options, profile):
+    """(network spec, latency s, bandwidth B/s): the flags, else the profile's, else a star of
+    5 us and 10 Gb/s."""
+    return (
+        _pick(options.network, profile and profile.network, "star"),
+        _pick(options.latency, profile and profile.latency_s, DEFAULT_LATENCY_S),
+        _pick(options.bandwidth, profile and profile.bandwidth_Bps, DEFAULT_BANDWIDTH_BPS),
+    )
+
+
+def network_costs(options, profile):
+    """The profile's measured cost models by message pattern, unless --latency or --bandwidth
+    overrides the profile's network, or --network asks for another than the profile's."""
+    if (
+        profile is None
+        or options.latency is not None
+        or options.bandwidth is not None
+        or (options.network and options.network != profile.network)
+    ):
+        return {}
+    return profile.costs
+
+
+def network_slowdown(options, profile):
+    """How many times more ranks share each core of a one-machine profile in this run than
+    when it was measured (its step times' ranks, else 2, the calibration's pair), if more: the
+    measured network costs slow by it (`sim.cluster_profile.Slowed`). 1 elsewhere."""
+    if not profile.one_machine or not profile.cores:
+        return 1.0
+    measured = next(iter(profile.step_times.values())).ranks if profile.step_times else 2
+    now = max(1.0, options.nodes / profile.cores)
+    return max(1.0, now / max(1.0, measured / profile.cores))
