@@ -52,7 +52,9 @@ GHOST = "resnet18"  # size-only payloads of ResNet-18 (CIFAR): 45 MB of float32 
 PARAMS = ghost_model(GHOST)[0].n_params
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gbit/s
 work = Path(tempfile.mkdtemp(prefix="study4-"))
+# Polus-like for its FLOP rate; the network is the formula's flat star, one rank a host
 common = ["--algorithm", "allreduce", "--ghost", GHOST, "--profile", "polus-like",
+          "--ranks-per-host", "1",
           "--collectives", "closed-form", "--latency", "5us", "--bandwidth", "10Gbps",
           "--no-measure-wait", "--iterations", str(ITERATIONS), "--seed", "1"]
 

@@ -56,6 +56,7 @@ import datetime
 import io
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -129,6 +130,12 @@ def build_parser(parser_class=None):
         metavar="RUN_DIR",
         help="no measuring: write the step times of this run folder into --out",
     )
+    parser.add_argument(
+        "--from-osu",
+        action="append",
+        metavar="FILE[:RANKSxPER_HOST]",
+        help="no measuring: fit a profile to a site's OSU/IMB tables (python -m sim.calibrate)",
+    )
     return parser
 
 
@@ -138,6 +145,9 @@ def main(argv=None):
         argv = sys.argv[1:]
     if "--from-run" in argv or any(a.startswith("--from-run=") for a in argv):
         return _from_run_main(argv)
+    if "--from-osu" in argv or any(a.startswith("--from-osu=") for a in argv):
+        # the fit simulates the tables, so it is the simulator's (real/ never imports sim/)
+        return subprocess.call([sys.executable, "-m", "sim.calibrate", *argv])
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD

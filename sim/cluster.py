@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from sim.compute import ComputeModel, compute_model
 from sim.network import MemoryPath, make_network, slowest_link
 from twinsgd.run.faults import FaultSchedule, parse_fail_spec
+from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_seconds
 
 DEFAULT_LATENCY_S, DEFAULT_BANDWIDTH_BPS = 5e-6, 1.25e9  # a star of 5 us and 10 Gb/s NICs
 ASSUMED_MEMORY = MemoryPath(latency_s=0.5e-6, bandwidth_Bps=5e9, channels=4)
@@ -138,10 +139,83 @@ class Cluster:
         }
 
 
+def add_network_arguments(group):
+    """Add the flags that describe the machine (network, hosts, profile) to the argparse
+    ``group``: ``sim.run`` and ``sim.osu`` read them the same way (`build_cluster`)."""
+    group.add_argument(
+        "--latency",
+        default=None,
+        type=flag_type(parse_seconds),
+        help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, else 5us)",
+    )
+    group.add_argument(
+        "--bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
+        "profile's, else 10Gbps)",
+    )
+    group.add_argument(
+        "--network",
+        default=None,
+        metavar="star|fat-tree:K|torus|ring|FILE",
+        help="physical network: star (one switch; --latency node to node), "
+        "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
+        "(--latency per hop, --bandwidth per link); default: the "
+        "profile's, else star",
+    )
+    group.add_argument(
+        "--profile",
+        metavar="NAME|FILE.toml",
+        help="cluster profile: a preset of sim/profiles/ (polus-like, "
+        "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
+        "gives the network's and the nodes' defaults",
+    )
+    group.add_argument(
+        "--ranks-per-host",
+        type=int,
+        default=None,
+        metavar="R",
+        help="ranks placed on each host (rank r on host r // R): they talk through "
+        "its memory, share its NIC and its cores (compute slows by R/cores when R > "
+        "cores) (default: the profile's, else 1)",
+    )
+    group.add_argument(
+        "--cores-per-host",
+        type=int,
+        default=None,
+        metavar="C",
+        help="cores of a host (default: the profile's [cluster] cores, else R)",
+    )
+    group.add_argument(
+        "--nic-bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="each host's links to the network (its NIC, all rails), e.g. 24GB/s "
+        "(default: the profile's, else --bandwidth)",
+    )
+    group.add_argument(
+        "--memory-latency",
+        default=None,
+        type=flag_type(parse_seconds),
+        help="one-way latency between two ranks of one host, e.g. 0.4us (default: "
+        "the profile's [network.memory], else 0.5us, assumed)",
+    )
+    group.add_argument(
+        "--memory-bandwidth",
+        default=None,
+        type=flag_type(parse_bandwidth_Bps),
+        help="one copy's bandwidth between two ranks of one host, e.g. 6GB/s "
+        "(default: the profile's [network.memory], else 5GB/s, assumed)",
+    )
+    return group
+
+
 def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     """The `Cluster` that ``options`` (sim.run's cluster flags) and ``profile`` (a
     `sim.cluster_profile.ClusterProfile` or None) describe for the run ``cfg`` of
-    ``model_name``; ValueError naming the flag (or the profile) for bad input."""
+    ``model_name``; ValueError naming the flag (or the profile) for bad input. ``cfg`` None:
+    the machine alone (``sim.osu``): compute free, no faults."""
     ranks = options.nodes
     if ranks < 1:
         raise ValueError(f"--nodes must be >= 1, got {ranks}")
@@ -159,13 +233,15 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     slowdown = network_slowdown(options, profile) if costs else 1.0
     shaping = profile.shaping(slowdown) if costs else None
     costs = profile.slowed_costs(slowdown) if costs else costs
-    compute = compute_model(
-        options, profile, cfg.seed, model_name, flops_per_sample, cfg.batch_size, ranks_per_host
-    )
-    faults = FaultSchedule(
-        cfg.fault_schedule().check_size(ranks).faults
-        + parse_fail_spec(options.fail).check_size(ranks, "--fail").faults
-    )
+    compute, faults = ComputeModel(seconds_per_sample=0.0), FaultSchedule()  # a network alone
+    if cfg is not None:
+        compute = compute_model(
+            options, profile, cfg.seed, model_name, flops_per_sample, cfg.batch_size, ranks_per_host
+        )
+        faults = FaultSchedule(
+            cfg.fault_schedule().check_size(ranks).faults
+            + parse_fail_spec(options.fail).check_size(ranks, "--fail").faults
+        )
     return Cluster(
         ranks=ranks,
         ranks_per_host=ranks_per_host,

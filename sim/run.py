@@ -26,7 +26,7 @@ from models import build_model
 from models.threads import one_blas_thread
 from sim.analytic import check_analytic, run_analytic
 from sim.backend import Simulator
-from sim.cluster import Cluster, build_cluster
+from sim.cluster import Cluster, add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from sim.compute import parse_stragglers
 from twinsgd.data import DataError, load_dataset
@@ -39,7 +39,7 @@ from twinsgd.run.config import OneLineParser, RunConfig, add_config_arguments, p
 from twinsgd.run.faults import InjectedFault
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
-from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_seconds
+from twinsgd.run.units import flag_type
 
 
 def build_parser(parser_class=OneLineParser):
@@ -52,28 +52,7 @@ def build_parser(parser_class=OneLineParser):
     cluster.add_argument(
         "--nodes", type=int, default=4, help="number of nodes (ranks) (default: 4)"
     )
-    cluster.add_argument(
-        "--latency",
-        default=None,
-        type=flag_type(parse_seconds),
-        help="node-to-node latency, e.g. 5us, 1.5ms (default: the profile's, else 5us)",
-    )
-    cluster.add_argument(
-        "--bandwidth",
-        default=None,
-        type=flag_type(parse_bandwidth_Bps),
-        help="each NIC's bandwidth, e.g. 10Gbps, 56Gb/s, 12.5GB/s (default: the "
-        "profile's, else 10Gbps)",
-    )
-    cluster.add_argument(
-        "--network",
-        default=None,
-        metavar="star|fat-tree:K|torus|ring|FILE",
-        help="physical network: star (one switch; --latency node to node), "
-        "k-ary fat tree, 2-D torus, ring, or a GraphML/edge-list file "
-        "(--latency per hop, --bandwidth per link); default: the "
-        "profile's, else star",
-    )
+    add_network_arguments(cluster)
     cluster.add_argument(
         "--collectives",
         choices=("message", "closed-form"),
@@ -90,56 +69,12 @@ def build_parser(parser_class=OneLineParser):
         "measured (--profile's [compute.steps.MODEL])",
     )
     cluster.add_argument(
-        "--profile",
-        metavar="NAME|FILE.toml",
-        help="cluster profile: a preset of sim/profiles/ (polus-like, "
-        "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
-        "gives the network's and the nodes' defaults",
-    )
-    cluster.add_argument(
         "--speeds",
         default="1x",
         metavar="F,F,...|DIST|FILE",
         help="relative speed per node (0.5x: half speed): a list cycled over "
         "the nodes, a file of one factor a line, or drawn per node "
         "(seeded): lognormal:SIGMA (median 1x), uniform:LO:HI (default: 1x)",
-    )
-    cluster.add_argument(
-        "--ranks-per-host",
-        type=int,
-        default=None,
-        metavar="R",
-        help="ranks placed on each host (rank r on host r // R): they talk through "
-        "its memory, share its NIC and its cores (compute slows by R/cores when R > "
-        "cores) (default: the profile's, else 1)",
-    )
-    cluster.add_argument(
-        "--nic-bandwidth",
-        default=None,
-        type=flag_type(parse_bandwidth_Bps),
-        help="each host's links to the network (its NIC, all rails), e.g. 24GB/s "
-        "(default: the profile's, else --bandwidth)",
-    )
-    cluster.add_argument(
-        "--memory-latency",
-        default=None,
-        type=flag_type(parse_seconds),
-        help="one-way latency between two ranks of one host, e.g. 0.4us (default: "
-        "the profile's [network.memory], else 0.5us, assumed)",
-    )
-    cluster.add_argument(
-        "--memory-bandwidth",
-        default=None,
-        type=flag_type(parse_bandwidth_Bps),
-        help="one copy's bandwidth between two ranks of one host, e.g. 6GB/s "
-        "(default: the profile's [network.memory], else 5GB/s, assumed)",
-    )
-    cluster.add_argument(
-        "--cores-per-host",
-        type=int,
-        default=None,
-        metavar="C",
-        help="cores of a host (default: the profile's [cluster] cores, else R)",
     )
     cluster.add_argument(
         "--stragglers",

@@ -7,12 +7,24 @@ import pkgutil
 
 import pytest
 
-PACKAGES = ("twinsgd.programs", "twinsgd.data", "models", "topologies", "sim", "twinsgd.analysis")
+PACKAGES = (
+    "twinsgd.programs",
+    "twinsgd.run",
+    "twinsgd.calibration",
+    "twinsgd.data",
+    "models",
+    "topologies",
+    "sim",
+    "twinsgd.analysis",
+)
 HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must keep some
     "twinsgd.programs.compression",
     "twinsgd.run.units",
     "twinsgd.programs.collectives",
     "twinsgd.programs.ghost",
+    "twinsgd.programs.block_collectives",
+    "twinsgd.calibration.osu_tables",
+    "twinsgd.calibration.costfit",
     "twinsgd.data.errors",
     "twinsgd.data.dataset",
     "twinsgd.data.synthetic",

@@ -1,5 +1,6 @@
 """Under mpiexec: our allreduces against MPI's Allreduce (exact on integers, close on floats,
-the same bits on every rank, bytes as counted), and our binomial broadcast against MPI's Bcast.
+the same bits on every rank, bytes as counted), our binomial broadcast against MPI's Bcast, and
+our ring allgather and pairwise alltoall against MPI's Allgather and Alltoall.
 
 Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts the job) otherwise.
 """
@@ -8,6 +9,7 @@ import numpy as np
 from mpi4py import MPI
 
 from real.backend import run_collective_mpi
+from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -17,6 +19,17 @@ from twinsgd.programs.collectives import (
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
+
+
+def run_collective_mpi_result(program):
+    """What ``program`` returns, carried out under MPI."""
+    out = {}
+
+    def keep():
+        out["value"] = yield from program
+
+    run_collective_mpi(comm, keep())
+    return out["value"]
 
 
 for algorithm, allreduce in ALLREDUCES.items():
@@ -37,6 +50,18 @@ for algorithm, allreduce in ALLREDUCES.items():
         everyone = comm.allgather(ours)
         for other in everyone:  # every rank ends with the same bits
             np.testing.assert_array_equal(other, ours)
+
+for m in (0, 1, 7, 1000):
+    mine = np.random.default_rng([m, rank]).standard_normal(m).astype(np.float32)
+    gathered = run_collective_mpi_result(ring_allgather(mine.copy(), rank, size))
+    theirs = np.empty((size, m), np.float32)
+    comm.Allgather(mine, theirs)
+    np.testing.assert_array_equal(np.array(gathered).reshape(size, m), theirs)
+    blocks = np.random.default_rng([m, rank, 1]).standard_normal((size, m)).astype(np.float32)
+    received = run_collective_mpi_result(pairwise_alltoall(list(blocks.copy()), rank, size))
+    theirs = np.empty_like(blocks)
+    comm.Alltoall(blocks, theirs)
+    np.testing.assert_array_equal(np.array(received).reshape(size, m), theirs)
 
 for root in range(size):
     values = np.random.default_rng(root).standard_normal(1001).astype(np.float32)

@@ -1,0 +1,241 @@
+"""``python -m sim.calibrate --from-osu FILE[:RANKSxPER_HOST] ... --out FILE.toml``: a cluster
+profile fitted to a site's OSU / IMB tables.
+
+Examples
+--------
+::
+
+    python -m sim.calibrate --from-osu osu_latency.txt --from-osu osu_bw.txt \\
+        --from-osu osu_allreduce.txt:64x32 --out cluster.toml
+    python -m sim.osu osu_allgather --profile cluster.toml --ranks 64 --ranks-per-host 32
+
+Why it lives with the simulator: what a collective table says about a host's memory (its copies'
+latency, bandwidth and how many move at once) is only seen through the collective's algorithm,
+so the fit simulates the table (`sim.osu`) and searches the memory path that reproduces it.
+Point-to-point tables are fitted directly (`calibration.costfit`). ``real.calibrate --from-osu``
+hands its arguments here.
+
+What each table determines:
+
+- a latency table (``osu_latency``, IMB ``PingPong``): the one-way piecewise alpha-beta model
+  of messages between hosts (``[network.oneway]``; also ``sendrecv`` unless IMB ``Sendrecv``
+  is given), and ``[network] latency``;
+- a bandwidth table (``osu_bw``): ``[network] bandwidth`` (the largest measured rate, a link's
+  and a NIC's: one rank a host measured it); ``osu_bibw`` is read and reported, not used;
+- a collective table of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
+  and total bandwidth = channels x bandwidth), searched to minimise the squared log error of the
+  simulated table over its sizes, as the library's algorithm runs (``--mpi``).
+
+What it cannot determine it says, with what it assumed.
+"""
+
+import argparse
+import dataclasses
+import math
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from scipy.optimize import minimize_scalar
+
+from sim.cluster import ASSUMED_MEMORY, build_cluster
+from sim.cluster_profile import load_profile
+from sim.network import MemoryPath
+from sim.osu import _options, osu_value, simulate_benchmark
+from twinsgd.calibration.costfit import fit_segments
+from twinsgd.calibration.osu_tables import read_table
+from twinsgd.run.config import OneLineParser
+
+LATENCY_TABLES = ("osu_latency", "imb_pingpong", "osu_multi_lat")
+SIMULATED = {"osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"}
+FIT_MIN_BYTES = 65536  # below, a call's time is the library's software and latencies
+
+
+def fit_profile(tables, mpi="mpich", say=print):
+    """The profile document (a dict for TOML) that ``tables`` (`OsuTable` list) determine, and
+    ``say`` each parameter's source, or what was assumed. ValueError when no table gives the
+    network's latency."""
+    by_bench = {}
+    for t in tables:
+        by_bench.setdefault(t.bench, []).append(t)
+    latency = next((by_bench[b][0] for b in LATENCY_TABLES if b in by_bench), None)
+    if latency is None:
+        raise ValueError(
+            "--from-osu: needs a point-to-point latency table (osu_latency or IMB PingPong)"
+        )
+    positive = latency.sizes > 0
+    oneway = fit_segments(latency.sizes[positive], latency.seconds[positive])
+    sendrecv = oneway
+    if "imb_sendrecv" in by_bench:
+        t = by_bench["imb_sendrecv"][0]
+        sendrecv = fit_segments(t.sizes[t.sizes > 0], t.seconds[t.sizes > 0])
+        say(f"sendrecv: fitted to {t.path}")
+    else:
+        say("sendrecv: no IMB Sendrecv table; taken as the one-way model (full-duplex links)")
+    bandwidth_Bps = float(np.max(oneway.bandwidth_Bps))
+    if "osu_bw" in by_bench:
+        t = by_bench["osu_bw"][0]
+        bandwidth_Bps = float(np.max(t.sizes / t.seconds))
+        say(f"bandwidth: {bandwidth_Bps / 1e9:.4g} GB/s, the largest rate of {t.path}")
+    else:
+        say("bandwidth: no osu_bw table; the one-way model's fastest segment")
+    say(
+        f"oneway: {len(oneway.latency_s)} segment(s) fitted to {latency.path}, every point "
+        f"within {100 * oneway.max_rel_error:.1f} %"
+    )
+    for t in by_bench.get("osu_bibw", []):
+        say(f"bidirectional bandwidth: read from {t.path}, not used (the links are full-duplex)")
+    document = {
+        "cluster": {
+            "name": "fitted to OSU/IMB tables",
+            "calibrated": True,
+            "source": "sim.calibrate --from-osu " + " ".join(t.path for t in tables),
+            "mpi": mpi,
+        },
+        "network": {
+            "topology": "star",
+            "latency": f"{oneway.seconds(1) * 1e6:.6g}us",
+            "bandwidth": f"{bandwidth_Bps:.6g}B/s",
+            "oneway": oneway.to_dict(),
+            "sendrecv": sendrecv.to_dict(),
+        },
+    }
+    collectives = [t for t in tables if t.bench in SIMULATED and t.ranks_per_host > 1]
+    if collectives:
+        memory, error = fit_memory(document, collectives, mpi)
+        document["network"]["memory"] = {
+            "latency": f"{memory.latency_s * 1e6:.6g}us",
+            "bandwidth": f"{memory.bandwidth_Bps:.6g}B/s",
+            "total_bandwidth": f"{memory.bandwidth_Bps * memory.channels:.6g}B/s",
+        }
+        document["cluster"]["ranks_per_host"] = collectives[0].ranks_per_host
+        say(
+            f"memory: {memory.bandwidth_Bps / 1e9:.3g} GB/s a copy, {memory.channels} at once "
+            f"(latency {memory.latency_s * 1e6:.3g} us assumed: not seen at these sizes), "
+            f"fitted to "
+            f"{', '.join(t.path for t in collectives)} (median |error| {100 * error:.1f} % over "
+            f"sizes >= {FIT_MIN_BYTES} B)"
+        )
+    else:
+        say(
+            f"memory: no collective table of several ranks a host; not determined (sim.run "
+            f"assumes {ASSUMED_MEMORY.latency_s * 1e6:g} us, {ASSUMED_MEMORY.bandwidth_Bps / 1e9:g}"
+            f" GB/s a copy, {ASSUMED_MEMORY.channels} at once)"
+        )
+    say("gamma (the reduction's arithmetic) and per-call overhead: not modelled yet")
+    return document
+
+
+def fit_memory(document, tables, mpi="mpich"):
+    """(MemoryPath, median |relative error|) that best reproduces ``tables`` (collectives of
+    several ranks a host) at sizes >= ``FIT_MIN_BYTES`` on the network of ``document``: for
+    each count of channels (powers of two up to the ranks a host) the one copy's bandwidth of
+    least squared log error (a bounded search over its log); the best pair wins. At those sizes
+    a copy's latency does not show: it stays `ASSUMED_MEMORY`'s."""
+    points = [(t, n, s) for t in tables for n, s in zip(t.sizes, t.seconds, strict=True)]
+    points = [(t, int(n), s) for t, n, s in points if n >= FIT_MIN_BYTES]
+    if not points:
+        raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")
+    base = _profile(document)
+
+    def errors(memory):
+        return np.array(
+            [math.log(simulated_seconds(t, n, base, memory, mpi) / s) for t, n, s in points]
+        )
+
+    best = None
+    most = max(t.ranks_per_host for t in tables)
+    for channels in (2**k for k in range(int(math.log2(most)) + 1)):
+
+        def loss(log_Bps, channels=channels):
+            memory = MemoryPath(ASSUMED_MEMORY.latency_s, math.exp(log_Bps), channels)
+            return float(np.sum(errors(memory) ** 2))
+
+        result = minimize_scalar(
+            loss, bounds=(math.log(1e8), math.log(1e12)), method="bounded", options={"xatol": 0.01}
+        )
+        if best is None or result.fun < best[0]:
+            best = (result.fun, MemoryPath(ASSUMED_MEMORY.latency_s, math.exp(result.x), channels))
+    memory = best[1]
+    return memory, float(np.median(np.abs(np.exp(errors(memory)) - 1)))
+
+
+def simulated_seconds(table, nbytes, profile, memory, mpi="mpich"):
+    """The simulated time of ``table``'s benchmark at ``nbytes`` on ``profile`` with the memory
+    path ``memory`` and the table's job shape, seconds (the table's own measure)."""
+    cluster = cluster_for(table, profile, memory)
+    return (
+        osu_value(table.bench, simulate_benchmark(table.bench, cluster, nbytes), nbytes, 1) * 1e-6
+    )
+
+
+def cluster_for(table, profile, memory=None):
+    """The `sim.cluster.Cluster` of ``table``'s job shape on ``profile`` (a ClusterProfile)."""
+    args = argparse.Namespace(
+        ranks=table.ranks,
+        ranks_per_host=table.ranks_per_host,
+        cores_per_host=None,
+        latency=None,
+        bandwidth=None,
+        network=None,
+        profile=profile.path,
+        nic_bandwidth=None,
+        memory_latency=None,
+        memory_bandwidth=None,
+    )
+    cluster = build_cluster(_options(args), profile, None, "osu")
+    if memory is not None:
+        cluster = dataclasses.replace(cluster, memory=memory, memory_source="fit")
+    return cluster
+
+
+def _profile(document):
+    """The `ClusterProfile` of a profile document (written to a temporary file and read back,
+    so the fit sees what a user of the profile will)."""
+    import tomli_w
+
+    with tempfile.TemporaryDirectory(prefix="twinsgd-osu-") as folder:
+        path = Path(folder) / "profile.toml"
+        path.write_text(tomli_w.dumps(document))
+        return load_profile(str(path))
+
+
+def build_parser():
+    parser = OneLineParser(
+        prog="python -m sim.calibrate",
+        description="Fit a cluster profile to a site's OSU micro-benchmark or IMB-MPI1 tables.",
+    )
+    parser.add_argument(
+        "--from-osu",
+        action="append",
+        required=True,
+        metavar="FILE[:RANKSxPER_HOST]",
+        help="an OSU or IMB output file; a collective's with its job's shape, e.g. :64x32",
+    )
+    parser.add_argument(
+        "--mpi", choices=("mpich",), default="mpich", help="whose algorithm choices"
+    )
+    parser.add_argument("--out", required=True, metavar="FILE.toml", help="the profile to write")
+    return parser
+
+
+def main(argv=None):
+    import tomli_w
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        tables = [read_table(spec) for spec in args.from_osu]
+        document = fit_profile(tables, args.mpi)
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(tomli_w.dumps(document))
+    except (ValueError, OSError) as err:
+        parser.error(str(err))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

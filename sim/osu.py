@@ -1,0 +1,268 @@
+"""``python -m sim.osu``: the OSU micro-benchmarks' tables, simulated on a cluster model.
+
+Examples
+--------
+::
+
+    python -m sim.osu osu_latency --profile cluster.toml
+    python -m sim.osu osu_allreduce --profile cluster.toml --ranks 64 --ranks-per-host 32
+
+Why: a cluster's OSU tables are what its users have; printing the model's own in the same format
+puts the two side by side (``twinsgd.analysis.osu_compare``), size by size, before a training run
+is trusted to the model. Each benchmark is a node program of our operations, run by the same
+simulator and the same collective programs as training (`programs.collectives`,
+`programs.block_collectives`), on size-only payloads.
+
+How OSU times, and what is kept of it: a latency test reports half a round trip averaged over
+its iterations; a bandwidth test a window of 64 messages back to back, then a reply; a
+collective the average over ranks of each rank's time a call, calls apart by a barrier. The
+simulation is deterministic and a barrier starts every rank of a call together, so one call from
+an idle network is every call of OSU's loop: collectives are timed once (``--iterations`` sets
+the point-to-point loops, which an emulated cluster's token buckets can make differ).
+
+The library's choice (``--mpi``): allreduce as MPICH picks it (recursive doubling up to 2 KiB,
+Rabenseifner's above); allgather around a ring and alltoall by pairwise exchange, both
+libraries' choice for large blocks (small blocks: Bruck's and recursive doubling, not modelled:
+the table says so in its header); bcast as a binomial tree.
+"""
+
+import argparse
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+
+from sim.backend import Simulator
+from sim.cluster import add_network_arguments, build_cluster
+from sim.cluster_profile import load_profile
+from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
+from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast, mpich_allreduce
+from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.ops import Recv, Send
+from twinsgd.run.config import OneLineParser
+from twinsgd.run.units import parse_nbytes
+
+WINDOW = 64  # osu_bw's and osu_bibw's messages in flight per iteration (OSU's default)
+TITLES = {
+    "osu_latency": ("Latency Test", "Latency (us)"),
+    "osu_bw": ("Bandwidth Test", "Bandwidth (MB/s)"),
+    "osu_bibw": ("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)"),
+    "osu_allreduce": ("Allreduce Latency Test", "Avg Latency(us)"),
+    "osu_allgather": ("Allgather Latency Test", "Avg Latency(us)"),
+    "osu_alltoall": ("All-to-All Personalized Exchange Latency Test", "Avg Latency(us)"),
+    "osu_bcast": ("Broadcast Latency Test", "Avg Latency(us)"),
+}
+DEFAULT_SIZES = {"osu_latency": (0, 4 << 20), "osu_bw": (1, 4 << 20), "osu_bibw": (1, 4 << 20)}
+COLLECTIVE_SIZES = (4, 1 << 20)  # OSU's collectives: 4 bytes (allreduce: one float) to 1 MiB
+
+
+def osu_latency(nbytes, rank, size, iterations):
+    """Ping-pong between ranks 0 and 1; the others idle."""
+    buf = GhostArray(nbytes, np.uint8)
+    for _ in range(iterations if rank < 2 else 0):
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+            yield Recv(source=1)
+        else:
+            yield Recv(source=0)
+            yield Send(dest=0, payload=buf)
+
+
+def osu_bw(nbytes, rank, size, iterations, both_ways=False):
+    """Rank 0 sends a window of messages back to back to rank 1, which replies with 4 bytes
+    (``both_ways``: rank 1 sends its window too, then each receives the other's)."""
+    buf, ack = GhostArray(nbytes, np.uint8), GhostArray(4, np.uint8)
+    peer = 1 - rank
+    for _ in range(iterations if rank < 2 else 0):
+        if rank == 0 or both_ways:
+            for _ in range(WINDOW):
+                yield Send(dest=peer, payload=buf, tag=1)
+        if rank == 1 or both_ways:
+            for _ in range(WINDOW):
+                yield Recv(source=peer, tag=1)
+        if not both_ways:
+            yield (Recv(source=1, tag=2) if rank == 0 else Send(dest=0, payload=ack, tag=2))
+
+
+def osu_bibw(nbytes, rank, size, iterations):
+    """Both ranks send a window to each other at once."""
+    return osu_bw(nbytes, rank, size, iterations, both_ways=True)
+
+
+def osu_allreduce(nbytes, rank, size, iterations=1):
+    """One allreduce of ``nbytes // 4`` floats, as MPICH picks its algorithm."""
+    buf = GhostArray(max(1, nbytes // 4))
+    yield from ALLREDUCES[mpich_allreduce(buf.size, buf.itemsize, size)](buf, rank, size)
+
+
+def osu_allgather(nbytes, rank, size, iterations=1):
+    """One allgather of ``nbytes`` a rank, around a ring."""
+    yield from ring_allgather(GhostArray(nbytes, np.uint8), rank, size)
+
+
+def osu_alltoall(nbytes, rank, size, iterations=1):
+    """One alltoall of ``nbytes`` from each rank to each, by pairwise exchange."""
+    yield from pairwise_alltoall([GhostArray(nbytes, np.uint8)] * size, rank, size)
+
+
+def osu_bcast(nbytes, rank, size, iterations=1):
+    """One broadcast of ``nbytes`` from rank 0, down a binomial tree."""
+    yield from binomial_bcast(GhostArray(nbytes, np.uint8), 0, rank, size)
+
+
+BENCHMARKS = {
+    "osu_latency": osu_latency,
+    "osu_bw": osu_bw,
+    "osu_bibw": osu_bibw,
+    "osu_allreduce": osu_allreduce,
+    "osu_allgather": osu_allgather,
+    "osu_alltoall": osu_alltoall,
+    "osu_bcast": osu_bcast,
+}
+
+
+class _Clock:
+    """A rank's time inside the benchmark: everything the simulator charges it (no compute)."""
+
+    def __init__(self):
+        self.seconds = 0.0
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.seconds += seconds
+
+    def __getattr__(self, name):  # the rest of a RunLog's interface: nothing to record
+        return lambda *args, **kwargs: None
+
+
+def simulate_benchmark(bench, cluster, nbytes, iterations=1):
+    """Seconds each rank spends in ``iterations`` of benchmark ``bench`` at ``nbytes`` on
+    ``cluster`` (a `sim.cluster.Cluster`), shape (ranks,)."""
+    size = cluster.ranks
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    clocks = [_Clock() for _ in range(size)]
+    simulator = Simulator(
+        nodes,
+        clocks,
+        cluster.latency_s,
+        cluster.bandwidth_Bps,
+        cluster.compute,
+        "message",
+        cluster.make_network(),
+        eager_bytes=cluster.eager_bytes,
+    )
+    simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations) for r in range(size)])
+    return np.array([clock.seconds for clock in clocks])
+
+
+def osu_value(bench, seconds, nbytes, iterations):
+    """The table's number for one size: microseconds (latency: half a round trip; a collective:
+    the mean over ranks of a call), or MB/s (1e6 bytes) of a bandwidth test."""
+    if bench == "osu_latency":
+        return seconds[0] / (2 * iterations) * 1e6
+    if bench in ("osu_bw", "osu_bibw"):
+        moved = nbytes * WINDOW * iterations * (2 if bench == "osu_bibw" else 1)
+        return moved / seconds[0] / 1e6
+    return float(np.mean(seconds)) / iterations * 1e6
+
+
+def powers_of_two(low, high):
+    """OSU's sizes: 0 if ``low`` is 0, then the powers of two from ``max(low, 1)`` to ``high``."""
+    sizes = [0] if low == 0 else []
+    n = 1
+    while n <= high:
+        if n >= low:
+            sizes.append(n)
+        n *= 2
+    return sizes
+
+
+def build_parser():
+    parser = OneLineParser(
+        prog="python -m sim.osu",
+        description="Print an OSU micro-benchmark's table as the cluster model predicts it.",
+    )
+    parser.add_argument("bench", choices=sorted(BENCHMARKS), help="the OSU benchmark")
+    parser.add_argument("--ranks", type=int, default=None, help="ranks of the job (default: 2)")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        metavar="MIN:MAX",
+        help="message sizes, e.g. 4:1MiB (default: OSU's)",
+    )
+    parser.add_argument(
+        "--iterations", type=int, default=1, metavar="K", help="point-to-point loops (default: 1)"
+    )
+    parser.add_argument(
+        "--mpi",
+        choices=("mpich",),
+        default="mpich",
+        help="whose algorithm choices (default: mpich)",
+    )
+    add_network_arguments(parser.add_argument_group("cluster"))
+    return parser
+
+
+def _options(args):
+    """sim.run's cluster options for the machine alone, from ``sim.osu``'s flags."""
+    return argparse.Namespace(
+        **vars(args),
+        nodes=args.ranks or 2,
+        steps_sample=None,
+        collectives="message",
+        engine="events",
+        ghost=None,
+        speeds="1x",
+        stragglers=None,
+        fail=None,
+        compute=None,
+    )
+
+
+def _sizes(bench, spec):
+    """The sizes of ``--sizes MIN:MAX`` (units allowed, e.g. 1MiB), else OSU's defaults."""
+    if spec is None:
+        return powers_of_two(*DEFAULT_SIZES.get(bench, COLLECTIVE_SIZES))
+    low, colon, high = spec.partition(":")
+    try:
+        low_bytes, high_bytes = (int(x) if x.isdigit() else parse_nbytes(x) for x in (low, high))
+    except ValueError as err:
+        raise ValueError(f"--sizes: {err}") from None
+    if not colon or not 0 <= low_bytes <= high_bytes:
+        raise ValueError(f"--sizes expects MIN:MAX with 0 <= MIN <= MAX, got {spec}")
+    return powers_of_two(int(low_bytes), int(high_bytes))
+
+
+def table(bench, cluster, sizes, iterations=1, mpi="mpich"):
+    """The lines of the simulated table, header first, in OSU's format."""
+    title, column = TITLES[bench]
+    lines = [
+        f"# OSU MPI {title} (simulated by twinsgd sim.osu: {cluster.ranks} ranks, "
+        f"{cluster.ranks_per_host} a host, profile {cluster.profile or 'none'}, {mpi})",
+        f"# Size{column:>24}",
+    ]
+    for nbytes in sizes:
+        seconds = simulate_benchmark(bench, cluster, nbytes, iterations)
+        lines.append(f"{nbytes:<10d}{osu_value(bench, seconds, nbytes, iterations):>18.2f}")
+    return lines
+
+
+def main(argv=None):
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.iterations < 1:
+            raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
+        if args.ranks is not None and args.ranks < 2:
+            raise ValueError(f"--ranks must be >= 2, got {args.ranks}")
+        profile = load_profile(args.profile) if args.profile else None
+        cluster = build_cluster(_options(args), profile, None, "osu")
+        sizes = _sizes(args.bench, args.sizes)
+    except ValueError as err:
+        parser.error(str(err))
+    for line in table(args.bench, cluster, sizes, args.iterations, args.mpi):
+        print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
