@@ -35,10 +35,10 @@ from twinsgd.programs.collectives import (
     alpha_beta_time,
     evaluate_for_log,
     finish_reduction,
-    mpich_allreduce,
     run_in_process,
 )
 from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
@@ -91,13 +91,13 @@ def _bytes_moved(op):
     return 0
 
 
-def _simulated(algorithm, buf, size):
+def _simulated(algorithm, buf, size, library="mpich"):
     """The allreduce the simulator runs for ``--allreduce algorithm`` over ``buf``: ``mpi`` is
-    what MPICH picks for that message (`mpich_allreduce`: recursive doubling up to 2,048 bytes,
-    Rabenseifner's above)."""
+    what the MPI ``library`` picks for that message (`programs.mpi_choices`; MPICH: recursive
+    doubling up to 2,048 bytes, Rabenseifner's above)."""
     if algorithm in ALLREDUCES:
         return algorithm
-    return mpich_allreduce(buf.size, buf.itemsize, size)
+    return allreduce_algorithm(library, buf.size, buf.itemsize, size)
 
 
 class _Crash:
@@ -170,6 +170,8 @@ class Simulator:
         messages) and an empty token with every peer before an Exchange, their whole time
         charged as wait. It costs real time in a measured run, so the prediction of that run
         pays it too. Message-level collectives only.
+    mpi : {"mpich", "openmpi"}
+        The MPI library whose allreduce ``--allreduce mpi`` runs (`programs.mpi_choices`).
     """
 
     def __init__(
@@ -186,11 +188,13 @@ class Simulator:
         shaping=None,
         eager_bytes=0,
         start_s=0.0,
+        mpi="mpich",
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
         self.compute = compute or ComputeModel()
         self.eager_bytes = eager_bytes
+        self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -591,7 +595,8 @@ class Simulator:
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
-        program = ALLREDUCES[_simulated(op.algo, op.buf, node.size)](op.buf, node.rank, node.size)
+        algorithm = _simulated(op.algo, op.buf, node.size, self.mpi)
+        program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
         reply = None
         while True:
             try:
@@ -615,7 +620,7 @@ class Simulator:
         bufs.append((rank, op.buf))
         if len(bufs) == size:
             del self._collectives[key]
-            algorithm = _simulated(op.algo, op.buf, size)
+            algorithm = _simulated(op.algo, op.buf, size, self.mpi)
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
                 run_in_process(
                     [

@@ -45,6 +45,7 @@ from sim.network import MemoryPath
 from sim.osu import _options, osu_value, simulate_benchmark
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
+from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.config import OneLineParser
 
 LATENCY_TABLES = ("osu_latency", "imb_pingpong", "osu_multi_lat")
@@ -112,6 +113,8 @@ def fit_profile(tables, mpi="mpich", say=print):
         document["cluster"]["ranks_per_host"] = collectives[0].ranks_per_host
         say(
             f"memory: {memory.bandwidth_Bps / 1e9:.3g} GB/s a copy, {memory.channels} at once "
+            f"(a copy's rate while the host's ranks copy together: a lone copy's is not "
+            f"determined by tables of a full host) "
             f"(latency {memory.latency_s * 1e6:.3g} us assumed: not seen at these sizes), "
             f"fitted to "
             f"{', '.join(t.path for t in collectives)} (median |error| {100 * error:.1f} % over "
@@ -164,13 +167,12 @@ def fit_memory(document, tables, mpi="mpich"):
 def simulated_seconds(table, nbytes, profile, memory, mpi="mpich"):
     """The simulated time of ``table``'s benchmark at ``nbytes`` on ``profile`` with the memory
     path ``memory`` and the table's job shape, seconds (the table's own measure)."""
-    cluster = cluster_for(table, profile, memory)
-    return (
-        osu_value(table.bench, simulate_benchmark(table.bench, cluster, nbytes), nbytes, 1) * 1e-6
-    )
+    cluster = cluster_for(table, profile, memory, mpi)
+    seconds = simulate_benchmark(table.bench, cluster, nbytes, 1, mpi)
+    return osu_value(table.bench, seconds, nbytes, 1) * 1e-6
 
 
-def cluster_for(table, profile, memory=None):
+def cluster_for(table, profile, memory=None, mpi="mpich"):
     """The `sim.cluster.Cluster` of ``table``'s job shape on ``profile`` (a ClusterProfile)."""
     args = argparse.Namespace(
         ranks=table.ranks,
@@ -184,7 +186,9 @@ def cluster_for(table, profile, memory=None):
         memory_latency=None,
         memory_bandwidth=None,
     )
-    cluster = build_cluster(_options(args), profile, None, "osu")
+    cluster = build_cluster(
+        _options(argparse.Namespace(**vars(args), mpi=mpi)), profile, None, "osu"
+    )
     if memory is not None:
         cluster = dataclasses.replace(cluster, memory=memory, memory_source="fit")
     return cluster
@@ -214,7 +218,11 @@ def build_parser():
         help="an OSU or IMB output file; a collective's with its job's shape, e.g. :64x32",
     )
     parser.add_argument(
-        "--mpi", choices=("mpich",), default="mpich", help="whose algorithm choices"
+        "--mpi",
+        choices=LIBRARIES,
+        default="mpich",
+        help="whose algorithm choices: MPICH's (and Intel MPI's) or Open MPI 4.0's "
+        "(default: mpich)",
     )
     parser.add_argument("--out", required=True, metavar="FILE.toml", help="the profile to write")
     return parser

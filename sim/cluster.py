@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from sim.compute import ComputeModel, compute_model
 from sim.network import MemoryPath, make_network, slowest_link
+from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.faults import FaultSchedule, parse_fail_spec
 from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_seconds
 
@@ -50,6 +51,7 @@ class Cluster:
     nic_bandwidth_Bps: float
     memory: MemoryPath
     memory_source: str  # "flags", "profile" or "assumed"
+    mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     costs: dict
     shaping: object
     slowdown: float
@@ -124,6 +126,7 @@ class Cluster:
             if self.ranks_per_host > 1
             else None,
             "profile": self.profile,
+            "mpi": self.mpi,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "token_buckets": self.shaping is not None,
@@ -170,6 +173,13 @@ def add_network_arguments(group):
         help="cluster profile: a preset of sim/profiles/ (polus-like, "
         "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
         "gives the network's and the nodes' defaults",
+    )
+    group.add_argument(
+        "--mpi",
+        choices=LIBRARIES,
+        default=None,
+        help="whose algorithm choices --allreduce mpi (and sim.osu) runs: MPICH's (and Intel "
+        "MPI's) or Open MPI 4.0's (default: the profile's [cluster] mpi, else mpich)",
     )
     group.add_argument(
         "--ranks-per-host",
@@ -252,6 +262,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         nic_bandwidth_Bps=nic_Bps,
         memory=memory,
         memory_source=memory_source,
+        mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         costs=costs,
         shaping=shaping,
         slowdown=slowdown,

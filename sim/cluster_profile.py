@@ -13,6 +13,7 @@ The format::
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
+    mpi = "openmpi"                # default of --mpi: whose algorithm choices (mpich, openmpi)
 
     [network]                      # defaults for --network, --latency, --bandwidth
     topology = "fat-tree:4"
@@ -68,6 +69,7 @@ from sim.network import MemoryPath
 from sim.shaping import ShapedPattern, Shaping
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.steptimes import StepTimes
+from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
 PRESETS = importlib.resources.files("sim") / "profiles"  # package data: works installed
@@ -83,6 +85,7 @@ class ClusterProfile:
     calibrated: bool = False
     cores: int | None = None  # of one host
     ranks_per_host: int | None = None  # placed on one host
+    mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
     memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
@@ -159,10 +162,10 @@ class ClusterProfile:
         for key in (model, "*"):
             if key in self.seconds_per_sample:
                 return self.seconds_per_sample[key]
-        if self.flops_per_s and flops_per_sample:
-            return 3 * flops_per_sample / self.flops_per_s
-        if self.flops_per_s and not flops_per_sample:
+        if not flops_per_sample:
             return 0.0  # a bare parameter count: communication alone
+        if self.flops_per_s:
+            return 3 * flops_per_sample / self.flops_per_s
         raise ValueError(
             f"--profile {self.path}: [compute] has no seconds_per_sample for "
             f"{model!r} and no flops_per_s"
@@ -214,6 +217,7 @@ def load_profile(name_or_path):
             else None,
             memory=_memory(network.get("memory")),
             one_machine=bool(cluster.get("one_machine", False)),
+            mpi=_library(cluster.get("mpi")),
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
             },
@@ -271,6 +275,13 @@ def _number(value, where, above=None):
         rule = f"> {above:g}" if above is not None else ">= 0"
         raise ValueError(f"{where} must be a finite number {rule}, got {value!r}")
     return float(value)
+
+
+def _library(name):
+    """``[cluster] mpi``: one of `programs.mpi_choices.LIBRARIES`, or None."""
+    if name is not None and name not in LIBRARIES:
+        raise ValueError(f"[cluster] mpi must be one of {', '.join(LIBRARIES)}, got {name!r}")
+    return name
 
 
 def _memory(table):

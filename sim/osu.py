@@ -20,10 +20,10 @@ simulation is deterministic and a barrier starts every rank of a call together, 
 an idle network is every call of OSU's loop: collectives are timed once (``--iterations`` sets
 the point-to-point loops, which an emulated cluster's token buckets can make differ).
 
-The library's choice (``--mpi``): allreduce as MPICH picks it (recursive doubling up to 2 KiB,
-Rabenseifner's above); allgather around a ring and alltoall by pairwise exchange, both
-libraries' choice for large blocks (small blocks: Bruck's and recursive doubling, not modelled:
-the table says so in its header); bcast as a binomial tree.
+The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH or Open MPI 4.0
+picks it; allgather around a ring and alltoall by pairwise exchange, the libraries' choice for
+large blocks (small blocks: Bruck's, recursive doubling or Open MPI's neighbour exchange, not
+modelled); bcast as a binomial tree.
 """
 
 import argparse
@@ -36,8 +36,9 @@ from sim.backend import Simulator
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
-from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast, mpich_allreduce
+from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast
 from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.config import OneLineParser
 from twinsgd.run.units import parse_nbytes
@@ -56,7 +57,7 @@ DEFAULT_SIZES = {"osu_latency": (0, 4 << 20), "osu_bw": (1, 4 << 20), "osu_bibw"
 COLLECTIVE_SIZES = (4, 1 << 20)  # OSU's collectives: 4 bytes (allreduce: one float) to 1 MiB
 
 
-def osu_latency(nbytes, rank, size, iterations):
+def osu_latency(nbytes, rank, size, iterations, mpi="mpich"):
     """Ping-pong between ranks 0 and 1; the others idle."""
     buf = GhostArray(nbytes, np.uint8)
     for _ in range(iterations if rank < 2 else 0):
@@ -68,7 +69,7 @@ def osu_latency(nbytes, rank, size, iterations):
             yield Send(dest=0, payload=buf)
 
 
-def osu_bw(nbytes, rank, size, iterations, both_ways=False):
+def osu_bw(nbytes, rank, size, iterations, mpi="mpich", both_ways=False):
     """Rank 0 sends a window of messages back to back to rank 1, which replies with 4 bytes
     (``both_ways``: rank 1 sends its window too, then each receives the other's)."""
     buf, ack = GhostArray(nbytes, np.uint8), GhostArray(4, np.uint8)
@@ -84,28 +85,29 @@ def osu_bw(nbytes, rank, size, iterations, both_ways=False):
             yield (Recv(source=1, tag=2) if rank == 0 else Send(dest=0, payload=ack, tag=2))
 
 
-def osu_bibw(nbytes, rank, size, iterations):
+def osu_bibw(nbytes, rank, size, iterations, mpi="mpich"):
     """Both ranks send a window to each other at once."""
-    return osu_bw(nbytes, rank, size, iterations, both_ways=True)
+    return osu_bw(nbytes, rank, size, iterations, mpi, both_ways=True)
 
 
-def osu_allreduce(nbytes, rank, size, iterations=1):
-    """One allreduce of ``nbytes // 4`` floats, as MPICH picks its algorithm."""
+def osu_allreduce(nbytes, rank, size, iterations=1, mpi="mpich"):
+    """One allreduce of ``nbytes // 4`` floats, as the library ``mpi`` picks its algorithm."""
     buf = GhostArray(max(1, nbytes // 4))
-    yield from ALLREDUCES[mpich_allreduce(buf.size, buf.itemsize, size)](buf, rank, size)
+    algorithm = allreduce_algorithm(mpi, buf.size, buf.itemsize, size)
+    yield from ALLREDUCES[algorithm](buf, rank, size)
 
 
-def osu_allgather(nbytes, rank, size, iterations=1):
+def osu_allgather(nbytes, rank, size, iterations=1, mpi="mpich"):
     """One allgather of ``nbytes`` a rank, around a ring."""
     yield from ring_allgather(GhostArray(nbytes, np.uint8), rank, size)
 
 
-def osu_alltoall(nbytes, rank, size, iterations=1):
+def osu_alltoall(nbytes, rank, size, iterations=1, mpi="mpich"):
     """One alltoall of ``nbytes`` from each rank to each, by pairwise exchange."""
     yield from pairwise_alltoall([GhostArray(nbytes, np.uint8)] * size, rank, size)
 
 
-def osu_bcast(nbytes, rank, size, iterations=1):
+def osu_bcast(nbytes, rank, size, iterations=1, mpi="mpich"):
     """One broadcast of ``nbytes`` from rank 0, down a binomial tree."""
     yield from binomial_bcast(GhostArray(nbytes, np.uint8), 0, rank, size)
 
@@ -134,9 +136,10 @@ class _Clock:
         return lambda *args, **kwargs: None
 
 
-def simulate_benchmark(bench, cluster, nbytes, iterations=1):
+def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     """Seconds each rank spends in ``iterations`` of benchmark ``bench`` at ``nbytes`` on
-    ``cluster`` (a `sim.cluster.Cluster`), shape (ranks,)."""
+    ``cluster`` (a `sim.cluster.Cluster`), the library ``mpi`` choosing the algorithms, shape
+    (ranks,)."""
     size = cluster.ranks
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
     clocks = [_Clock() for _ in range(size)]
@@ -150,7 +153,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1):
         cluster.make_network(),
         eager_bytes=cluster.eager_bytes,
     )
-    simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations) for r in range(size)])
+    simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
     return np.array([clock.seconds for clock in clocks])
 
 
@@ -192,12 +195,6 @@ def build_parser():
     parser.add_argument(
         "--iterations", type=int, default=1, metavar="K", help="point-to-point loops (default: 1)"
     )
-    parser.add_argument(
-        "--mpi",
-        choices=("mpich",),
-        default="mpich",
-        help="whose algorithm choices (default: mpich)",
-    )
     add_network_arguments(parser.add_argument_group("cluster"))
     return parser
 
@@ -232,16 +229,16 @@ def _sizes(bench, spec):
     return powers_of_two(int(low_bytes), int(high_bytes))
 
 
-def table(bench, cluster, sizes, iterations=1, mpi="mpich"):
+def table(bench, cluster, sizes, iterations=1):
     """The lines of the simulated table, header first, in OSU's format."""
     title, column = TITLES[bench]
     lines = [
         f"# OSU MPI {title} (simulated by twinsgd sim.osu: {cluster.ranks} ranks, "
-        f"{cluster.ranks_per_host} a host, profile {cluster.profile or 'none'}, {mpi})",
+        f"{cluster.ranks_per_host} a host, profile {cluster.profile or 'none'}, {cluster.mpi})",
         f"# Size{column:>24}",
     ]
     for nbytes in sizes:
-        seconds = simulate_benchmark(bench, cluster, nbytes, iterations)
+        seconds = simulate_benchmark(bench, cluster, nbytes, iterations, cluster.mpi)
         lines.append(f"{nbytes:<10d}{osu_value(bench, seconds, nbytes, iterations):>18.2f}")
     return lines
 
@@ -259,7 +256,7 @@ def main(argv=None):
         sizes = _sizes(args.bench, args.sizes)
     except ValueError as err:
         parser.error(str(err))
-    for line in table(args.bench, cluster, sizes, args.iterations, args.mpi):
+    for line in table(args.bench, cluster, sizes, args.iterations):
         print(line, flush=True)
     return 0
 

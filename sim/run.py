@@ -252,6 +252,7 @@ def run_simulation(run):
         run.network,
         entry_barrier=cfg.measure_wait and cluster.collectives == "message",
         eager_bytes=cluster.eager_bytes,
+        mpi=cluster.mpi,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

@@ -2,6 +2,7 @@
 formulas), and a profile fitted to a real cluster's tables predicting a collective it was not
 fitted to."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,13 @@ from sim.cluster import build_cluster
 from sim.osu import _options, build_parser, osu_value, simulate_benchmark
 from twinsgd.calibration.osu_tables import read_table
 
-OSU = Path(__file__).resolve().parents[2] / "shared" / "osu"
+# real clusters' tables beside the data sets (../shared/osu by the Makefile's TWINSGD_DATA)
+OSU = (
+    Path(
+        os.environ.get("TWINSGD_DATA", Path(__file__).resolve().parents[2] / "shared" / "datasets")
+    ).parent
+    / "osu"
+)
 needs_osu = pytest.mark.skipif(not OSU.is_dir(), reason=f"{OSU} (real clusters' tables) missing")
 ALPHA, BETA = 2e-6, 1e9
 
