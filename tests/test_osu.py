@@ -172,3 +172,56 @@ def _loaded(document):
     path = Path(tempfile.mkdtemp()) / "p.toml"
     path.write_text(tomli_w.dumps(document))
     return load_profile(str(path))
+
+
+SMALL = ["--sizes", "4:4KiB", "--iterations", "0.001"]
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("bench", ["osu_latency", "osu_bw", "osu_allreduce", "osu_alltoall"])
+def test_real_osu_prints_a_table_the_reader_reads(tmp_path, bench):
+    from tests.test_mpi import ENV, MPIEXEC, ROOT
+
+    done = subprocess.run(
+        [MPIEXEC, "-n", "2", sys.executable, "-m", "real.osu", bench, *SMALL],
+        cwd=ROOT,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    path = tmp_path / "t.txt"
+    path.write_text(done.stdout)
+    table = read_table(f"{path}:2x1")
+    assert table.bench == bench and table.sizes.tolist() == [
+        4,
+        8,
+        16,
+        32,
+        64,
+        128,
+        256,
+        512,
+        1024,
+        2048,
+        4096,
+    ]
+    assert np.all(table.seconds > 0)
+
+
+def test_osu_compare_gives_the_error_of_each_shared_size(tmp_path):
+    from twinsgd.analysis.osu_compare import compare, main
+
+    measured, simulated = tmp_path / "m.txt", tmp_path / "s.txt"
+    header = "# OSU MPI Allreduce Latency Test v5\n# Size Avg Latency(us)\n"
+    measured.write_text(header + "4 2.00\n8 4.00\n16 8.00\n")
+    simulated.write_text(header + "8 5.00\n16 6.00\n32 1.00\n")
+    rows, median = compare(read_table(str(measured), False), read_table(str(simulated), False))
+    assert [r[0] for r in rows] == [8, 16]
+    assert [round(r[3], 9) for r in rows] == [0.25, -0.25] and median == pytest.approx(0.25)
+    bw = tmp_path / "bw.txt"
+    bw.write_text("# OSU MPI Bandwidth Test v5\n# Size Bandwidth (MB/s)\n8 1.0\n")
+    with pytest.raises(SystemExit) as caught:
+        main([str(measured), str(bw)])
+    assert caught.value.code == 2

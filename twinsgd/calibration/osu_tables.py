@@ -89,10 +89,12 @@ class OsuTable:
         return self.ranks // self.ranks_per_host
 
 
-def read_table(spec):
+def read_table(spec, need_shape=True):
     """The `OsuTable` of ``spec`` = ``FILE`` or ``FILE:RANKSxPER_HOST``; ValueError naming the
     file (and line) for a file that is not OSU or IMB output, a table with missing, negative or
-    non-increasing sizes or values that are not > 0, or a shape that does not parse or divide."""
+    non-increasing sizes or values that are not > 0, or a shape that does not parse or divide.
+    ``need_shape`` False: a collective's table without a shape is read too (ranks 0: unknown),
+    for comparing tables size by size."""
     path, ranks, per_host = _split_shape(spec)
     try:
         lines = Path(path).read_text().splitlines()
@@ -114,6 +116,8 @@ def read_table(spec):
             f"{path}: not OSU or IMB-MPI1 output (no '# OSU MPI ... Test' or "
             f"'# Benchmarking NAME' header of a benchmark read here)"
         )
+    if ranks is None and bench not in POINT_TO_POINT and not need_shape:
+        ranks, per_host = 0, 1
     if ranks is None:
         if bench not in POINT_TO_POINT:
             raise ValueError(

@@ -1,0 +1,203 @@
+"""``python -m real.osu BENCH``: an OSU micro-benchmark's table, measured with mpi4py under mpiexec
+or srun, printed in OSU's own format.
+
+Examples
+--------
+::
+
+    mpiexec -n 2 python -m real.osu osu_latency
+    mpiexec -n 4 python -m real.osu osu_allreduce --sizes 4:1MiB
+
+Why: a site without the OSU suite built can still produce its tables, and the twin can be held
+against itself: ``real.osu`` and ``sim.osu`` side by side (``twinsgd.analysis.osu_compare``).
+The MPI library's own calls are timed (``Allreduce``, ``Allgather``, ``Alltoall``, ``Bcast``;
+``Send``/``Recv`` for the point-to-point tests), as OSU times them:
+
+- osu_latency: ranks 0 and 1 ping-pong; half the mean round trip;
+- osu_bw / osu_bibw: a window of 64 non-blocking sends (both ways for bibw), then a 4-byte
+  reply; bytes moved over the time, MB/s (1e6 bytes);
+- collectives: a barrier before every call; each rank's mean time a call, averaged over ranks.
+
+Warm-up iterations are discarded; large messages get fewer iterations (OSU's defaults: 10,000
+and 1,000 warm-up up to 8 KiB, then 1,000 and 100; ``--iterations`` scales them down for a
+shared machine). Buffers are bytes (``MPI.BYTE``), float32 for allreduce (a sum).
+"""
+
+import sys
+
+import numpy as np
+from mpi4py import MPI
+
+from real.cli import RankZeroParser
+from twinsgd.run.units import parse_nbytes
+
+WINDOW = 64  # OSU's window of messages in flight for the bandwidth tests
+TITLES = {
+    "osu_latency": ("Latency Test", "Latency (us)"),
+    "osu_bw": ("Bandwidth Test", "Bandwidth (MB/s)"),
+    "osu_bibw": ("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)"),
+    "osu_allreduce": ("Allreduce Latency Test", "Avg Latency(us)"),
+    "osu_allgather": ("Allgather Latency Test", "Avg Latency(us)"),
+    "osu_alltoall": ("All-to-All Personalized Exchange Latency Test", "Avg Latency(us)"),
+    "osu_bcast": ("Broadcast Latency Test", "Avg Latency(us)"),
+}
+POINT_TO_POINT = ("osu_latency", "osu_bw", "osu_bibw")
+LARGE_BYTES = 8192  # OSU's boundary between the small and large messages' iteration counts
+
+
+def latency_us(comm, nbytes, iterations, warmup):
+    """Half the mean round trip between ranks 0 and 1, microseconds (on rank 0)."""
+    buf = np.zeros(nbytes, np.uint8)
+    rank, t0 = comm.rank, 0.0
+    for i in range(warmup + iterations):
+        if i == warmup:
+            t0 = MPI.Wtime()
+        if rank == 0:
+            comm.Send(buf, dest=1, tag=1)
+            comm.Recv(buf, source=1, tag=1)
+        elif rank == 1:
+            comm.Recv(buf, source=0, tag=1)
+            comm.Send(buf, dest=0, tag=1)
+    return (MPI.Wtime() - t0) / (2 * iterations) * 1e6
+
+
+def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False):
+    """Bytes moved between ranks 0 and 1 a second (1e6 bytes), windows of 64 (on rank 0)."""
+    out = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
+    into = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
+    ack, rank, t0 = np.zeros(4, np.uint8), comm.rank, 0.0
+    peer = 1 - rank
+    for i in range(warmup + iterations):
+        if i == warmup:
+            t0 = MPI.Wtime()
+        requests = []
+        if rank == 1 or (both_ways and rank == 0):
+            requests += [comm.Irecv(b, source=peer, tag=2) for b in into]
+        if rank == 0 or (both_ways and rank == 1):
+            requests += [comm.Isend(b, dest=peer, tag=2) for b in out]
+        MPI.Request.Waitall(requests)
+        if rank == 0:
+            comm.Recv(ack, source=1, tag=3)
+        elif rank == 1:
+            comm.Send(ack, dest=0, tag=3)
+    moved = nbytes * WINDOW * iterations * (2 if both_ways else 1)
+    return moved / (MPI.Wtime() - t0) / 1e6
+
+
+def collective_us(comm, bench, nbytes, iterations, warmup):
+    """Each rank's mean time a call, averaged over ranks (OSU's "Avg Latency"), microseconds."""
+    size = comm.size
+    if bench == "osu_allreduce":
+        send, recv = (
+            np.ones(max(1, nbytes // 4), np.float32),
+            np.zeros(max(1, nbytes // 4), np.float32),
+        )
+
+        def call():
+            comm.Allreduce(send, recv, op=MPI.SUM)
+    elif bench == "osu_allgather":
+        send, recv = np.ones(nbytes, np.uint8), np.zeros(nbytes * size, np.uint8)
+
+        def call():
+            comm.Allgather(send, recv)
+    elif bench == "osu_alltoall":
+        send, recv = np.ones(nbytes * size, np.uint8), np.zeros(nbytes * size, np.uint8)
+
+        def call():
+            comm.Alltoall(send, recv)
+    else:
+        buf = np.ones(nbytes, np.uint8)
+
+        def call():
+            comm.Bcast(buf, root=0)
+
+    total = 0.0
+    for i in range(warmup + iterations):
+        comm.Barrier()
+        t0 = MPI.Wtime()
+        call()
+        if i >= warmup:
+            total += MPI.Wtime() - t0
+    return comm.allreduce(total / iterations, op=MPI.SUM) / size * 1e6
+
+
+def measure(comm, bench, nbytes, scale):
+    """The table's number for ``nbytes`` (on rank 0), OSU's iterations times ``scale``."""
+    small = nbytes <= LARGE_BYTES
+    iterations = max(1, round((10000 if small else 1000) * scale))
+    warmup = max(1, round((1000 if small else 100) * scale))
+    if bench in ("osu_bw", "osu_bibw"):
+        iterations, warmup = max(1, round(100 * scale)), max(1, round(10 * scale))
+        return bandwidth_MBps(comm, nbytes, iterations, warmup, bench == "osu_bibw")
+    if bench == "osu_latency":
+        return latency_us(comm, nbytes, iterations, warmup)
+    return collective_us(comm, bench, nbytes, iterations, warmup)
+
+
+def sizes_of(bench, spec):
+    """OSU's sizes (powers of two from 0 or 1 (4 for collectives) to 4 MiB, 1 MiB for
+    collectives), or those of ``--sizes MIN:MAX``."""
+    if spec is None:
+        low, high = (
+            (0 if bench == "osu_latency" else 1, 4 << 20)
+            if bench in POINT_TO_POINT
+            else (4, 1 << 20)
+        )
+    else:
+        a, colon, b = spec.partition(":")
+        low, high = (int(x) if x.isdigit() else parse_nbytes(x) for x in (a, b))
+        if not colon or not 0 <= low <= high:
+            raise ValueError(f"--sizes expects MIN:MAX with 0 <= MIN <= MAX, got {spec}")
+    sizes, n = ([0] if low == 0 else []), 1
+    while n <= high:
+        if n >= low:
+            sizes.append(n)
+        n *= 2
+    return sizes
+
+
+def build_parser():
+    parser = RankZeroParser(
+        prog="python -m real.osu",
+        description="Measure an OSU micro-benchmark's table with mpi4py (under mpiexec or srun).",
+    )
+    parser.add_argument("bench", choices=sorted(TITLES), help="the OSU benchmark")
+    parser.add_argument(
+        "--sizes", default=None, metavar="MIN:MAX", help="message sizes, e.g. 4:1MiB"
+    )
+    parser.add_argument(
+        "--iterations",
+        type=float,
+        default=0.01,
+        metavar="SCALE",
+        help="OSU's iteration counts times SCALE (default: 0.01: 100 and 10, a shared machine)",
+    )
+    return parser
+
+
+def main(argv=None):
+    comm = MPI.COMM_WORLD
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if comm.size < 2:
+            raise ValueError(f"needs at least 2 MPI ranks, got {comm.size}: mpiexec -n 2 ...")
+        if not args.iterations > 0:
+            raise ValueError(f"--iterations must be > 0, got {args.iterations}")
+        sizes = sizes_of(args.bench, args.sizes)
+    except ValueError as err:
+        parser.error(str(err))
+    title, column = TITLES[args.bench]
+    if comm.rank == 0:
+        library = MPI.Get_library_version().splitlines()[0].strip()
+        print(f"# OSU MPI {title} (measured by twinsgd real.osu: {comm.size} ranks, {library})")
+        print(f"# Size{column:>24}", flush=True)
+    for nbytes in sizes:
+        value = measure(comm, args.bench, nbytes, args.iterations)
+        if comm.rank == 0:
+            print(f"{nbytes:<10d}{value:>18.2f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
