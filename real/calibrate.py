@@ -444,6 +444,7 @@ def _finish(args, measured, work, started):
 
     models, _, _, dataset = work
     sizes = measured["sizes"]
+    measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     incast = _incast_check(measured, oneway)
@@ -484,6 +485,7 @@ def _finish(args, measured, work, started):
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "flops_per_sample": flops,
+            "gamma_s_per_byte": measured["gamma"],
         },
     }
     if incast is not None:
@@ -506,6 +508,26 @@ def _finish(args, measured, work, started):
             time.perf_counter() - started,
         )
     )
+
+
+def reduction_gamma(quick=False):
+    """gamma, seconds per byte a reduction combines, as the collectives combine: ``np.add(into,
+    incoming, out=into)`` over float32 buffers of 64 KiB to 16 MiB, each repetition on buffers
+    not touched since the last size (a chunk arrives cold); the slope of a least-squares line
+    through the medians (Thakur, Rabenseifner and Gropp 2005's gamma)."""
+    sizes = [1 << k for k in range(16, 25, 2 if quick else 1)]
+    medians = []
+    for nbytes in sizes:
+        pool = [np.ones(nbytes // 4, np.float32) for _ in range(4)]
+        times = []
+        for rep in range(5 if quick else 11):
+            into, incoming = pool[rep % 2], pool[2 + rep % 2]
+            t0 = time.perf_counter()
+            np.add(into, incoming, out=into)
+            times.append(time.perf_counter() - t0)
+        medians.append(float(np.median(times)))
+    slope, _ = np.polyfit(np.array(sizes, float), np.array(medians), 1)
+    return max(float(slope), 0.0)
 
 
 def _incast_check(measured, oneway):
@@ -634,6 +656,12 @@ def _summary(oneway, sendrecv, incast, measured, rates, median_model, out, took_
     )
     for name, times in measured["steps"].items():
         lines.append(f"compute (the real program): {name} {_what(times)}")
+    lines.append(
+        f"reduction (gamma): {measured['gamma'] * 1e9:.3g} ns a byte combined "
+        f"({1e-9 / measured['gamma']:.3g} GB/s)"
+        if measured["gamma"] > 0
+        else "reduction (gamma): not measurable here (no growth with size)"
+    )
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

@@ -55,6 +55,7 @@ def run_analytic(
     compute,
     latency_s,
     bandwidth_Bps,
+    gamma,
     folder,
     header,
     target_accuracy,
@@ -67,7 +68,7 @@ def run_analytic(
     sampled = np.arange(0, size, every)
     model, samples = node.model, node.cfg.batch_size
     nbytes, itemsize = model.n_params * 4, 4
-    comm_s = alpha_beta_time("ring", nbytes, size, latency_s, bandwidth_Bps, itemsize)
+    comm_s = alpha_beta_time("ring", nbytes, size, latency_s, bandwidth_Bps, itemsize, gamma)
     bytes_of = [allreduce_bytes("ring", model.n_params, itemsize, int(r), size) for r in sampled]
     sent_per_step = 2 * (size - 1) * nbytes if size > 1 else 0  # every chunk once per ring step
     base = compute.seconds_per_step + samples * compute.seconds_per_sample

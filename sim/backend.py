@@ -172,6 +172,10 @@ class Simulator:
         pays it too. Message-level collectives only.
     mpi : {"mpich", "openmpi"}
         The MPI library whose allreduce ``--allreduce mpi`` runs (`programs.mpi_choices`).
+    gamma : float
+        The reduction's arithmetic, seconds per byte combined: a receive marked ``reduces``
+        takes that long more after its message arrives (charged as comm, as MPI's collectives
+        spend it inside the call); the closed forms add the same (`alpha_beta_time`).
     """
 
     def __init__(
@@ -189,12 +193,14 @@ class Simulator:
         eager_bytes=0,
         start_s=0.0,
         mpi="mpich",
+        gamma=0.0,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
         self.compute = compute or ComputeModel()
         self.eager_bytes = eager_bytes
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
+        self.gamma = gamma  # seconds a byte a reduction combines
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -538,6 +544,8 @@ class Simulator:
     def _recv(self, node, op):
         t0 = self.env.now
         message = yield from self._take(node, op.source, op.tag)
+        if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
+            yield self.env.timeout(self.gamma * message.payload.nbytes)
         self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
@@ -553,6 +561,8 @@ class Simulator:
                 node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
             )
             message = yield request
+            if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
+                yield self.env.timeout(self.gamma * message.payload.nbytes)
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -634,6 +644,7 @@ class Simulator:
                 size,
                 *self._alpha_beta(op.buf.nbytes, size),
                 op.buf.itemsize,
+                self.gamma,
             )
             released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))

@@ -126,7 +126,11 @@ def fit_profile(tables, mpi="mpich", say=print):
             f"assumes {ASSUMED_MEMORY.latency_s * 1e6:g} us, {ASSUMED_MEMORY.bandwidth_Bps / 1e9:g}"
             f" GB/s a copy, {ASSUMED_MEMORY.channels} at once)"
         )
-    say("gamma (the reduction's arithmetic) and per-call overhead: not modelled yet")
+    say(
+        "gamma (the reduction's arithmetic): not determined by these tables, not charged "
+        "(real.calibrate measures it on a node; --gamma sets it); a call's software overhead: "
+        "not modelled"
+    )
     return document
 
 

@@ -52,6 +52,7 @@ class Cluster:
     memory: MemoryPath
     memory_source: str  # "flags", "profile" or "assumed"
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
+    gamma: float  # the reduction's arithmetic, seconds per byte combined
     costs: dict
     shaping: object
     slowdown: float
@@ -127,6 +128,7 @@ class Cluster:
             else None,
             "profile": self.profile,
             "mpi": self.mpi,
+            "gamma_s_per_byte": self.gamma,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "token_buckets": self.shaping is not None,
@@ -173,6 +175,14 @@ def add_network_arguments(group):
         help="cluster profile: a preset of sim/profiles/ (polus-like, "
         "lomonosov-2-like, ...) or a file from python -m real.calibrate; "
         "gives the network's and the nodes' defaults",
+    )
+    group.add_argument(
+        "--gamma",
+        default=None,
+        type=flag_type(_seconds_per_byte),
+        metavar="S_PER_BYTE",
+        help="the reduction's arithmetic, seconds per byte combined, e.g. 1.2e-10 (default: "
+        "the profile's [compute] gamma_s_per_byte, else 0: not charged)",
     )
     group.add_argument(
         "--mpi",
@@ -263,6 +273,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         memory=memory,
         memory_source=memory_source,
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
+        gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         costs=costs,
         shaping=shaping,
         slowdown=slowdown,
@@ -277,6 +288,14 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         speeds=options.speeds,
         stragglers=options.stragglers,
     )
+
+
+def _seconds_per_byte(text):
+    """``--gamma``: a number of seconds per byte, >= 0 (e.g. ``1.2e-10``)."""
+    value = float(text)
+    if not value >= 0 or value == float("inf"):
+        raise ValueError(f"must be a finite number of seconds per byte >= 0, got {text}")
+    return value
 
 
 def _pick(flag, from_profile, default):

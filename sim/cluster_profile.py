@@ -42,6 +42,7 @@ with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
     seconds_per_step = { mlp = 6.5e-4, cnn = 1.2e-3 }     # measured with them: a step of b
                                    # samples lasts seconds_per_step + b * seconds_per_sample
     seconds_per_update = { mlp = 3.5e-4, cnn = 3.0e-4 }   # the optimizer's part of a step
+    gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
 
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
@@ -86,6 +87,7 @@ class ClusterProfile:
     cores: int | None = None  # of one host
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
+    gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
     memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
@@ -218,6 +220,9 @@ def load_profile(name_or_path):
             memory=_memory(network.get("memory")),
             one_machine=bool(cluster.get("one_machine", False)),
             mpi=_library(cluster.get("mpi")),
+            gamma_s_per_byte=_number(compute["gamma_s_per_byte"], "[compute] gamma_s_per_byte")
+            if "gamma_s_per_byte" in compute
+            else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
             },

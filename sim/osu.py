@@ -152,6 +152,8 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         "message",
         cluster.make_network(),
         eager_bytes=cluster.eager_bytes,
+        mpi=mpi,
+        gamma=cluster.gamma,
     )
     simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
     return np.array([clock.seconds for clock in clocks])

@@ -212,6 +212,7 @@ def run_simulation(run):
             size,
             cluster.compute,
             *cluster.ring_link(nodes[0].model.n_params * 4 / size),
+            cluster.gamma,
             folder,
             header,
             cfg.target_accuracy,
@@ -253,6 +254,7 @@ def run_simulation(run):
         entry_barrier=cfg.measure_wait and cluster.collectives == "message",
         eager_bytes=cluster.eager_bytes,
         mpi=cluster.mpi,
+        gamma=cluster.gamma,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

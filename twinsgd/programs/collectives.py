@@ -56,7 +56,7 @@ def ring_allreduce(buf, rank, size, tag=0):
     for s in range(size - 1):
         out, into = chunk[(rank - s) % size], chunk[(rank - s - 1) % size]
         incoming = yield SendRecv(
-            dest=right, payload=out, source=left, buf=scratch[: len(into)], tag=tag
+            dest=right, payload=out, source=left, buf=scratch[: len(into)], tag=tag, reduces=True
         )
         np.add(into, incoming, out=into)
     for s in range(size - 1):
@@ -208,7 +208,7 @@ def _fold_in(buf, rank, size, tag, incoming_first=False):
         return pof2, rem, None, None
     scratch = np.empty(len(buf), dtype=buf.dtype)
     if rank < 2 * rem:  # odd: takes its even neighbour's share
-        yield Recv(source=rank - 1, tag=tag, buf=scratch)
+        yield Recv(source=rank - 1, tag=tag, buf=scratch, reduces=True)
         if incoming_first:
             np.add(scratch, buf, out=buf)
         else:
@@ -227,7 +227,9 @@ def _recursive_doubling(buf, rank, size, tag):
     while mask < pof2:
         partner = newrank ^ mask
         dest = partner * 2 + 1 if partner < rem else partner + rem  # back to a real rank
-        incoming = yield SendRecv(dest=dest, payload=buf, source=dest, buf=scratch, tag=tag)
+        incoming = yield SendRecv(
+            dest=dest, payload=buf, source=dest, buf=scratch, tag=tag, reduces=True
+        )
         np.add(buf, incoming, out=buf)
         mask <<= 1
     if rank < 2 * rem:  # fold out: the sum to the even neighbour that sat out
@@ -324,7 +326,12 @@ def _rabenseifner(buf, rank, size, tag):
         reducing = i < pof2.bit_length() - 1
         into = scratch[lo:hi] if reducing else buf[lo:hi]
         yield SendRecv(
-            dest=dest, payload=buf[bounds[s0] : bounds[s1]], source=dest, buf=into, tag=tag
+            dest=dest,
+            payload=buf[bounds[s0] : bounds[s1]],
+            source=dest,
+            buf=into,
+            tag=tag,
+            reduces=reducing,
         )
         if reducing:
             np.add(into, buf[lo:hi], out=buf[lo:hi])
@@ -368,20 +375,25 @@ def rabenseifner_bytes(n, itemsize, rank, size):
     return sent * itemsize, received * itemsize
 
 
-def rabenseifner_time(n_bytes, size, alpha, beta, itemsize=1):
-    """Seconds of `rabenseifner_allreduce` on the alpha-beta model: per step, alpha plus the
-    largest message of that step over beta (every rank exchanges at once), plus the fold in and
-    out (alpha + n/beta each) when size is not a power of two."""
+def rabenseifner_time(n_bytes, size, alpha, beta, itemsize=1, gamma=0.0):
+    """Seconds of `rabenseifner_allreduce` on the alpha-beta(-gamma) model: per step, alpha plus
+    the largest message of that step over beta (every rank exchanges at once), plus that
+    message's gamma in the reduce-scatter half, plus the fold in and out (alpha + n/beta each,
+    and n gamma for the fold in) when size is not a power of two."""
     if size == 1:
         return 0.0
     n, pof2 = n_bytes // itemsize, 1 << (size.bit_length() - 1)
     counts, _ = _rabenseifner_blocks(n, pof2)
-    largest = {}
+    largest, halving = {}, pof2.bit_length() - 1
     for newrank in range(pof2):
         for step, (_, (s0, s1), (r0, r1)) in enumerate(_rabenseifner_schedule(newrank, pof2)):
             largest[step] = max(largest.get(step, 0), sum(counts[s0:s1]), sum(counts[r0:r1]))
-    seconds = sum(alpha + count * itemsize / beta for count in largest.values())
-    return seconds + (0.0 if size == pof2 else 2 * (alpha + n_bytes / beta))
+    seconds = sum(
+        alpha + count * itemsize / beta + (gamma * count * itemsize if step < halving else 0.0)
+        for step, count in largest.items()
+    )
+    fold = 2 * (alpha + n_bytes / beta) + gamma * n_bytes
+    return seconds + (0.0 if size == pof2 else fold)
 
 
 def recursive_doubling_bytes(n, itemsize, rank, size):
@@ -499,19 +511,23 @@ def binomial_bcast_bytes(n, itemsize, rank, root, size):
     return children * n * itemsize, (n * itemsize if vrank else 0)
 
 
-def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
-    """Seconds a collective over ``n_bytes`` on ``size`` ranks takes on the alpha-beta model.
+def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0):
+    """Seconds a collective over ``n_bytes`` on ``size`` ranks takes on the alpha-beta-gamma
+    model.
 
     The formulas of Thakur, Rabenseifner and Gropp (2005), with p = ``size``, n = ``n_bytes``:
 
-    - ``"ring"`` (`ring_allreduce`): ``2(p-1)(alpha + c/beta)``, c the largest chunk in bytes
-      (``ceil(n/(p itemsize)) itemsize``; n/p when p divides the length), as the simulator's
-      closed-form allreduce charges it. Exact when p divides the length, an upper bound otherwise.
-    - ``"recursive-doubling"`` (`recursive_doubling_allreduce`): ``log2(p')(alpha + n/beta)``,
-      p' the largest power of two <= p, plus ``2(alpha + n/beta)`` when p is not a power of two.
+    - ``"ring"`` (`ring_allreduce`): ``2(p-1)(alpha + c/beta) + (p-1) c gamma``, c the largest
+      chunk in bytes (``ceil(n/(p itemsize)) itemsize``; n/p when p divides the length), as the
+      simulator's closed-form allreduce charges it. Exact when p divides the length, an upper
+      bound otherwise.
+    - ``"recursive-doubling"`` (`recursive_doubling_allreduce`): ``log2(p')(alpha + n/beta +
+      n gamma)``, p' the largest power of two <= p, plus ``2(alpha + n/beta) + n gamma`` when p
+      is not a power of two.
     - ``"binomial-bcast"`` (`binomial_bcast`): ``ceil(log2 p)(alpha + n/beta)``.
 
     Thakur et al. write beta as seconds per byte (``alpha + n beta``); here it is the bandwidth.
+    gamma is the reduction's arithmetic, seconds per byte combined.
 
     Parameters
     ----------
@@ -527,6 +543,8 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
         Bandwidth, bytes per second, > 0.
     itemsize : int
         Bytes per element; the ring cuts the buffer between elements.
+    gamma : float
+        Seconds per byte the reduction combines, >= 0.
 
     Returns
     -------
@@ -563,21 +581,24 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1):
         raise ValueError(f"alpha must be >= 0 seconds, got {alpha}")
     if not beta > 0:
         raise ValueError(f"beta must be > 0 bytes per second, got {beta}")
-    return _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize)
+    if not gamma >= 0:
+        raise ValueError(f"gamma must be >= 0 seconds per byte, got {gamma}")
+    return _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize, gamma)
 
 
-def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize):
+def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize, gamma=0.0):
     if algorithm == "mpi":
         algorithm = mpich_allreduce(n_bytes // itemsize, itemsize, size)
     if algorithm == "rabenseifner":
-        return rabenseifner_time(n_bytes, size, alpha, beta, itemsize)
+        return rabenseifner_time(n_bytes, size, alpha, beta, itemsize, gamma)
     if algorithm == "ring":
-        chunk = -(-n_bytes // itemsize // size)  # the largest of chunk_bounds' chunks, elements
-        return 2 * (size - 1) * (alpha + chunk * itemsize / beta)
+        chunk = -(-n_bytes // itemsize // size) * itemsize  # the largest of chunk_bounds' chunks
+        return 2 * (size - 1) * (alpha + chunk / beta) + (size - 1) * chunk * gamma
     message = alpha + n_bytes / beta
     if algorithm == "recursive-doubling":
         rounds = size.bit_length() - 1
-        return rounds * message + (0 if size & (size - 1) == 0 else 2 * message)
+        folds = 0 if size & (size - 1) == 0 else 2 * message + n_bytes * gamma
+        return rounds * (message + n_bytes * gamma) + folds
     return (size - 1).bit_length() * message  # ceil(log2 size) rounds
 
 

@@ -82,12 +82,15 @@ class Recv:
     ``(source, payload)``.
 
     With ``buf`` (an ndarray) the message lands in ``buf`` and the payload sent back is ``buf``
-    itself; without, the payload is the object sent.
+    itself; without, the payload is the object sent. ``reduces``: the program adds what arrives
+    into its own buffer (a reduction's step); a simulator charges the arithmetic, gamma seconds a
+    byte received, as MPI's collectives spend it inside the call.
     """
 
     source: int
     tag: int = 0
     buf: np.ndarray | None = None
+    reduces: bool = False
 
 
 @dataclass(slots=True)
@@ -95,6 +98,7 @@ class SendRecv:
     """Send ``payload`` to ``dest`` while receiving from ``source`` into ``buf``; gets back ``buf``.
 
     One step of a ring: both transfers proceed together, so no ordering of the ranks deadlocks.
+    ``reduces``: as `Recv`'s (the program adds what arrives into its own buffer).
     """
 
     dest: int
@@ -102,6 +106,7 @@ class SendRecv:
     source: int
     buf: np.ndarray
     tag: int = 0
+    reduces: bool = False
 
 
 @dataclass(slots=True)
