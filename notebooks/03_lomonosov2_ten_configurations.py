@@ -19,7 +19,9 @@
 #
 # Here: the ten simulated on the Polus-like and Lomonosov-2-like profiles (both InfiniBand) and on
 # a slow network (the Lomonosov-2-like compute behind 1 Gbit/s Ethernet, 50 µs), at 16, 32, 60
-# and 210 nodes; and, as root, measured on an emulated cluster of 4 hosts with fast (1 Gbit/s)
+# and 210 ranks, placed as the studies placed them: the Polus-like preset holds 20 ranks a node
+# (60 = 3 x 20), the Lomonosov-2-like 14 (210 = 15 x 14); ranks of one node talk through its
+# memory (costs assumed, stated in the presets) and share its NIC; and, as root, measured on an emulated cluster of 4 hosts with fast (1 Gbit/s)
 # and slow (100 Mbit/s) links. "Communication speed-up" is the baseline's (Local-SGD(1),
 # allreduce) communication seconds per rank over the configuration's, for the same epochs.
 #
