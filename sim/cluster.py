@@ -253,6 +253,11 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     slowdown = network_slowdown(options, profile) if costs else 1.0
     shaping = profile.shaping(slowdown) if costs else None
     costs = profile.slowed_costs(slowdown) if costs else costs
+    if shaping is not None and options.collectives == "closed-form":
+        raise ValueError(
+            f"--collectives closed-form: the token-bucket NICs of --profile {options.profile} "
+            f"(an emulated cluster) have no closed form; use --collectives message"
+        )
     compute, faults = ComputeModel(seconds_per_sample=0.0), FaultSchedule()  # a network alone
     if cfg is not None:
         compute = compute_model(

@@ -377,17 +377,27 @@ class RoutedNetwork:
         r + 1) for messages of ``nbytes``, each step's pairs all moving at once with nothing
         else on the links: what the closed-form collectives charge. A pair inside one host
         shares the host's memory with the host's other pairs of that step
-        (`MemoryPath.concurrent_Bps`)."""
+        (`MemoryPath.concurrent_Bps`); a pair between hosts costs the measured Sendrecv model's
+        segment for ``nbytes`` where the network has one. Token buckets have no closed form: a
+        network with ``shaping`` refuses (ValueError)."""
+        if self.shaping is not None:
+            raise ValueError(
+                "--collectives closed-form: the profile's token-bucket NICs (an emulated "
+                "cluster) have no closed form; use --collectives message"
+            )
         size, host_of = len(self.hosts), self.host_of
         if size == 1:
             return self.latency_s, self.bandwidth_Bps
         pairs = [(r, (r + 1) % size) for r in range(size)]
         copies = Counter(host_of[r] for r, d in pairs if host_of[r] == host_of[d])
         links = set()
+        measured = self.costs.get("sendrecv")  # a ring step is a Sendrecv
         for r, d in pairs:
             route = self.route(r, d)
             if host_of[r] == host_of[d]:
                 links.add((route.latency_s, self.memory.concurrent_Bps(copies[host_of[r]])))
+            elif measured is not None:  # what a calibration measured for this message size
+                links.add((float(measured.alpha_s(nbytes)), float(measured.beta_Bps(nbytes))))
             else:
                 links.add((route.latency_s, route.bandwidth_Bps))
         return slowest_link(links, nbytes)

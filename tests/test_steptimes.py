@@ -22,7 +22,7 @@ from sim.compute import ComputeModel
 from tests.programs import ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
-from twinsgd.programs.ops import Recv, Send, SendRecv
+from twinsgd.programs.ops import Allreduce, Recv, Send, SendRecv
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -492,3 +492,70 @@ def test_bytes_moved_by_an_operation():
     assert _bytes_moved(Send(dest=1, payload=small)) == 32 < COLD_BYTES
     assert _bytes_moved(Recv(source=1, buf=big)) == big.nbytes
     assert _bytes_moved(Exchange({1: big, 2: big}, {1: None, 2: None})) == 2 * big.nbytes
+
+
+@pytest.mark.parametrize("size", [2, 4, 5])
+def test_closed_form_rings_honour_the_measured_sendrecv_model(size):
+    """A calibrated profile's Sendrecv model prices the closed form's ring steps as it prices
+    each message-level step: the two agree to 1e-9 (p divides n)."""
+    n = 20_000 * size
+    sendrecv = PiecewiseCost(
+        min_bytes=(0.0, 65536.0),
+        max_bytes=(65536.0, math.inf),
+        latency_s=(15e-6, 200e-6),
+        bandwidth_Bps=(800e6, 119e6),
+        latency_ci_s=((math.nan, math.nan), (math.nan, math.nan)),
+        bandwidth_ci_Bps=((math.nan, math.nan), (math.nan, math.nan)),
+        max_rel_residual=(math.nan, math.nan),
+    )
+    costs = {"oneway": ONEWAY, "sendrecv": sendrecv}
+
+    def program(rank):
+        yield Allreduce(np.ones(n, np.float32), op="sum", algo="ring")
+
+    times = {}
+    for collectives in ("message", "closed-form"):
+        nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+        sim = Simulator(
+            nodes,
+            [_Log() for _ in nodes],
+            5e-6,
+            1e9,
+            ComputeModel(seconds_per_sample=0.0),
+            collectives,
+            costs=costs,
+        )
+        sim.run([program(r) for r in range(size)])
+        times[collectives] = sim.env.now
+    chunk = 4 * n // size
+    expected = 2 * (size - 1) * sendrecv.seconds(chunk)
+    assert times["closed-form"] == pytest.approx(expected, rel=1e-9)
+    assert times["message"] == pytest.approx(expected, rel=1e-9)
+
+
+def test_closed_form_refuses_token_buckets_in_one_line(tmp_path):
+    profile = _profile(tmp_path / "p.toml", 1e-3, costs={"oneway": ONEWAY, "sendrecv": SENDRECV})
+    text = (
+        profile.read_text()
+        + "\n[network.shaper]\nrates_Bps = [1.25e8]\nbursts_bytes = [125000.0]\n"
+    )
+    profile.write_text(text)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "sim.run",
+            "--profile",
+            str(profile),
+            "--dataset",
+            "synthetic",
+            "--collectives",
+            "closed-form",
+            "--out",
+            str(tmp_path / "sim"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "token-bucket" in done.stderr and "Traceback" not in done.stderr
