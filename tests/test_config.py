@@ -189,3 +189,17 @@ def test_a_flag_at_its_default_is_not_refused():
     assert (
         _parse(["--algorithm", "allreduce", "--mode", "sync", "--topology", "ring"]).mode == "sync"
     )
+
+
+@pytest.mark.parametrize("command", ["real.train", "sim.run"])
+def test_version_prints_the_package_version(command):
+    import subprocess
+    import sys
+
+    import twinsgd
+
+    done = subprocess.run(
+        [sys.executable, "-m", command, "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0 and done.stdout.strip() == f"twinsgd {twinsgd.__version__}"
+    assert twinsgd.__version__ not in ("", "unknown")

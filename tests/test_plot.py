@@ -112,6 +112,14 @@ def test_the_command_line_writes_every_kind(runs, tmp_path, capsys):
     assert capsys.readouterr().out.count("wrote") == len(KINDS)
 
 
+def test_without_out_the_figure_goes_into_the_first_run_folder(runs, capsys):
+    assert main(["breakdown", *[str(f) for f in runs]]) == 0
+    figure = runs[0] / "breakdown.png"
+    assert figure.read_bytes().startswith(b"\x89PNG")
+    assert capsys.readouterr().out.strip() == f"wrote {figure}"
+    figure.unlink()
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

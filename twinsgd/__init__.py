@@ -13,3 +13,24 @@ Everything else lives here, under one name that cannot collide with a user's ``d
 
 Cluster profile presets are package data of ``sim`` (``sim/profiles``).
 """
+
+import importlib.metadata as _metadata
+from pathlib import Path as _Path
+
+
+def _version():
+    """The installed distribution's version, else (a source checkout run without installing,
+    on PYTHONPATH) pyproject.toml's beside this package, else ``"unknown"``."""
+    try:
+        return _metadata.version("twinsgd")
+    except _metadata.PackageNotFoundError:
+        import tomllib
+
+        try:
+            with open(_Path(__file__).resolve().parent.parent / "pyproject.toml", "rb") as fh:
+                return str(tomllib.load(fh)["project"]["version"])
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown"
+
+
+__version__ = _version()

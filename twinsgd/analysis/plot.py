@@ -304,7 +304,12 @@ def main(argv=None):
         metavar="RUN",
         help="run or sweep folders; for predicted, MEASURED,SIMULATED pairs",
     )
-    parser.add_argument("--out", required=True, metavar="FIG.png|svg|pdf")
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="FIG.png|svg|pdf",
+        help="the figure (default: KIND.png in the first run folder)",
+    )
     parser.add_argument(
         "--target-accuracy",
         type=float,
@@ -315,6 +320,9 @@ def main(argv=None):
     parser.add_argument("--band", type=float, default=0.1, help="predicted: relative error band")
     parser.add_argument("--steps", type=int, default=50, help="timeline: steps drawn per rank")
     args = parser.parse_args(argv)
+    if args.out is None:  # beside the data it draws
+        first = args.runs[0].split(",")[0]
+        args.out = str(Path(first) / f"{args.kind}.png")
     if Path(args.out).suffix.lower() not in (".png", ".svg", ".pdf"):
         parser.error(f"--out must end in .png, .svg or .pdf, got {args.out}")
     try:

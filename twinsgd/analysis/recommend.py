@@ -24,6 +24,8 @@ came), 2 bad input.
 
 import argparse
 import concurrent.futures
+import csv
+import math
 import multiprocessing
 import os
 import sys
@@ -78,7 +80,11 @@ def build_parser():
     parser.add_argument("--batch-size", type=int, default=32, help="per rank (default 32)")
     parser.add_argument("--epochs", type=int, default=1, help="epochs each candidate trains")
     parser.add_argument(
-        "--target-accuracy", type=float, default=0.9, help="test accuracy in (0, 1] (default 0.9)"
+        "--target-accuracy",
+        type=float,
+        default=None,
+        help="test accuracy in (0, 1] (default: what the data allow: 95 %% of the best "
+        "final accuracy of the candidates, in whole percent)",
     )
     parser.add_argument(
         "--evaluations",
@@ -173,12 +179,33 @@ def report(ranked, target):
     return "\n".join(lines)
 
 
+def data_target(summaries):
+    """The default target: 95 % of the best final test accuracy among ``summaries`` (None for a
+    candidate that failed), rounded down to a whole percent, at least 1 %.
+
+    >>> data_target([{"final_test_accuracy": 0.813}, None, {"final_test_accuracy": 0.7}])
+    0.77
+    """
+    best = max(s["final_test_accuracy"] for s in summaries if s is not None)
+    return max(1, math.floor(95 * best)) / 100
+
+
+def time_to(folder, target):
+    """Seconds on the run's clock to its first evaluation at ``target`` test accuracy or above
+    (metrics.csv's time_s), None if it never got there."""
+    with open(folder / "metrics.csv", newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["test_accuracy"] and float(row["test_accuracy"]) >= target:
+                return float(row["time_s"])
+    return None
+
+
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.nodes < 2:
         parser.error(f"--nodes must be >= 2 (one node has nothing to choose), got {args.nodes}")
-    if not 0.0 < args.target_accuracy <= 1.0:
+    if args.target_accuracy is not None and not 0.0 < args.target_accuracy <= 1.0:
         parser.error(f"--target-accuracy must be in (0, 1], got {args.target_accuracy}")
     if args.workers is not None and args.workers < 1:
         parser.error(f"--workers must be >= 1, got {args.workers}")
@@ -200,7 +227,7 @@ def main(argv=None):
         "--epochs",
         str(args.epochs),
         "--target-accuracy",
-        str(args.target_accuracy),
+        str(args.target_accuracy or 0.9),
         "--compute",
         args.compute,
         "--collectives",
@@ -224,13 +251,25 @@ def main(argv=None):
     bad = [o["status"] for o in outcomes if o["summary"] is None]
     if len(bad) == len(outcomes):  # every candidate refused: the shared input is at fault
         parser.error(bad[0].removeprefix("failed: "))
+    target = args.target_accuracy
+    if target is None:  # what the data allow, read off every candidate's evaluations
+        target = data_target([o["summary"] for o in outcomes])
+        for argv, o in zip(argvs, outcomes, strict=True):
+            if o["summary"] is not None:
+                o["summary"]["time_to_target_s"] = time_to(Path(argv[-1]), target)
+        print(
+            f"recommend: target {100 * target:.0f} % test accuracy, 95 % of the best final "
+            f"accuracy the candidates reach in {args.epochs} epoch(s) on this data; "
+            f"--target-accuracy sets another",
+            file=sys.stderr,
+        )
     ranked = rank(
         [
             (name, flags, o["summary"], o["status"])
             for (name, flags), o in zip(todo, outcomes, strict=True)
         ]
     )
-    print(report(ranked, args.target_accuracy))
+    print(report(ranked, target))
     return 0 if ranked[0][2] and ranked[0][2].get("time_to_target_s") is not None else 1
 
 

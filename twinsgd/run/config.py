@@ -20,6 +20,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import twinsgd
 from twinsgd.programs.compression import make_codec
 from twinsgd.run.checkpoint import check_checkpointable
 from twinsgd.run.faults import FaultSchedule, load_faults
@@ -536,6 +537,7 @@ def add_config_arguments(
         default=argparse.SUPPRESS,
         help="TOML file with any of the options below; flags override it",
     )
+    parser.add_argument("--version", action="version", version=f"twinsgd {twinsgd.__version__}")
     sections = {g: parser.add_argument_group(g) for g in groups}
     for f in dataclasses.fields(RunConfig):
         meta = f.metadata

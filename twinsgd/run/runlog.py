@@ -12,7 +12,6 @@ the backend gathers at each evaluation.
 """
 
 import datetime
-import importlib.metadata
 import math
 import platform
 import sys
@@ -20,6 +19,7 @@ import time
 
 import numpy as np
 
+import twinsgd
 from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
 
 KINDS = ("compute", "comm", "wait")
@@ -241,7 +241,7 @@ def run_header(cfg, dataset, model, size, clock, command, **extra):
     actually used, where and with what the run happened; ``extra`` adds front-end keys (the MPI
     library, the simulated cluster) and versions (``versions={...}`` is merged)."""
     versions = {
-        "twinsgd": importlib.metadata.version("twinsgd"),
+        "twinsgd": twinsgd.__version__,
         "python": platform.python_version(),
         "numpy": np.__version__,
         **extra.pop("versions", {}),
