@@ -26,8 +26,6 @@ from twinsgd.programs.collectives import allreduce_bytes, alpha_beta_time
 from twinsgd.programs.node import Step
 from twinsgd.run.runlog import RunLog
 
-SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
-
 
 def check_analytic(cfg, cluster):
     """Raise ValueError naming the flag when the analytic engine cannot run this configuration
@@ -64,7 +62,7 @@ def run_analytic(
     """Simulate the run of ``size`` copies of ``node`` (rank 0's: its schedule, model size and
     evaluation steps) whose ring steps cost ``latency_s + n / bandwidth_Bps`` (the slowest
     step's, `sim.cluster.Cluster.ring_link`); write the run folder; return the summary."""
-    every = steps_sample or max(1, math.ceil(size / SAMPLED_NODES))
+    every = steps_sample
     sampled = np.arange(0, size, every)
     model, samples = node.model, node.cfg.batch_size
     nbytes, itemsize = model.n_params * 4, 4

@@ -61,7 +61,7 @@ class Cluster:
     faults: FaultSchedule
     collectives: str
     engine: str
-    steps_sample: int | None
+    steps_sample: int  # steps.csv and per_node keep every steps_sample-th node
     ghost: str | None
     profile: str | None
     speeds: str
@@ -139,7 +139,7 @@ class Cluster:
             "seconds_per_sample": compute.seconds_per_sample,
             "seconds_per_step": compute.seconds_per_step,
             "ghost": self.ghost,
-            "steps_sample": self.steps_sample or 1,
+            "steps_sample": self.steps_sample,
             "engine": self.engine,
         }
 
@@ -239,8 +239,6 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     ranks = options.nodes
     if ranks < 1:
         raise ValueError(f"--nodes must be >= 1, got {ranks}")
-    if options.steps_sample is not None and options.steps_sample < 1:
-        raise ValueError(f"--steps-sample must be >= 1, got {options.steps_sample}")
     ranks_per_host = _pick(options.ranks_per_host, profile and profile.ranks_per_host, 1)
     cores_per_host = options.cores_per_host
     for flag, value in (("--ranks-per-host", ranks_per_host), ("--cores-per-host", cores_per_host)):
@@ -287,12 +285,38 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         faults=faults,
         collectives=options.collectives,
         engine=options.engine,
-        steps_sample=options.steps_sample,
+        steps_sample=options.steps_sample or default_steps_sample(ranks),
         ghost=options.ghost,
         profile=options.profile,
         speeds=options.speeds,
         stragglers=options.stragglers,
     )
+
+
+SAMPLED_NODES = 1000  # steps.csv and per_node hold about this many nodes by default
+
+
+def default_steps_sample(ranks):
+    """Every how many nodes steps.csv and per_node keep one by default: all up to
+    ``SAMPLED_NODES``, about that many above (both engines).
+
+    >>> default_steps_sample(1000), default_steps_sample(1001), default_steps_sample(10_000)
+    (1, 2, 10)
+    """
+    return max(1, math.ceil(ranks / SAMPLED_NODES))
+
+
+def parse_steps_sample(text):
+    """``--steps-sample K|all``: K >= 1, or ``all`` (1: every node)."""
+    if text == "all":
+        return 1
+    try:
+        every = int(text)
+    except ValueError:
+        every = 0
+    if every < 1:
+        raise ValueError(f"expects an integer >= 1 or all, got {text!r}")
+    return every
 
 
 def _seconds_per_byte(text):

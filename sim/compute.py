@@ -91,7 +91,10 @@ def compute_model(
             f"--compute {options.compute} needs the real kernel, which --ghost does "
             f"not run: ghost compute is --profile's seconds per sample"
         )
-    if options.compute in ("profile", "empirical") and profile is None:
+    needs_profile = options.compute == "empirical" or (
+        options.compute == "profile" and not options.ghost  # a ghost's default: free compute
+    )
+    if needs_profile and profile is None:
         raise ValueError(f"--compute {options.compute} needs --profile NAME|FILE.toml")
     if options.compute == "empirical" and not options.ghost:
         step_times = profile.compute_step_times(model_name)

@@ -26,7 +26,7 @@ from models import build_model
 from models.threads import one_blas_thread
 from sim.analytic import check_analytic, run_analytic
 from sim.backend import Simulator
-from sim.cluster import Cluster, add_network_arguments, build_cluster
+from sim.cluster import Cluster, add_network_arguments, build_cluster, parse_steps_sample
 from sim.cluster_profile import load_profile
 from sim.compute import parse_stragglers
 from twinsgd.data import DataError, load_dataset
@@ -100,11 +100,12 @@ def build_parser(parser_class=OneLineParser):
     )
     cluster.add_argument(
         "--steps-sample",
-        type=int,
+        type=flag_type(parse_steps_sample),
         default=None,
-        metavar="K",
-        help="steps.csv keeps every K-th node's rows (totals count all nodes; "
-        "default: every node, or about 1,000 under --engine analytic)",
+        metavar="K|all",
+        help="steps.csv and summary.json's per_node keep every K-th node (totals and means "
+        "count all nodes; default: every node up to 1,000 nodes, about 1,000 nodes above; "
+        "all: every node)",
     )
     cluster.add_argument(
         "--engine",
@@ -163,6 +164,8 @@ def prepare_simulation(cfg, options, say=_stderr):
         raise ValueError("--ghost carries no weights to checkpoint or resume")
     if dataset.note:
         say(dataset.note)
+    if shared_model is not None and cfg.eval_every:
+        say(f"--ghost has no values to evaluate: --eval-every {cfg.eval_every} ignored")
     nodes = prepare_nodes(
         range(1 if analytic else size),
         size,
@@ -233,7 +236,7 @@ def run_simulation(run):
                 per_epoch,
                 reporter=False,
                 steps=steps_csv,
-                write_steps=rank % (cluster.steps_sample or 1) == 0,
+                write_steps=rank % cluster.steps_sample == 0,
             ),
         )
     logs = [logs[rank] for rank in range(size)]
@@ -277,6 +280,7 @@ def run_simulation(run):
     if reporter in simulator.failed:  # nobody left to report the result: the run failed
         _stopped(log, logs, "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
     log.all_totals = [node_log.node_totals() for node_log in logs]
+    log.sample_per_node(cluster.steps_sample)
     if simulator.failed:
         log.header["failed"] = [
             {"rank": r, "time_s": t, "why": simulator.failures[r]}

@@ -182,8 +182,23 @@ def test_steps_sample_keeps_every_kth_nodes_rows_and_all_totals(tmp_path):
     )
     assert sorted({int(row["rank"]) for row in steps}) == [0, 4, 8]
     assert len(steps) == 3 * 4
-    assert len(summary["per_node"]["bytes_sent"]) == 10
-    assert summary["bytes_sent"] == 4 * 2 * 9 * 4 * 1000
+    assert len(summary["per_node"]["bytes_sent"]) == 3 and summary["per_node_every"] == 4
+    assert summary["nodes"] == 10
+    assert summary["bytes_sent"] == 4 * 2 * 9 * 4 * 1000  # over all nodes
+
+
+def test_thousands_of_nodes_are_sampled_by_default_and_all_keeps_every_row(tmp_path):
+    """Above 1,000 nodes steps.csv and per_node keep about 1,000 nodes; the means, the bytes and
+    the time are those of every node, as with --steps-sample all."""
+    argv = ["--nodes", "1500", "--algorithm", "allreduce", "--ghost", "1000"]
+    argv += ["--iterations", "2", "--collectives", "closed-form", *NETWORK]
+    sampled, steps, _ = _run(tmp_path / "sampled", argv)
+    every, all_rows, _ = _run(tmp_path / "all", [*argv, "--steps-sample", "all"])
+    assert sampled["per_node_every"] == 2 and len(sampled["per_node"]["comm_s"]) == 750
+    assert len({row["rank"] for row in steps}) == 750 and len(all_rows) == 2 * 1500
+    assert len(every["per_node"]["comm_s"]) == 1500 and "per_node_every" not in every
+    for key in ("time_s", "compute_s", "comm_s", "wait_s", "bytes_sent", "nodes"):
+        assert sampled[key] == pytest.approx(every[key], rel=1e-12), key
 
 
 @pytest.mark.parametrize(
@@ -191,7 +206,7 @@ def test_steps_sample_keeps_every_kth_nodes_rows_and_all_totals(tmp_path):
     [
         (["--ghost", "resnet7"], "--ghost: expected resnet18"),
         (["--ghost", "1000", "--compress", "topk:0.01"], "--ghost carries sizes"),
-        (["--steps-sample", "0"], "--steps-sample must be >= 1"),
+        (["--steps-sample", "0"], "--steps-sample: expects an integer >= 1 or all"),
     ],
 )
 def test_bad_ghost_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message):
@@ -202,3 +217,10 @@ def test_bad_ghost_input_is_one_line_and_exit_2(tmp_path, capsys, argv, message)
     assert stop.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], lines
+
+
+def test_compute_profile_given_is_the_ghosts_default(tmp_path):
+    argv = ["--nodes", "4", "--algorithm", "allreduce", "--ghost", "1000", "--iterations", "3"]
+    default, _, _ = _run(tmp_path / "default", [*argv, *NETWORK])
+    given, _, _ = _run(tmp_path / "given", [*argv, *NETWORK, "--compute", "profile"])
+    assert given["time_s"] == default["time_s"] and given["compute_s"] == 0.0

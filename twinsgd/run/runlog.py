@@ -209,6 +209,24 @@ class RunLog:
             **self.overrides,
         }
 
+    def sample_per_node(self, every):
+        """Keep every ``every``-th node's totals for summary.json's ``per_node`` (of a run of
+        thousands of nodes); the summary's means and bytes stay those over all nodes, and
+        ``per_node_every`` says which nodes are listed. Call once all totals are in."""
+        if every <= 1:
+            return
+        full = self.summary()
+        self.overrides.update(
+            {
+                "nodes": full["nodes"],
+                "per_node_every": every,
+                **{f"{kind}_s": full[f"{kind}_s"] for kind in KINDS},
+                "bytes_sent": full["bytes_sent"],
+                "bytes_per_iteration": full["bytes_per_iteration"],
+            }
+        )
+        self.all_totals = self.all_totals[::every]
+
     def finish(self, status, arrays=None, timeline=None):
         """Close the logs; the reporter saves weights and timeline and marks the run ``status``."""
         if self._own_steps:
