@@ -178,9 +178,13 @@ class Node:
             self.checkpointer.after(self, step)
 
     def evaluation_due(self, step):
-        """True when ``step`` ends an evaluation period (``--eval-every`` steps, else an epoch)."""
+        """True when ``step`` ends an evaluation period (``--eval-every`` steps, else an epoch).
+        A ghost model (sizes, no values) has nothing to evaluate: only its last step is due,
+        for the row that closes the run's metrics."""
         if step.last_in_run:
             return True
+        if getattr(self.model, "ghost", False):
+            return False
         every = self.cfg.eval_every
         return step.iteration % every == 0 if every else step.last_in_epoch
 
