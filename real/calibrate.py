@@ -184,7 +184,7 @@ def main(argv=None):
 
 
 def _from_run_main(argv):
-    from twinsgd.run.config import OneLineParser
+    from twinsgd.cli import OneLineParser
 
     parser = build_parser(OneLineParser)
     args = parser.parse_args(argv)

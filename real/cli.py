@@ -4,7 +4,7 @@ import sys
 
 from mpi4py import MPI
 
-from twinsgd.run.config import OneLineParser
+from twinsgd.cli import OneLineParser
 
 
 class RankZeroParser(OneLineParser):

@@ -29,7 +29,6 @@ What each table determines:
 What it cannot determine it says, with what it assumed.
 """
 
-import argparse
 import dataclasses
 import math
 import sys
@@ -43,10 +42,12 @@ from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
 from sim.osu import _options, osu_value, simulate_benchmark
+from sim.osu import build_parser as osu_parser
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
+from twinsgd.cli import OneLineParser
 from twinsgd.programs.mpi_choices import LIBRARIES
-from twinsgd.run.config import OneLineParser
+from twinsgd.run.interrupt import one_line_on_interrupt
 
 LATENCY_TABLES = ("osu_latency", "imb_pingpong", "osu_multi_lat")
 SIMULATED = {"osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"}
@@ -177,22 +178,11 @@ def simulated_seconds(table, nbytes, profile, memory, mpi="mpich"):
 
 
 def cluster_for(table, profile, memory=None, mpi="mpich"):
-    """The `sim.cluster.Cluster` of ``table``'s job shape on ``profile`` (a ClusterProfile)."""
-    args = argparse.Namespace(
-        ranks=table.ranks,
-        ranks_per_host=table.ranks_per_host,
-        cores_per_host=None,
-        latency=None,
-        bandwidth=None,
-        network=None,
-        profile=profile.path,
-        nic_bandwidth=None,
-        memory_latency=None,
-        memory_bandwidth=None,
-    )
-    cluster = build_cluster(
-        _options(argparse.Namespace(**vars(args), mpi=mpi)), profile, None, "osu"
-    )
+    """The `sim.cluster.Cluster` of ``table``'s job shape on ``profile`` (a ClusterProfile),
+    read from sim.osu's own flags, so every cluster option takes its default as there."""
+    flags = ["osu_latency", "--ranks", str(table.ranks), "--ranks-per-host"]
+    flags += [str(table.ranks_per_host), "--profile", profile.path, "--mpi", mpi]
+    cluster = build_cluster(_options(osu_parser().parse_args(flags)), profile, None, "osu")
     if memory is not None:
         cluster = dataclasses.replace(cluster, memory=memory, memory_source="fit")
     return cluster
@@ -232,6 +222,7 @@ def build_parser():
     return parser
 
 
+@one_line_on_interrupt("python -m sim.calibrate")
 def main(argv=None):
     import tomli_w
 
@@ -241,9 +232,12 @@ def main(argv=None):
         tables = [read_table(spec) for spec in args.from_osu]
         document = fit_profile(tables, args.mpi)
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(tomli_w.dumps(document))
-    except (ValueError, OSError) as err:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(tomli_w.dumps(document))
+        except OSError as err:
+            raise ValueError(f"--out {args.out}: cannot write it ({err.strerror or err})") from None
+    except ValueError as err:
         parser.error(str(err))
     print(f"wrote {args.out}")
     return 0

@@ -214,9 +214,7 @@ def load_profile(name_or_path):
             ranks_per_host=int(_number(cluster["ranks_per_host"], "[cluster] ranks_per_host", 0))
             if "ranks_per_host" in cluster
             else None,
-            nic_bandwidth_Bps=parse_bandwidth_Bps(network["nic_bandwidth"])
-            if "nic_bandwidth" in network
-            else None,
+            nic_bandwidth_Bps=_value(network, "nic_bandwidth", parse_bandwidth_Bps, "[network]"),
             memory=_memory(network.get("memory")),
             one_machine=bool(cluster.get("one_machine", False)),
             mpi=_library(cluster.get("mpi")),
@@ -233,11 +231,9 @@ def load_profile(name_or_path):
             },
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
-            network=network.get("topology"),
-            latency_s=parse_seconds(network["latency"]) if "latency" in network else None,
-            bandwidth_Bps=(
-                parse_bandwidth_Bps(network["bandwidth"]) if "bandwidth" in network else None
-            ),
+            network=_topology(network.get("topology"), path),
+            latency_s=_value(network, "latency", parse_seconds, "[network]"),
+            bandwidth_Bps=_value(network, "bandwidth", parse_bandwidth_Bps, "[network]"),
             flops_per_s=(
                 _number(compute["flops_per_s"], "[compute] flops_per_s", above=0)
                 if "flops_per_s" in compute
@@ -289,17 +285,52 @@ def _library(name):
     return name
 
 
+def _value(table, key, parse, where):
+    """``table[key]`` parsed by ``parse``, None if absent; ValueError naming the table and key."""
+    if key not in table:
+        return None
+    try:
+        return parse(table[key])
+    except (ValueError, TypeError, AttributeError) as err:
+        raise ValueError(f"{where} {key}: {err}") from None
+
+
+def _topology(spec, path):
+    """``[network] topology``, checked as --network's would be (a graph file relative to the
+    working folder, as the flag's); ValueError naming the key."""
+    if spec is None:
+        return None
+    from sim.network_graphs import physical_network
+
+    try:
+        physical_network(str(spec), 1)
+    except ValueError as err:
+        message = str(err).removeprefix("--network").lstrip(": ")
+        raise ValueError(f"[network] topology: {message}") from None
+    return str(spec)
+
+
 def _memory(table):
     """``[network.memory]`` as a `MemoryPath`: one copy's latency and bandwidth, and as many
     channels as ``total_bandwidth`` holds copies (1 without it); None without the table."""
     if table is None:
         return None
-    bandwidth_Bps = parse_bandwidth_Bps(table["bandwidth"])
-    total_Bps = parse_bandwidth_Bps(table.get("total_bandwidth", table["bandwidth"]))
+    missing = [key for key in ("latency", "bandwidth") if key not in table]
+    if missing:
+        raise ValueError(f"[network.memory] needs latency and bandwidth, {missing[0]} is missing")
+    bandwidth_Bps = _value(table, "bandwidth", parse_bandwidth_Bps, "[network.memory]")
+    total_Bps = _value(
+        {"total_bandwidth": table.get("total_bandwidth", table["bandwidth"])},
+        "total_bandwidth",
+        parse_bandwidth_Bps,
+        "[network.memory]",
+    )
     if total_Bps < bandwidth_Bps:
         raise ValueError("[network.memory] total_bandwidth must be >= its bandwidth (one copy's)")
     return MemoryPath(
-        parse_seconds(table["latency"]), bandwidth_Bps, max(1, round(total_Bps / bandwidth_Bps))
+        _value(table, "latency", parse_seconds, "[network.memory]"),
+        bandwidth_Bps,
+        max(1, round(total_Bps / bandwidth_Bps)),
     )
 
 

@@ -35,12 +35,13 @@ import numpy as np
 from sim.backend import Simulator
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
+from twinsgd.cli import OneLineParser
 from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
 from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import Recv, Send
-from twinsgd.run.config import OneLineParser
+from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.units import parse_nbytes
 
 WINDOW = 64  # osu_bw's and osu_bibw's messages in flight per iteration (OSU's default)
@@ -245,6 +246,7 @@ def table(bench, cluster, sizes, iterations=1):
     return lines
 
 
+@one_line_on_interrupt("python -m sim.osu")
 def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)

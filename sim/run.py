@@ -29,14 +29,16 @@ from sim.backend import Simulator
 from sim.cluster import Cluster, add_network_arguments, build_cluster, parse_steps_sample
 from sim.cluster_profile import load_profile
 from sim.compute import parse_stragglers
+from twinsgd.cli import OneLineParser
 from twinsgd.data import DataError, load_dataset
 from twinsgd.programs import node_program, updates_per_step
 from twinsgd.programs.ghost import ghost_dataset, ghost_model
 from twinsgd.programs.ops import PeerFailed
 from twinsgd.run import prepare_nodes
 from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore, resume_point
-from twinsgd.run.config import OneLineParser, RunConfig, add_config_arguments, parse_command
+from twinsgd.run.config import RunConfig, add_config_arguments, parse_command
 from twinsgd.run.faults import InjectedFault
+from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
 from twinsgd.run.units import flag_type
@@ -271,6 +273,10 @@ def run_simulation(run):
         simulator.run([node_program(cfg)(node) for node in nodes], cluster.faults)
     except (PeerFailed, InjectedFault) as failure:  # as real.train stops: exit 3, status says why
         _stopped(log, logs, str(failure))
+    except KeyboardInterrupt:
+        log.all_totals = [node_log.node_totals() for node_log in logs]
+        log.fail(f"interrupted (SIGINT) at simulated {simulator.env.now:.6g} s")
+        raise
     except BaseException as err:
         log.fail(f"{type(err).__name__}: {err}")
         raise
@@ -313,6 +319,7 @@ def simulate(cfg, options, say=_stderr):
     return run_simulation(prepare_simulation(cfg, options, say))
 
 
+@one_line_on_interrupt("python -m sim.run")
 def main(argv=None):
     parser = build_parser()
     cfg, options = parse_command(argv, parser)

@@ -53,7 +53,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from twinsgd.run.config import CheckingParser, OneLineParser, option_actions, parse_command
+from twinsgd.cli import CheckingParser, OneLineParser
+from twinsgd.run.config import option_actions, parse_command
 
 SUMMARY_COLUMNS = (
     "status",

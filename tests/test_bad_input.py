@@ -7,6 +7,7 @@ the test's folder, where `FILES` are written first.
 """
 
 import math
+import os
 import shutil
 import subprocess
 import sys
@@ -19,8 +20,8 @@ from hypothesis import strategies as st
 from sim import run, sweep
 from sim.run import parse_stragglers
 from twinsgd.analysis import compare
+from twinsgd.cli import CheckingParser
 from twinsgd.run import units
-from twinsgd.run.config import CheckingParser
 from twinsgd.run.faults import parse_fail_spec, parse_faults
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,6 +38,11 @@ FILES = {  # name -> content (str or bytes)
     "nan.toml": "[compute]\nseconds_per_sample = nan\n",
     "slow-latency.toml": '[network]\nlatency = "fast"\n',
     "no-cores.toml": "[cluster]\ncores = 0\n",
+    "blob-topology.toml": '[network]\ntopology = "blob"\n',
+    "odd-fat-tree.toml": '[network]\ntopology = "fat-tree:3"\n',
+    "half-memory.toml": '[network.memory]\nlatency = "1us"\n',
+    "bad-nic.toml": '[network]\nnic_bandwidth = "x"\n',
+    "bad-mpi.toml": '[cluster]\nmpi = "lam"\n',
     "no-steps.toml": "[compute]\nseconds_per_sample = 1e-3\n",
     "kind.toml": '[[fault]]\nrank = 1\nstep = 2\nkind = "explode"\n',
     "rank.toml": '[[fault]]\nrank = 9\nstep = 2\nkind = "kill"\n',
@@ -163,6 +169,11 @@ CASES = [  # (flags after BASE, what the one line must name)
     (["--compute", "profile", "--profile", "{tmp}/nan.toml"], "{tmp}/nan.toml"),
     (["--profile", "{tmp}/slow-latency.toml"], "{tmp}/slow-latency.toml"),
     (["--profile", "{tmp}/no-cores.toml"], "{tmp}/no-cores.toml"),
+    (["--profile", "{tmp}/blob-topology.toml"], "{tmp}/blob-topology.toml: [network] topology"),
+    (["--profile", "{tmp}/odd-fat-tree.toml"], "{tmp}/odd-fat-tree.toml: [network] topology"),
+    (["--profile", "{tmp}/half-memory.toml"], "{tmp}/half-memory.toml: [network.memory]"),
+    (["--profile", "{tmp}/bad-nic.toml"], "{tmp}/bad-nic.toml: [network] nic_bandwidth"),
+    (["--profile", "{tmp}/bad-mpi.toml"], "{tmp}/bad-mpi.toml: [cluster] mpi"),
     (["--compute", "empirical", "--profile", "{tmp}/no-steps.toml"], "{tmp}/no-steps.toml"),
     (["--profile", "{tmp}"], "{tmp}"),
     (["--faults", "{tmp}/missing.toml"], "{tmp}/missing.toml"),
@@ -434,3 +445,44 @@ def test_the_corpus_is_large_and_no_code_loads_pickle():
             continue
         text = path.read_text()
         assert "allow_pickle=True" not in text and "pickle.load" not in text, path
+
+
+def test_download_of_an_unknown_data_set_is_one_line_naming_the_known_ones(capsys):
+    from twinsgd.data.download import main as download
+
+    line = _one_line_exit_2(capsys, lambda: download(["nope"]), "nope")
+    assert all(name in line for name in ("mnist", "fashion-mnist", "cifar10", "cifar100"))
+
+
+LONG = "x" * 300  # longer than a file name may be (255 bytes on ext4, tmpfs, xfs)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim.run", "--nodes", "2", "--dataset", "synthetic", "--iterations", "2", "--out"],
+        ["real.train", "--dataset", "synthetic", "--iterations", "2", "--out"],
+        ["sim.sweep", "--grid", "nodes=2", "--out"],
+        ["twinsgd.analysis.validate", "--networks", "shm", "--repeats", "1", "--out"],
+        ["sim.calibrate", "--from-osu", "{osu}", "--out"],
+        ["twinsgd.analysis.plot", "breakdown", "{run}", "--out"],
+    ],
+    ids=lambda c: c[0],
+)
+def test_an_out_path_too_long_for_the_file_system_is_one_line_naming_out(tmp_path, command):
+    osu = tmp_path / "lat.txt"
+    osu.write_text("# OSU MPI Latency Test v5\n# Size Latency (us)\n8 1.0\n1024 2.0\n4096 4.0\n")
+    _runs(tmp_path, "done")
+    argv = [a.replace("{osu}", str(osu)).replace("{run}", str(tmp_path / "done")) for a in command]
+    target = tmp_path / LONG / ("f.toml" if "calibrate" in command[0] else "")
+    suffix = [".png"] if "plot" in command[0] else []
+    done = subprocess.run(
+        [sys.executable, "-m", *argv, str(target) + "".join(suffix)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TWINSGD_OFFLINE": "1"},
+    )
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-500:]
+    assert len(lines) == 1 and "--out" in lines[0] and "too long" in lines[0], lines

@@ -200,3 +200,32 @@ def test_ctrl_c_under_mpiexec_is_one_line_exit_130_and_a_marked_folder(tmp_path)
     ours = [line for line in err.splitlines() if "real.train" in line]
     assert len(ours) == 1 and "interrupted (SIGINT) at step" in ours[0], err
     assert status(out).startswith("failed: interrupted (SIGINT) at step ")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim.run", "--nodes", "8", "--dataset", "synthetic", "--iterations", "1000000"],
+        ["sim.osu", "osu_alltoall", "--ranks", "512", "--sizes", "1:1GiB"],
+    ],
+)
+def test_ctrl_c_in_the_simulator_is_one_line_exit_130(tmp_path, command):
+    out = tmp_path / "run"
+    argv = [*command, "--no-progress", "--out", str(out)] if command[0] == "sim.run" else command
+    proc = subprocess.Popen(
+        [sys.executable, "-m", *argv],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    time.sleep(4)  # set up and running (the run folder exists before the first step)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and err.strip().endswith("interrupted (SIGINT)"), err
+    if command[0] == "sim.run":
+        assert status(out).startswith("failed: interrupted (SIGINT) at simulated ")

@@ -24,7 +24,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.run import build_parser, simulate
-from twinsgd.run.config import CheckingParser, parse_command
+from twinsgd.cli import CheckingParser
+from twinsgd.run.config import parse_command
 
 STEPS, BATCH = 6, 16
 COMMON = [

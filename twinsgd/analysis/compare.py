@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twinsgd.run.config import OneLineParser
+from twinsgd.cli import OneLineParser
 
 ROWS = (  # (label, function of (summary, config) -> number or None, format)
     ("clock", lambda s, c: c.get("clock"), "{}"),

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from twinsgd.run.config import OneLineParser
+from twinsgd.cli import OneLineParser
 
 KINDS = ("accuracy", "breakdown", "speedup", "predicted", "timeline")
 PARTS = (
@@ -328,6 +328,8 @@ def main(argv=None):
     try:
         runs = _pairs(args.runs) if args.kind == "predicted" else expand(args.runs)
         plot(args.kind, runs, args.out, args.target_accuracy, args.band, args.steps)
+    except OSError as err:  # the figure cannot be written there
+        parser.error(f"--out {args.out}: cannot write it ({err.strerror or err})")
     except ValueError as err:
         parser.error(str(err))
     print(f"wrote {args.out}")

@@ -82,7 +82,8 @@ def simulate(nodes, flags, out):
     summary. ValueError for flags sim.run refuses."""
     from sim.run import build_parser
     from sim.run import simulate as simulate_run
-    from twinsgd.run.config import CheckingParser, parse_command
+    from twinsgd.cli import CheckingParser
+    from twinsgd.run.config import parse_command
 
     shutil.rmtree(out, ignore_errors=True)
     argv = ["--no-progress", "--nodes", str(nodes), "--out", str(out), *flags]

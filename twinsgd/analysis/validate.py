@@ -62,7 +62,7 @@ from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this
     targets,
     write_outputs,
 )
-from twinsgd.run.config import OneLineParser
+from twinsgd.cli import OneLineParser
 
 CONFIGS = {  # name -> real.train / sim.run flags
     "allreduce-ring": ("--algorithm", "allreduce", "--allreduce", "ring"),
@@ -287,7 +287,8 @@ def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
 
 def _refused(flags, hosts):
     """Why real.train would refuse ``flags`` on ``hosts`` ranks (its own rules), or None."""
-    from twinsgd.run.config import CheckingParser, add_config_arguments, parse_config
+    from twinsgd.cli import CheckingParser
+    from twinsgd.run.config import add_config_arguments, parse_config
 
     try:
         parse_config(flags, add_config_arguments(CheckingParser(prog="real.train"))).check_size(
@@ -545,6 +546,10 @@ def main(argv=None):
         print(f"skipping {', '.join(emulated)}: {why}", file=sys.stderr)
         networks = ["shm"]
     cells = matrix(configs, hosts, networks)
+    try:  # the one folder everything goes into: refused now, in one line, if it cannot be
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        parser.error(f"--out {args.out}: cannot create it ({err.strerror or err})")
     stopped = [signal.SIGINT]
     previous = {
         sig: signal.signal(sig, lambda signum, frame: _interrupt(stopped, signum))

@@ -10,8 +10,9 @@ against the published checksums and renamed into place atomically. Exit status 0
 is complete, 2 with one line on stderr otherwise.
 """
 
-import argparse
 import sys
+
+from twinsgd.cli import OneLineParser
 
 from .errors import DataError
 from .fetch import DEFAULT_TIMEOUT_S, fetch_dataset
@@ -20,7 +21,7 @@ from .sources import SOURCES
 
 
 def _parser():
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m twinsgd.data.download",
         description="Download data sets into DIR/<name>/, verifying checksums.",
     )

@@ -39,23 +39,6 @@ DEFAULT_LR = {"sgd": 0.1, "momentum": 0.01, "adam": 0.003}
 LR_SCHEDULES = ("cosine", "constant")
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """argparse whose errors are one line on stderr and exit status 2 (the command-line contract;
-    argparse's own error prints the usage first)."""
-
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-class CheckingParser(OneLineParser):
-    """A parser whose errors raise ValueError(message): to check a command line before running
-    it (a sweep's points, a validation's configurations)."""
-
-    def error(self, message):
-        raise ValueError(message)
-
-
 def _flag(help, type=str, choices=None, group="training", metavar=None):
     """Field metadata: how the field appears on the command line."""
     return {"help": help, "type": type, "choices": choices, "group": group, "metavar": metavar}

@@ -74,6 +74,14 @@ def claim_run_folder(out, name, overwrite=False, runs="runs"):
     >>> second.name == first.name + "-2" or second.name[:15] != first.name[:15]
     True
     """
+    try:
+        return _claim(out, name, overwrite, runs)
+    except OSError as err:  # a name too long, no permission, a read-only or full disk
+        where = f"--out {out}" if out is not None else f"{runs}/"
+        raise ValueError(f"{where}: cannot be a run folder ({err.strerror or err})") from None
+
+
+def _claim(out, name, overwrite, runs):
     if out is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         return _claim_new(Path(runs) / f"{stamp}-{name}")
