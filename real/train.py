@@ -39,7 +39,7 @@ from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore,
 from twinsgd.run.config import add_config_arguments, parse_config
 from twinsgd.run.faults import InjectedFault
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
-from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
+from twinsgd.run.runlog import RunLog, chrome_trace, failure_status, progress_bar, run_header
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
 FORWARD_S = 0.2  # mpiexec forwards a rank's stderr line in this time; MPI_Abort may drop it
@@ -275,7 +275,7 @@ def _interrupted(log, folder, step):
 
 def _abort(log, comm, rank, err):
     """Mark the run failed and, with other ranks waiting on this one, abort them all."""
-    why = f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+    why = failure_status(err)
     log.fail(f"rank {rank}: {why}" if comm.size > 1 else why)
     if comm.size > 1:
         traceback.print_exc()

@@ -40,7 +40,14 @@ from twinsgd.run.config import RunConfig, add_config_arguments, parse_command
 from twinsgd.run.faults import InjectedFault
 from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
-from twinsgd.run.runlog import RunLog, chrome_trace, progress_bar, run_header
+from twinsgd.run.runlog import (
+    DISK_FULL,
+    RunLog,
+    chrome_trace,
+    failure_status,
+    progress_bar,
+    run_header,
+)
 from twinsgd.run.units import flag_type
 
 
@@ -278,7 +285,7 @@ def run_simulation(run):
         log.fail(f"interrupted (SIGINT) at simulated {simulator.env.now:.6g} s")
         raise
     except BaseException as err:
-        log.fail(f"{type(err).__name__}: {err}")
+        log.fail(failure_status(err))
         raise
     finally:
         if bar is not None:
@@ -329,6 +336,11 @@ def main(argv=None):
         parser.error(str(err))
     try:
         summary = run_simulation(run)
+    except OSError as err:
+        if err.errno not in DISK_FULL:
+            raise
+        print(f"python -m sim.run: failed: {failure_status(err)}", file=sys.stderr)
+        return 1
     except RunStopped as stop:
         print(
             f"python -m sim.run: run stopped: {stop} (run folder {run.folder.path})",

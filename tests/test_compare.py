@@ -50,6 +50,23 @@ def test_the_table_shows_both_runs_their_ratio_and_equal_weights(tmp_path, capsy
     assert compare.same_weights(tmp_path / "fast", tmp_path / "other").startswith("differ by")
 
 
+def test_runs_of_different_models_compare_and_say_their_weights_differ_in_shape(tmp_path, capsys):
+    """An MNIST MLP beside a CIFAR-sized one: every row but the weights is comparable."""
+    import numpy as np
+
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "mnist")
+    _sim(tmp_path / "cifar")
+    with np.load(tmp_path / "cifar" / "model.npz") as weights:
+        arrays = {k: weights[k] for k in weights.files}
+    arrays["dense1.W"] = np.zeros((3072, 200), np.float32)  # a CIFAR input layer
+    np.savez(tmp_path / "cifar" / "model.npz", **arrays)
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / "mnist"), str(tmp_path / "cifar")]) == 0
+    out = capsys.readouterr().out
+    assert "| final weights | different shapes |" in out and "| iterations | 4 | 4 |" in out
+
+
 def test_a_folder_that_is_not_a_finished_run_is_one_line_and_exit_2(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         compare.main([str(tmp_path)])

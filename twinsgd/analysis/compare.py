@@ -90,8 +90,9 @@ def check_numbers(folder, summary):
 
 def same_weights(a, b):
     """'bit for bit' if two run folders' model.npz hold equal arrays, else the largest absolute
-    difference, or '-' when either has none; ValueError naming a model.npz that does not read
-    (truncated, not an npz, arrays of other shapes)."""
+    difference; 'different shapes' for weights of two different models (an MNIST MLP beside a
+    CIFAR MLP: comparing the runs is legitimate, their weights are not comparable); '-' when
+    either has none; ValueError naming a model.npz that does not read (truncated, not an npz)."""
     paths = [Path(a) / "model.npz", Path(b) / "model.npz"]
     if not all(p.exists() for p in paths):
         return "-"
@@ -102,8 +103,10 @@ def same_weights(a, b):
             np.load(fa) as wa,
             np.load(fb) as wb,
         ):  # our handles: closed even when np.load fails
-            if not wa.files or wa.files != wb.files:
+            if not wa.files or not wb.files:
                 return "-"
+            if wa.files != wb.files or any(wa[k].shape != wb[k].shape for k in wa.files):
+                return "different shapes"
             if all(np.array_equal(wa[k], wb[k]) for k in wa.files):
                 return "bit for bit"
             largest = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa.files)

@@ -10,7 +10,9 @@ Two ways of writing keep every file parseable at every instant:
 The schema of the files is DESIGN.md's; the columns are `METRICS_COLUMNS` and `STEPS_COLUMNS`.
 """
 
+import contextlib
 import datetime
+import errno
 import json
 import math
 import os
@@ -149,8 +151,24 @@ class RunFolder:
     def write_json(self, name, document, indent=2):
         """Replace ``name`` with ``document`` as JSON (indented, unless ``indent`` is None: a
         large machine-read file such as timeline.json), atomically."""
-        text = json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n"
-        self._replace(name, lambda fh: fh.write(text.encode()))
+        data = (json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n").encode()
+        try:
+            self._replace(name, lambda fh: fh.write(data))
+        except OSError as err:
+            if err.errno not in (errno.ENOSPC, errno.EDQUOT) or not (self.path / name).exists():
+                raise
+            self._rewrite_in_place(name, data)
+
+    def _rewrite_in_place(self, name, data):
+        """A disk with no room for a new copy of ``name``: rewrite the old one where it lies (its
+        blocks freed first, then reused), so a run that stops on a full disk can still say so
+        in config.json. Not atomic: only for that last word."""
+        fd = os.open(self.path / name, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, 0)
+            _write_all(fd, data, self.path / name)
+        finally:
+            os.close(fd)
 
     def read_json(self, name):
         """The JSON document ``name`` as written (NaN as None, numpy scalars plain)."""
@@ -229,14 +247,22 @@ class CsvLog:
 
 
 def _write_all(fd, data, path):
-    """``write(2)`` all of ``data``; OSError naming ``path`` and the bytes lost if it cannot."""
+    """``write(2)`` all of ``data``, or none of it: when the disk fills (or a file size limit is
+    reached) part way, the file is cut back to where this write began, so a reader only ever sees
+    whole lines; then OSError naming ``path`` and the bytes lost."""
     view = memoryview(data)
+    start = None
     while view:
         try:
+            if start is None:  # where an O_APPEND write lands: the end, now
+                start = os.lseek(fd, 0, os.SEEK_END)
             written = os.write(fd, view)
         except OSError as err:
+            if start is not None and len(view) < len(data):  # a torn line: take it back
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, start)
             raise OSError(
-                err.errno, f"{path}: {len(view)} of {len(data)} bytes not written ({err.strerror})"
+                err.errno, f"{path}: {len(data)} bytes not written ({err.strerror})"
             ) from err
         view = view[written:]
 

@@ -12,6 +12,7 @@ the backend gathers at each evaluation.
 """
 
 import datetime
+import errno
 import math
 import platform
 import sys
@@ -248,6 +249,17 @@ class RunLog:
         self.folder.write_json("config.json", self.header)
         if self.root:
             self.folder.write_json("summary.json", self.summary())
+
+
+DISK_FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)  # no room, a size limit, a quota
+
+
+def failure_status(err):
+    """What a run stopped by ``err`` says after ``failed:``: ``disk full: FILE: ...`` when a
+    write was refused for room, else the exception's type and message."""
+    if isinstance(err, OSError) and err.errno in DISK_FULL:
+        return f"disk full: {err.strerror or err}"
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
 def _new_step():
