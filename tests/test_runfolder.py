@@ -96,3 +96,14 @@ def test_a_full_disk_fails_the_log_loudly_naming_the_file(tmp_path):
         assert lines[-1] == "" and all(line.count(",") == 1 for line in lines[:-1])
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_overwriting_a_run_folder_leaves_none_of_the_earlier_runs_markers(tmp_path):
+    """An earlier run's .interrupted would tell the next run's first interrupted rank that
+    someone else had already marked the run; its .heartbeat would speak for a dead run."""
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in ("config.json", "summary.json", ".interrupted", ".heartbeat"):
+        (run / name).write_text("{}")
+    claim_run_folder(run, "x", overwrite=True)
+    assert sorted(p.name for p in run.iterdir()) == []

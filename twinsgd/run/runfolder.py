@@ -56,6 +56,9 @@ RUN_FILES = (
     "model.npz",
     "timeline.json",
 )
+# a run's own markers (real.train's heartbeat for the watchdog, the first interrupted rank's
+# claim): an earlier run's would speak for the next one in the same folder
+RUN_MARKERS = (".heartbeat", ".interrupted")
 
 
 def claim_run_folder(out, name, overwrite=False, runs="runs"):
@@ -100,6 +103,8 @@ def _claim(out, name, overwrite, runs):
         )
     for name_ in held:
         (path / name_).unlink()
+    for marker in RUN_MARKERS:  # nothing of an earlier run speaks for this one
+        (path / marker).unlink(missing_ok=True)
     RunFolder(path)
     return path
 
