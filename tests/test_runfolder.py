@@ -86,15 +86,19 @@ def test_a_full_disk_fails_the_log_loudly_naming_the_file(tmp_path):
     disk = tmp_path / "disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(disk)], check=True)
+    log = None
     try:
         log = CsvLog(disk / "steps.csv", ("a", "b"))
         with pytest.raises(OSError, match=r"steps\.csv: \d+ bytes not written"):
             for _ in range(10_000):
                 log.write_rows([{"a": 1.25, "b": "x" * 50}] * 10)
         os.close(log._fd)
+        log._fd = None
         lines = (disk / "steps.csv").read_text().split("\n")
         assert lines[-1] == "" and all(line.count(",") == 1 for line in lines[:-1])
     finally:
+        if log is not None and log._fd is not None:  # a failed check left it open: umount
+            os.close(log._fd)
         subprocess.run(["umount", str(disk)], check=True)
 
 
