@@ -13,12 +13,20 @@ What is measured, and why so
 ----------------------------
 - Network, the patterns the programs use (`real.netbench`): one-way ping-pong (Send/Recv),
   Sendrecv of n bytes each way (a ring step), an incast of every other rank into rank 0 (with 3
-  ranks or more), and LogP's per-send overhead o. Sizes 8 B .. 4 MiB (``--quick``: powers of 4
-  to 2 MiB). Each of the first two gets a piecewise alpha-beta model (`calibration.costfit`) that
-  reproduces every measured point within 5 %: one line cannot where a token bucket lets the
-  first bytes through at line rate (a single line fitted 236 MB/s to a link shaped to 125
-  MB/s). The incast is compared with what the one-way model predicts on a star (k messages
-  queued at one NIC), and that error is written down.
+  ranks or more), and LogP's per-send overhead o, between rank 0 and a rank on another host
+  (``MPI_Get_processor_name`` tells them apart; rank 1 when all share one). Sizes 8 B .. 64 MiB
+  (``--quick``: powers of 4 to 2 MiB): the ghost models' gradients are 45-100 MB. Each of the
+  first two gets a piecewise alpha-beta model (`calibration.costfit`) that reproduces every
+  measured point within 5 %: one line cannot where a token bucket lets the first bytes through
+  at line rate (a single line fitted 236 MB/s to a link shaped to 125 MB/s). The incast is
+  compared with what the one-way model predicts on a star (k messages queued at one NIC), and
+  that error is written down.
+- On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
+  (``[network.memory]``: one copy's latency and bandwidth), its ranks sending to another host's
+  all at once (``[network] nic_bandwidth``: the NIC they share), its ranks copying in pairs all
+  at once (the memory's ``total_bandwidth``), ``[cluster] ranks_per_host``, and the allocation's
+  own allreduce at every rank, written beside the profile as an OSU table
+  (``FILE.osu_allreduce.txt``) to hold ``sim.osu`` against.
 - Compute, two ways. (1) The training step of each model timed in a hot loop on rank 0 (gradient
   and Adam update; seconds per sample for ``--compute profile``, and a FLOP rate for ghost
   models). (2) The real program: every rank runs ``real.train --algorithm allreduce`` for
@@ -73,7 +81,7 @@ from twinsgd.data import NAMES, DataError, load_dataset
 
 # Message sizes, bytes: 8 B .. 4 MiB (--quick: powers of 4 to 2 MiB), past the largest message
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
-SIZES = [2**k for k in range(3, 23)]
+SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradients are 45-100 MB
 QUICK_SIZES = [8 * 4**k for k in range(10)]
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
 MAX_SEGMENTS = 6  # shared memory needed 5 to stay within it (protocol switches, caches)
@@ -273,8 +281,16 @@ def _measure(args, comm, work):
     per_model = _measure_compute(*work, args.quick) if comm.rank == 0 else None
     netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
     sizes = QUICK_SIZES if args.quick else SIZES
-    oneway = netbench.ping_pong(comm, sizes, args.quick)
-    both_ways = netbench.exchange(comm, sizes, args.quick)
+    hosts, inter, intra = netbench.placement(comm)
+    network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
+    oneway = netbench.ping_pong(network, sizes, args.quick)
+    both_ways = netbench.exchange(network, sizes, args.quick)
+    network.Free()
+    allocation = (
+        _measure_allocation(comm, hosts, inter, intra, args.quick)
+        if inter is not None and intra is not None
+        else None
+    )
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
     incast = netbench.incast(comm, incast_sizes, args.quick)
     overhead_s = netbench.send_overhead(comm)
@@ -298,6 +314,42 @@ def _measure(args, comm, work):
         "eager_bytes": eager_bytes,
         "steps": steps,
         "ranks": comm.size,
+        "allocation": allocation,
+    }
+
+
+def _measure_allocation(comm, hosts, inter, intra, quick):
+    """On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
+    (its memory path), that host's ranks sending to another host's all at once (its NIC
+    shared), pairs of its ranks copying all at once (its memory shared), and the allocation's
+    own allreduce at every rank (OSU's method). Collective; a dict on rank 0."""
+    from real import netbench
+
+    sizes = QUICK_SIZES if quick else SIZES
+    memory = netbench.with_partner(comm, intra)
+    memory_oneway = netbench.ping_pong(memory, sizes, quick)
+    memory.Free()
+    mine = [r for r, h in enumerate(hosts) if h == hosts[0]]
+    theirs = [r for r, h in enumerate(hosts) if h == hosts[inter]]
+    shared_sizes = [2**k for k in (16, 20)] if quick else [2**k for k in (16, 18, 20, 22, 24)]
+    nic = netbench.shared_rate(comm, list(zip(mine, theirs, strict=False)), shared_sizes, quick)
+    copies = list(zip(mine[0::2], mine[1::2], strict=False))
+    memory_total = netbench.shared_rate(comm, copies, shared_sizes, quick)
+    collective_sizes = [4**k for k in range(1, 11)] if quick else [2**k for k in range(2, 23)]
+    allreduce = netbench.allreduce_us(comm, collective_sizes, quick)
+    if comm.rank != 0:
+        return None
+    return {
+        "ranks": comm.size,
+        "ranks_per_host": len(mine),
+        "memory_sizes": sizes,
+        "memory_oneway": memory_oneway,
+        "nic_Bps": max(nic),
+        "nic_senders": min(len(mine), len(theirs)),
+        "memory_total_Bps": max(memory_total),
+        "memory_copies": len(copies),
+        "allreduce_sizes": collective_sizes,
+        "allreduce_us": allreduce,
     }
 
 
@@ -495,7 +547,13 @@ def _finish(args, measured, work, started):
         document["network"]["shaper"] = shaper
     for times in measured["steps"].values():
         _put_step_times(document, times)
+    allocation = measured["allocation"]
+    if allocation is not None:
+        _put_allocation(document, allocation)
     _write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
+    if allocation is not None:
+        table = _write_allreduce_table(args.out, allocation)
+        print(_allocation_summary(allocation, table, args.out))
     print(
         _summary(
             oneway,
@@ -528,6 +586,57 @@ def reduction_gamma(quick=False):
         medians.append(float(np.median(times)))
     slope, _ = np.polyfit(np.array(sizes, float), np.array(medians), 1)
     return max(float(slope), 0.0)
+
+
+def _put_allocation(document, allocation):
+    """The hosts' own costs into the profile: ``[cluster] ranks_per_host``, ``[network]
+    nic_bandwidth`` (the host's senders all at once), ``[network.memory]`` (one pair's one-way
+    model: its small-message latency and its largest messages' rate; the host's copies all at
+    once as total_bandwidth, at least one copy's)."""
+    from twinsgd.calibration.costfit import fit_segments
+
+    sizes = allocation["memory_sizes"]
+    memory = fit_segments(sizes, allocation["memory_oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
+    copy_Bps = float(memory.beta_Bps(sizes[-1]))
+    total_Bps = max(copy_Bps, allocation["memory_total_Bps"])
+    document["cluster"]["ranks_per_host"] = allocation["ranks_per_host"]
+    document["network"]["nic_bandwidth"] = _bandwidth_text(allocation["nic_Bps"])
+    document["network"]["memory"] = {
+        "latency": _seconds_text(float(memory.seconds(8))),
+        "bandwidth": _bandwidth_text(copy_Bps),
+        "total_bandwidth": _bandwidth_text(total_Bps),
+        "oneway": memory.to_dict(),
+    }
+
+
+def _write_allreduce_table(out, allocation):
+    """The allocation's own allreduce as OSU prints it, beside the profile; its path."""
+    path = Path(out).with_suffix(".osu_allreduce.txt")
+    lines = [
+        f"# OSU MPI Allreduce Latency Test (measured by twinsgd real.calibrate: "
+        f"{allocation['ranks']} ranks, {allocation['ranks_per_host']} a host, {_mpi_library()})",
+        f"# Size{'Avg Latency(us)':>24}",
+        *(
+            f"{n:<10d}{us:>18.2f}"
+            for n, us in zip(allocation["allreduce_sizes"], allocation["allreduce_us"], strict=True)
+        ),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _allocation_summary(allocation, table, out):
+    """What the allocation measured, and how to hold the model against its allreduce."""
+    ranks, per_host = allocation["ranks"], allocation["ranks_per_host"]
+    return (
+        f"hosts of {per_host} ranks: NIC shared by {allocation['nic_senders']} senders "
+        f"{_bandwidth_text(allocation['nic_Bps'])}; memory "
+        f"{_bandwidth_text(allocation['memory_total_Bps'])} for {allocation['memory_copies']} "
+        f"copies at once\nthe allocation's allreduce: {table}; the model's beside it: python -m "
+        f"sim.osu osu_allreduce --profile {out} --ranks {ranks} --ranks-per-host {per_host} "
+        f"--sizes 4:4MiB > simulated.txt; python -m twinsgd.analysis.osu_compare {table} "
+        f"simulated.txt"
+    )
 
 
 def _incast_check(measured, oneway):

@@ -59,12 +59,15 @@ def exchange(comm, sizes, quick=False):
 
 def incast(comm, sizes, quick=False):
     """Seconds until rank 0 holds n bytes from each of ranks 1..size-1, all sent at once after
-    a barrier (rank 0 receives them in arrival order). Needs 3 ranks or more to be an incast;
-    returns None on every rank with fewer. Collective."""
+    a barrier (rank 0 has a receive posted for each sender and takes them as they arrive).
+    Needs 3 ranks or more to be an incast; returns None on every rank with fewer. Collective.
+
+    The receives name their senders rather than ``ANY_SOURCE``: MPICH over TCP between
+    emulated hosts of two ranks each never completed an ``ANY_SOURCE`` receive here."""
     if comm.size < 3:
         return None
     buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
-    inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+    inbox = [[np.zeros(n // 4, dtype=np.float32) for _ in range(comm.size)] for n in sizes]
 
     def batch(j, count):
         """Mean over ``count`` rounds of rank 0's time from leaving a barrier to holding every
@@ -74,8 +77,9 @@ def incast(comm, sizes, quick=False):
             comm.Barrier()
             t0 = time.perf_counter()
             if comm.rank == 0:
-                for _ in range(comm.size - 1):
-                    comm.Recv(inbox[j], source=MPI.ANY_SOURCE, tag=_TAG)
+                MPI.Request.Waitall(
+                    [comm.Irecv(inbox[j][s], source=s, tag=_TAG) for s in range(1, comm.size)]
+                )
             else:
                 comm.Send(buffers[j], dest=0, tag=_TAG)
             total += time.perf_counter() - t0
@@ -185,3 +189,71 @@ def _round_trip(pair, buf, inbox):
 def _sendrecv(pair, buf, inbox):
     peer = 1 - pair.rank
     pair.Sendrecv(buf, dest=peer, sendtag=_TAG, recvbuf=inbox, source=peer, recvtag=_TAG)
+
+
+def placement(comm):
+    """Where the ranks are: ``(hosts, inter, intra)``, the host name of every rank
+    (``MPI_Get_processor_name``; an emulated host's own), the first rank on another host than
+    rank 0 (None if all share one) and the first other rank on rank 0's host (None if it is
+    alone there). Collective; the same on every rank."""
+    hosts = comm.allgather(MPI.Get_processor_name())
+    inter = next((r for r, h in enumerate(hosts) if h != hosts[0]), None)
+    intra = next((r for r, h in enumerate(hosts) if r > 0 and h == hosts[0]), None)
+    return hosts, inter, intra
+
+
+def with_partner(comm, partner):
+    """``comm`` renumbered so that ``partner`` is rank 1 (rank 0 stays rank 0, the others keep
+    their order): the pair functions above then measure ranks 0 and ``partner``. Collective."""
+    key = 0 if comm.rank == 0 else 1 if comm.rank == partner else 2 + comm.rank
+    return comm.Split(0, key)
+
+
+def shared_rate(comm, pairs, sizes, quick=False):
+    """Bytes a second that ``pairs`` (``[(sender, receiver), ...]`` of ``comm``) move all at once:
+    each sender sends n bytes to its receiver right after a barrier; the time is until the last
+    receiver holds its message (the slowest rank's). Per size, on rank 0; None elsewhere. The
+    senders of one host to another host measure its NIC shared; the pairs inside one host, its
+    memory shared. Collective (ranks in no pair wait)."""
+    role = {s: ("send", r) for s, r in pairs} | {r: ("recv", s) for s, r in pairs}
+    buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+
+    def batch(j, count):
+        total = 0.0
+        for _ in range(count):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            if comm.rank in role:
+                kind, peer = role[comm.rank]
+                if kind == "send":
+                    comm.Send(buffers[j], dest=peer, tag=_TAG)
+                else:
+                    comm.Recv(buffers[j], source=peer, tag=_TAG)
+            total += comm.allreduce(time.perf_counter() - t0, op=MPI.MAX)
+        return total / count
+
+    seconds = _interleaved(comm, sizes, quick, batch)
+    if comm.rank != 0:
+        return None
+    return [len(pairs) * n / s for n, s in zip(sizes, seconds, strict=True)]
+
+
+def allreduce_us(comm, sizes, quick=False):
+    """OSU's osu_allreduce over every rank of ``comm``: per size (bytes of float32), the mean over
+    ranks of each rank's mean microseconds a call, a barrier before each call. On rank 0."""
+    import statistics
+
+    table = []
+    for n in sizes:
+        send, recv = np.ones(max(1, n // 4), np.float32), np.zeros(max(1, n // 4), np.float32)
+        passes, per_batch, warmup = repetitions(n, quick)
+        times = []
+        for i in range(warmup + passes * per_batch // 4 + 1):
+            comm.Barrier()
+            t0 = time.perf_counter()
+            comm.Allreduce(send, recv, op=MPI.SUM)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        mean = comm.allreduce(statistics.fmean(times), op=MPI.SUM) / comm.size
+        table.append(mean * 1e6)
+    return table if comm.rank == 0 else None

@@ -326,3 +326,28 @@ def test_without_root_it_says_so_in_one_line():
         timeout=60,
     )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "root" in done.stderr
+
+
+def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_and_nic(tmp_path):
+    """4 ranks on 2 emulated hosts (2 a host): real.calibrate measures a pair inside a host
+    (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s)
+    and the allocation's allreduce, written as an OSU table the reader takes back."""
+    sys.path.insert(0, str(ROOT))
+    from sim.cluster_profile import load_profile
+    from twinsgd.calibration.osu_tables import read_table
+
+    out = tmp_path / "alloc.toml"
+    done = cli(
+        "run", "--hosts", "2", "--bandwidth", "1Gbit", "-n", "4", "--",
+        PY, "-m", "real.calibrate", "--quick", "--models", "mlp", "--train-steps", "0",
+        "--out", str(out),
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    profile = load_profile(str(out))
+    assert profile.ranks_per_host == 2 and profile.memory is not None
+    assert profile.memory.bandwidth_Bps > 125e6  # the namespace's own loopback, not the link
+    assert 100e6 < profile.nic_bandwidth_Bps < 250e6  # two senders share 1 Gbit/s (+ burst)
+    table = read_table(f"{out.with_suffix('.osu_allreduce.txt')}:4x2")
+    assert table.bench == "osu_allreduce" and table.sizes[-1] == 4**10
+    assert "sim.osu osu_allreduce" in done.stdout and "--ranks 4 --ranks-per-host 2" in done.stdout
