@@ -112,7 +112,7 @@ def test_the_profile_gives_the_network_and_flags_override_it(tmp_path):
     [
         (None, "no such file or preset"),
         ("[network\n", "p.toml: not valid TOML (Expected ']' at the end of a table declaration"),
-        ('[network]\nlatency = "fast"\n', "p.toml: time: cannot read 'fast' as a number"),
+        ('[network]\nlatency = "fast"\n', "p.toml: [network] latency: time: cannot read 'fast'"),
         (
             "[compute]\nflops_per_s = nan\n",
             "[compute] flops_per_s must be a finite number > 0, got nan",
