@@ -173,7 +173,7 @@ CASES = {
 }
 
 
-def simulate(case, messages, runlog):
+def simulate_case(case, messages, runlog):
     """Run ``case`` for about ``messages`` messages; (messages sent (checked), SimPy events)."""
     program, size, per_round = CASES[case]
     rounds = max(1, messages // per_round)
@@ -209,7 +209,7 @@ def message_level(messages, rounds):
     for runlog in (False, True):
         for case in CASES:
             name = f"{case}, {'RunLog' if runlog else 'counting log'}"
-            sides[name] = lambda case=case, runlog=runlog: simulate(case, messages, runlog)
+            sides[name] = lambda case=case, runlog=runlog: simulate_case(case, messages, runlog)
     sides["bare SimPy: timeouts (events)"] = lambda: bare_timeouts(4 * messages)
     seconds, counts, events = {name: [] for name in sides}, {}, {}
     for _ in range(rounds):
@@ -323,7 +323,9 @@ def profile_cases(messages):
     per message, beside the bare loop's (all SimPy). The profiler slows every call alike, so
     read the shares and the ratios, not the microseconds."""
     rows = {"bare SimPy: link delay + Store put/get": lambda: bare_link_and_store(messages)}
-    rows.update({f"{case}, RunLog": lambda c=case: simulate(c, messages, True) for case in CASES})
+    rows.update(
+        {f"{case}, RunLog": lambda c=case: simulate_case(c, messages, True) for case in CASES}
+    )
     print("\n2. Where the time goes, case by case: profiled us per message by group")
     print(f"{'case':<40} {'all':>6} " + " ".join(f"{g[:12]:>12}" for g in GROUPS))
     for name, run in rows.items():
@@ -530,7 +532,9 @@ def main(argv=None):
     )
     t0, cpu0 = perf_counter(), process_time()
     bare_event_s = message_level(messages, rounds)
-    profile("the RunLog cases", lambda: [simulate(c, messages // 2, runlog=True) for c in CASES])
+    profile(
+        "the RunLog cases", lambda: [simulate_case(c, messages // 2, runlog=True) for c in CASES]
+    )
     profile_cases(messages // 2)
     nodes, iterations = (500, 10) if args.quick else (2000, 50)
     profile(

@@ -33,7 +33,7 @@ from twinsgd.analysis.study import (
     figures_folder,
     markdown,
     measure,
-    simulate,
+    simulate_point,
     verdict_table,
 )
 
@@ -61,7 +61,7 @@ measured, simulated = {}, {}
 for n in PROCESSES:
     flags = [*FLAGS, *architecture(n)]
     measured[n] = measure(n, flags, work / f"real-{n}")
-    simulated[n] = simulate(n, [*flags, "--profile", str(profile), "--compute", "empirical"],
+    simulated[n] = simulate_point(n, [*flags, "--profile", str(profile), "--compute", "empirical"],
                             work / f"sim-{n}")
 
 # %%

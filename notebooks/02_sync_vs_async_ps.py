@@ -36,7 +36,7 @@ from twinsgd.analysis.study import (
     iterations_to_target,
     markdown,
     measure,
-    simulate,
+    simulate_point,
     verdict_table,
 )
 
@@ -61,7 +61,7 @@ for w in WORKERS:
                  "--eval-every", str(max(1, updates // 20))]
         sim_flags = [*flags, "--profile", str(profile), "--compute", "empirical"]
         real_dir, sim_dir = work / f"real-{mode}-{w}", work / f"sim-{mode}-{w}"
-        results[mode, w] = (measure(w + 1, flags, real_dir), simulate(w + 1, sim_flags, sim_dir),
+        results[mode, w] = (measure(w + 1, flags, real_dir), simulate_point(w + 1, sim_flags, sim_dir),
                             iterations_to_target(real_dir, TARGET),
                             iterations_to_target(sim_dir, TARGET))
 

@@ -46,7 +46,7 @@ from twinsgd.analysis.study import (
     calibrate,
     markdown,
     measure,
-    simulate,
+    simulate_point,
     verdict_table,
 )
 
@@ -73,7 +73,7 @@ for cluster, cluster_flags in CLUSTERS.items():
     for n in NODES:
         for name, flags in LOMONOSOV_CONFIGURATIONS:
             out = sim_folders[cluster, n, name] = work / f"sim-{len(simulated)}"
-            simulated[cluster, n, name] = simulate(
+            simulated[cluster, n, name] = simulate_point(
                 n, [*COMMON, *flags, *cluster_flags, "--compute", "profile",
                     "--collectives", "closed-form"], out)
 
@@ -113,7 +113,7 @@ def emulated(rate):
     subprocess.run(up, check=True, stdout=subprocess.DEVNULL)
     try:
         profile = calibrate(work / f"emulated-{rate}.toml", cluster=True)
-        predicted = rank([(name, flags, simulate(HOSTS, [*COMMON, *flags, "--profile",
+        predicted = rank([(name, flags, simulate_point(HOSTS, [*COMMON, *flags, "--profile",
                                                          str(profile), "--compute", "empirical"],
                                                  work / f"predicted-{rate}-{i}"), "done")
                           for i, (name, flags) in enumerate(LOMONOSOV_CONFIGURATIONS)])

@@ -41,7 +41,7 @@ from twinsgd.analysis.study import (
     figures_folder,
     markdown,
     measure,
-    simulate,
+    simulate_point,
     verdict_table,
 )
 
@@ -62,7 +62,7 @@ common = ["--algorithm", "allreduce", "--ghost", GHOST, "--profile", "polus-like
 # c, the compute of one step, is the simulator's own: one node without stragglers.
 
 # %%
-solo = simulate(1, [*common, "--algorithm", "serial"], work / "solo")
+solo = simulate_point(1, [*common, "--algorithm", "serial"], work / "solo")
 c = solo["compute_s"] / ITERATIONS
 print(f"c = {1e3 * c:.3f} ms per step ({GHOST}, {PARAMS:,} parameters, Polus-like FLOP rate)")
 
@@ -88,7 +88,7 @@ def slowed_fraction(folder):
 rows, errors, exact, comm_errors = [], [], [], []
 for p in NODES:
     folder = work / f"sim-{p}"
-    s = simulate(p, [*common, "--stragglers", f"{Q}:{SLOWDOWN}x"], folder)
+    s = simulate_point(p, [*common, "--stragglers", f"{Q}:{SLOWDOWN}x"], folder)
     per_iteration = s["time_s"] / ITERATIONS
     comm = alpha_beta_time("ring", 4 * PARAMS, p, ALPHA_S, BETA_BPS, itemsize=4)
     drawn = slowed_fraction(folder)

@@ -35,7 +35,7 @@ class _Log:
         self.received += bytes_recv
 
 
-def simulate(size, program):
+def simulate_programs(size, program):
     """Run ``program(rank)`` on ``size`` bare nodes; return the simulator and the logs."""
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
     logs = [_Log() for _ in range(size)]
@@ -53,7 +53,7 @@ def test_ring_allreduce_takes_the_alpha_beta_time_and_sums(size):
         buf = np.full(n, rank + 1.0, np.float32)
         results[rank] = yield Allreduce(buf, op="sum", algo="ring")
 
-    sim, logs = simulate(size, program)
+    sim, logs = simulate_programs(size, program)
     expected = 2 * (size - 1) * (ALPHA + 4 * n / (size * BETA))
     assert sim.env.now == pytest.approx(expected, rel=1e-12)
     for rank in range(size):
@@ -63,7 +63,7 @@ def test_ring_allreduce_takes_the_alpha_beta_time_and_sums(size):
 
 def test_ping_pong_takes_two_alpha_beta_messages():
     nbytes = 4 * 100_000
-    sim, _ = simulate(2, ping_pong(nbytes))
+    sim, _ = simulate_programs(2, ping_pong(nbytes))
     assert sim.env.now == pytest.approx(2 * (ALPHA + nbytes / BETA), rel=1e-12)
 
 
@@ -83,7 +83,7 @@ def test_an_exchange_fills_the_buffers_it_names_as_mpi_does():
         objects = yield Exchange({left: mine, right: mine}, dict.fromkeys((left, right)), tag=2)
         got[rank] = (reply, bufs, objects)
 
-    simulate(3, program)
+    simulate_programs(3, program)
     assert sorted(got) == [0, 1, 2]
     for reply, bufs, objects in got.values():
         assert reply.keys() == bufs.keys() and all(reply[p] is bufs[p] for p in bufs)
@@ -106,7 +106,7 @@ def test_pushes_into_one_nic_queue_behind_each_other(workers):
         else:
             yield Send(dest=0, payload=buf)
 
-    sim, logs = simulate(workers + 1, program)
+    sim, logs = simulate_programs(workers + 1, program)
     assert sim.env.now == pytest.approx(ALPHA + workers * nbytes / BETA, rel=1e-12)
     assert logs[0].received == workers * nbytes
     del arrivals
@@ -129,7 +129,7 @@ def test_sharding_over_k_servers_divides_the_push_time_by_k(workers, servers):
             for server in range(servers):
                 yield Send(dest=server, payload=np.zeros(nbytes // 4 // servers, np.float32))
 
-    sim, logs = simulate(servers + workers, program)
+    sim, logs = simulate_programs(servers + workers, program)
     expected = (workers + servers - 1) * nbytes / (servers * BETA) + ALPHA
     assert sim.env.now == pytest.approx(expected, rel=1e-12)
     assert all(log.received == workers * nbytes // servers for log in logs[:servers])

@@ -76,7 +76,7 @@ def measure(ranks, flags, out, cluster=False, timeout_s=1800):
     return summary(out)
 
 
-def simulate(nodes, flags, out):
+def simulate_point(nodes, flags, out):
     """``sim.run --nodes nodes flags`` into run folder ``out``, in this process
     (`sim.run.simulate`: a simulated time does not depend on what else the process holds); its
     summary. ValueError for flags sim.run refuses."""
