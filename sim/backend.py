@@ -35,9 +35,9 @@ from twinsgd.programs.collectives import (
     alpha_beta_time,
     evaluate_for_log,
     finish_reduction,
-    run_in_process,
 )
 from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.lockstep import run_lockstep
 from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import (
     ANY_SOURCE,
@@ -632,11 +632,12 @@ class Simulator:
             del self._collectives[key]
             algorithm = _simulated(op.algo, op.buf, size, self.mpi)
             if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
-                run_in_process(
+                run_lockstep(  # the same additions in the same order, no messages' events
                     [
                         ALLREDUCES[algorithm](buf, rank, size)
                         for rank, buf in sorted(bufs, key=lambda b: b[0])
-                    ]
+                    ],
+                    buffered=True,
                 )
             seconds = alpha_beta_time(
                 algorithm,

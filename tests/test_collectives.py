@@ -1,13 +1,11 @@
-"""Collectives through a tiny in-process lockstep backend: sums, bytes and alpha-beta times.
+"""Collectives through the in-process lockstep backend: sums, bytes and alpha-beta times.
 
-The driver (`run_lockstep`) runs the generators of all ranks in one process and delivers their
-messages; it also keeps a clock per rank on the alpha-beta model, so the closed forms of
-`alpha_beta_time` are checked against the very messages the programs send.
+The driver (`programs.lockstep.run_lockstep`) runs the generators of all ranks in one process and
+delivers their messages; it also keeps a clock per rank on the alpha-beta model, so the closed
+forms of `alpha_beta_time` are checked against the very messages the programs send.
 """
 
 import math
-from collections import defaultdict, deque
-from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
@@ -16,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from twinsgd.programs import lockstep
 from twinsgd.programs.collectives import (
     allreduce_bytes,
     alpha_beta_time,
@@ -29,117 +28,17 @@ from twinsgd.programs.collectives import (
     ring_allreduce,
     ring_allreduce_bytes,
 )
-from twinsgd.programs.ops import Recv, Send, SendRecv
+from twinsgd.programs.lockstep import Deadlock
+from twinsgd.programs.ops import Recv, Send
 
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second: round numbers, visible in failures
 SIZES = range(1, 10)
 UNIT_ROUNDOFF = 2.0**-24  # float32
 
 
-class Deadlock(AssertionError):
-    """Every rank that has not returned waits for a message nobody will send."""
-
-
-@dataclass
-class _Message:
-    payload: np.ndarray  # a copy taken when sent: the sender may reuse its buffer afterwards
-    posted: float  # the sender's clock when it sent
-    delivered: float | None = None  # set when the receiver takes it
-
-
-@dataclass
-class Run:
-    results: list  # each program's return value, rank order
-    sent: list  # bytes, rank order
-    received: list
-    finished: list  # each rank's clock when its program returned, seconds
-
-
-def run_lockstep(programs, alpha=ALPHA, beta=BETA):
-    """Run one generator per rank to its end, delivering Send, Recv and SendRecv between them.
-
-    Theory of operation: messages wait in FIFO queues keyed by (source, dest, tag), so two
-    messages on one key never overtake each other (MPI's rule). A Send is synchronous: it
-    completes when the receiver has taken it, so a program that would need MPI to buffer its
-    sends deadlocks here too. A SendRecv posts its message, then takes the incoming one; it
-    completes when both are done. Each pass over the ranks lets every rank progress as far as it
-    can; a pass in which nobody progresses while some have not returned is a deadlock.
-
-    Time: a message starts when both its sender and its receiver have reached it (the later of
-    their clocks) and occupies both for ``alpha + nbytes / beta``; a rank's clock jumps to the end
-    of each operation. A rank's sends therefore serialize, and each round of a collective costs
-    one message time: the assumption of Thakur et al.'s formulas.
-    """
-    size = len(programs)
-    queues = defaultdict(deque)
-    clock = [0.0] * size
-    sent, received, results = [0] * size, [0] * size, [None] * size
-    ops, outgoing, incoming = [None] * size, [None] * size, [None] * size
-    running = set(range(size))
-
-    def advance(rank, reply):
-        """Send the reply in; post the next operation's message, if it sends one."""
-        try:
-            op = ops[rank] = programs[rank].send(reply)
-        except StopIteration as stop:
-            results[rank] = stop.value
-            running.discard(rank)
-            return
-        incoming[rank] = outgoing[rank] = None
-        assert isinstance(op, Send | Recv | SendRecv), f"rank {rank} yielded {op!r}"
-        if isinstance(op, Send | SendRecv):
-            assert 0 <= op.dest < size and op.dest != rank, f"rank {rank} sends to {op.dest}"
-            assert not getattr(op, "buffered", False)
-            outgoing[rank] = _Message(op.payload.copy(), clock[rank])
-            queues[rank, op.dest, op.tag].append(outgoing[rank])
-            sent[rank] += op.payload.nbytes
-
-    def take(rank, op):
-        """Take the incoming message into the receive buffer if it is there; True if taken."""
-        assert 0 <= op.source < size and op.source != rank, f"rank {rank} receives {op.source}"
-        queue = queues[op.source, rank, op.tag]
-        if not queue:
-            return False
-        message = incoming[rank] = queue.popleft()
-        assert op.buf.shape == message.payload.shape, (op.buf.shape, message.payload.shape)
-        assert op.buf.dtype == message.payload.dtype, (op.buf.dtype, message.payload.dtype)
-        np.copyto(op.buf, message.payload)
-        received[rank] += message.payload.nbytes
-        start = max(message.posted, clock[rank])
-        message.delivered = start + alpha + message.payload.nbytes / beta
-        return True
-
-    def progress(rank):
-        """Move rank on as far as its messages allow; True if anything happened."""
-        op, moved = ops[rank], False
-        if isinstance(op, Recv | SendRecv) and incoming[rank] is None:
-            moved = take(rank, op)
-        waiting_in = isinstance(op, Recv | SendRecv) and incoming[rank] is None
-        waiting_out = outgoing[rank] is not None and outgoing[rank].delivered is None
-        if waiting_in or waiting_out:
-            return moved
-        ends = [m.delivered for m in (incoming[rank], outgoing[rank]) if m is not None]
-        clock[rank] = max(clock[rank], *ends)
-        advance(
-            rank,
-            op.buf
-            if isinstance(op, SendRecv)
-            else (op.source, op.buf)
-            if isinstance(op, Recv)
-            else None,
-        )
-        return True
-
-    for rank in range(size):
-        advance(rank, None)
-    while running:
-        moved = [progress(rank) for rank in sorted(running)]
-        if not any(moved):
-            raise Deadlock(
-                f"ranks {sorted(running)} wait: "
-                + "; ".join(f"{r}: {ops[r]!r:.80}" for r in sorted(running))
-            )
-    return Run(results, sent, received, clock)
+def run_lockstep(programs, alpha=ALPHA, beta=BETA, buffered=False):
+    """`programs.lockstep.run_lockstep` on this module's round alpha and beta."""
+    return lockstep.run_lockstep(programs, alpha, beta, buffered)
 
 
 def _allreduce(collective, bufs, **times):
@@ -183,6 +82,8 @@ def test_driver_sends_are_synchronous():
 
     with pytest.raises(Deadlock):
         run_lockstep([both_send_first(0), both_send_first(1)])
+    run = run_lockstep([both_send_first(0), both_send_first(1)], buffered=True)  # as Bsend would
+    assert run.sent == run.received == [8, 8] and run.finished == [ALPHA + 8 / BETA] * 2
 
     def sends_one_too_many(rank):
         yield from [Send(dest=1, payload=np.zeros(1))] if rank == 0 else []

@@ -8,13 +8,13 @@ them as the OSU micro-benchmarks time the library's own).
 Examples
 --------
 >>> import numpy as np
->>> from twinsgd.programs.collectives import run_in_process
+>>> from twinsgd.programs.lockstep import run_lockstep
 >>> blocks = [np.full(2, r, np.float32) for r in range(3)]
->>> gathered = run_in_process([ring_allgather(blocks[r], r, 3) for r in range(3)])
+>>> gathered = run_lockstep([ring_allgather(blocks[r], r, 3) for r in range(3)]).results
 >>> [float(b[0]) for b in gathered[1]]
 [0.0, 1.0, 2.0]
 >>> out = [[np.full(1, 10 * r + d, np.float32) for d in range(3)] for r in range(3)]
->>> received = run_in_process([pairwise_alltoall(out[r], r, 3) for r in range(3)])
+>>> received = run_lockstep([pairwise_alltoall(out[r], r, 3) for r in range(3)]).results
 >>> [float(b[0]) for b in received[2]]  # what ranks 0, 1, 2 sent to rank 2
 [2.0, 12.0, 22.0]
 """

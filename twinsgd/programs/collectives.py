@@ -6,7 +6,6 @@ same additions in the same order: the simulated result equals the real one bit f
 """
 
 import math
-from collections import defaultdict, deque
 
 import numpy as np
 
@@ -261,8 +260,9 @@ def rabenseifner_allreduce(buf, rank, size, tag=0):
 
     Examples
     --------
+    >>> from twinsgd.programs.lockstep import run_lockstep
     >>> bufs = [np.arange(10, dtype=np.float64) * (r + 1) for r in range(4)]
-    >>> out = run_in_process([rabenseifner_allreduce(b, r, 4) for r, b in enumerate(bufs)])
+    >>> out = run_lockstep([rabenseifner_allreduce(b, r, 4) for r, b in enumerate(bufs)]).results
     >>> out[0].tolist() == (np.arange(10) * 10.0).tolist()
     True
     """
@@ -627,45 +627,3 @@ def allreduce_bytes(algorithm, n, itemsize, rank, size):
     if algorithm == "recursive-doubling":
         return recursive_doubling_bytes(n, itemsize, rank, size)
     return ring_allreduce_bytes(n, itemsize, rank, size)
-
-
-def run_in_process(programs):
-    """Run one collective generator per rank to its end in this process, passing the messages.
-
-    For a backend that needs a collective's result without its messages (the simulator's
-    closed-form collectives): the same generators, so the same additions in the same order as
-    when their messages travel. Sends are buffered (a copy is queued per (source, dest, tag),
-    FIFO as MPI orders them); a rank blocked on an empty queue waits for a later pass.
-    Returns the programs' return values in rank order; RuntimeError if they deadlock.
-    """
-    queues, ops = defaultdict(deque), [None] * len(programs)
-    results, running = [None] * len(programs), set(range(len(programs)))
-
-    def advance(rank, reply):
-        try:
-            op = ops[rank] = programs[rank].send(reply)
-        except StopIteration as stop:
-            results[rank] = stop.value
-            running.discard(rank)
-            return
-        if isinstance(op, Send | SendRecv):
-            queues[rank, op.dest, op.tag].append(np.array(op.payload, copy=True))
-        if isinstance(op, Send):
-            advance(rank, None)
-
-    for rank in range(len(programs)):
-        advance(rank, None)
-    while running:
-        moved = False
-        for rank in sorted(running):
-            queue = queues[ops[rank].source, rank, ops[rank].tag]
-            while rank in running and queue:
-                op = ops[rank]
-                np.copyto(op.buf, queue.popleft())
-                advance(rank, op.buf if isinstance(op, SendRecv) else (op.source, op.buf))
-                moved = True
-                if rank in running:
-                    queue = queues[ops[rank].source, rank, ops[rank].tag]
-        if not moved:
-            raise RuntimeError(f"collective deadlocked: ranks {sorted(running)} wait")
-    return results
