@@ -203,3 +203,20 @@ def test_version_prints_the_package_version(command):
     )
     assert done.returncode == 0 and done.stdout.strip() == f"twinsgd {twinsgd.__version__}"
     assert twinsgd.__version__ not in ("", "unknown")
+
+
+def test_the_version_falls_back_to_pyproject_when_the_package_is_not_installed(monkeypatch):
+    """A source checkout run from PYTHONPATH, never installed: the run header's version comes
+    from pyproject.toml instead of crashing (PackageNotFoundError)."""
+    import importlib.metadata
+    import tomllib
+    from pathlib import Path
+
+    import twinsgd
+
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(twinsgd._metadata, "version", not_installed)
+    with open(Path(twinsgd.__file__).parents[1] / "pyproject.toml", "rb") as fh:
+        assert twinsgd._version() == tomllib.load(fh)["project"]["version"]

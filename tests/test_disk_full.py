@@ -139,3 +139,32 @@ def test_real_train_on_a_disk_that_fills_keeps_whole_rows_and_says_disk_full(tmp
         whole_rows(disk / "run" / "metrics.csv")
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_the_atomic_writers_leave_the_old_file_whole_when_the_disk_refuses_the_new(tmp_path):
+    """model.npz, timeline.json (and any JSON) go through a temporary file and a rename: past a
+    file size limit the write fails, the earlier file stays as it was and no temporary stays."""
+    script = f"""
+import resource, numpy as np
+from twinsgd.run.runfolder import RunFolder
+folder = RunFolder({str(tmp_path)!r})
+folder.save_arrays("model.npz", {{"w": np.zeros(10, np.float32)}})
+folder.write_json("timeline.json", {{"traceEvents": []}}, indent=None)
+resource.setrlimit(resource.RLIMIT_FSIZE, (20_000, 20_000))
+for write in (lambda: folder.save_arrays("model.npz", {{"w": np.zeros(100_000, np.float32)}}),
+              lambda: folder.write_json("timeline.json", {{"traceEvents": [0] * 50_000}})):
+    try:
+        write()
+    except OSError as err:
+        print("refused", err.errno)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=ENV, capture_output=True, text=True
+    )
+    assert done.stdout.split() == ["refused", "27", "refused", "27"], done.stderr  # EFBIG
+    import numpy as np
+
+    with np.load(tmp_path / "model.npz") as weights:
+        assert weights["w"].shape == (10,)
+    assert json.loads((tmp_path / "timeline.json").read_text()) == {"traceEvents": []}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "timeline.json"]
