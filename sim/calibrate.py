@@ -41,8 +41,8 @@ from scipy.optimize import minimize_scalar
 from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
-from sim.osu import _options, osu_value, simulate_benchmark
 from sim.osu import build_parser as osu_parser
+from sim.osu import machine_options, osu_value, simulate_benchmark
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.cli import OneLineParser
@@ -182,7 +182,7 @@ def cluster_for(table, profile, memory=None, mpi="mpich"):
     read from sim.osu's own flags, so every cluster option takes its default as there."""
     flags = ["osu_latency", "--ranks", str(table.ranks), "--ranks-per-host"]
     flags += [str(table.ranks_per_host), "--profile", profile.path, "--mpi", mpi]
-    cluster = build_cluster(_options(osu_parser().parse_args(flags)), profile, None, "osu")
+    cluster = build_cluster(machine_options(osu_parser().parse_args(flags)), profile, None, "osu")
     if memory is not None:
         cluster = dataclasses.replace(cluster, memory=memory, memory_source="fit")
     return cluster

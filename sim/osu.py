@@ -202,7 +202,7 @@ def build_parser():
     return parser
 
 
-def _options(args):
+def machine_options(args):
     """sim.run's cluster options for the machine alone, from ``sim.osu``'s flags."""
     return argparse.Namespace(
         **vars(args),
@@ -256,7 +256,7 @@ def main(argv=None):
         if args.ranks is not None and args.ranks < 2:
             raise ValueError(f"--ranks must be >= 2, got {args.ranks}")
         profile = load_profile(args.profile) if args.profile else None
-        cluster = build_cluster(_options(args), profile, None, "osu")
+        cluster = build_cluster(machine_options(args), profile, None, "osu")
         sizes = _sizes(args.bench, args.sizes)
     except ValueError as err:
         parser.error(str(err))

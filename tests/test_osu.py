@@ -12,7 +12,7 @@ import pytest
 
 from sim.calibrate import fit_profile, simulated_seconds
 from sim.cluster import build_cluster
-from sim.osu import _options, build_parser, osu_value, simulate_benchmark
+from sim.osu import build_parser, machine_options, osu_value, simulate_benchmark
 from twinsgd.calibration.osu_tables import read_table
 
 # real clusters' tables beside the data sets (../shared/osu by the Makefile's TWINSGD_DATA)
@@ -28,7 +28,7 @@ ALPHA, BETA = 2e-6, 1e9
 
 def cluster(bench, *flags):
     args = build_parser().parse_args([bench, "--latency", "2us", "--bandwidth", "1GB/s", *flags])
-    return build_cluster(_options(args), None, None, "osu")
+    return build_cluster(machine_options(args), None, None, "osu")
 
 
 @pytest.mark.parametrize("nbytes", [0, 1, 4096, 1 << 20])
