@@ -29,6 +29,7 @@ import simpy
 
 from sim.compute import ComputeModel
 from sim.network import RoutedNetwork, make_network
+from sim.timeline import Timeline
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -54,24 +55,6 @@ from twinsgd.programs.ops import (
 from twinsgd.run.faults import Fault, FaultSchedule, InjectedFault
 
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
-
-
-TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly spaced
-
-
-class _Traced:
-    """A node's run log that also notes each charge (kind, seconds) of the operation in
-    progress, so the simulator can lay them end to end as that operation's timeline events."""
-
-    def __init__(self, log):
-        self._log, self.charges = log, []
-
-    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
-        self.charges.append((kind, seconds))
-        self._log.charge(kind, seconds, bytes_sent, bytes_recv)
-
-    def __getattr__(self, name):
-        return getattr(self._log, name)
 
 
 COLD_BYTES = 64 * 1024  # an operation that moves this much leaves the next own code cold
@@ -227,10 +210,7 @@ class Simulator:
             for r in range(len(nodes))
         ]
         self.nodes, self.logs = nodes, list(logs)
-        every = max(1, math.ceil(len(nodes) / TIMELINE_RANKS))
-        self.timeline = {rank: [] for rank in range(0, len(nodes), every)}  # rank -> events
-        for rank in self.timeline:
-            self.logs[rank] = _Traced(self.logs[rank])
+        self.timeline = Timeline(self.logs)  # the drawn nodes' logs now note their charges
         if isinstance(network, RoutedNetwork):
             network.attach(self.env)
             self.network = network
@@ -304,20 +284,6 @@ class Simulator:
                 processes[rank].interrupt(notice)
             self.env.run()
         return [None if r in self.failed else p.value for r, p in enumerate(processes)]
-
-    def _trace(self, rank, name, start):
-        """Lay the charges of ``rank``'s operation that began at ``start`` end to end as its
-        timeline events (the program's own code first, as it ran before the operation)."""
-        log, events = self.logs[rank], self.timeline[rank]
-        for kind, seconds in log.charges:
-            if seconds > 0:
-                event_name, kind = ("local", "compute") if kind == "local" else (name, kind)
-                if events and events[-1][:2] == (event_name, kind) and events[-1][3] == start:
-                    events[-1] = (event_name, kind, events[-1][2], start + seconds)  # one stretch
-                else:
-                    events.append((event_name, kind, start, start + seconds))
-                start += seconds
-        log.charges.clear()
 
     def _told(self, waiting):
         """Which of the ``waiting`` nodes learn of the failures: those whose operation involves a
@@ -436,7 +402,7 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    self._trace(rank, type(op).__name__.lower(), start)
+                    self.timeline.trace(self.logs[rank], rank, type(op).__name__.lower(), start)
             except simpy.Interrupt as interrupt:
                 if isinstance(interrupt.cause, _Crash):
                     program.close()

@@ -302,7 +302,7 @@ def run_simulation(run):
     log.finish(
         "done",
         nodes[reporter].model.named_arrays(),
-        chrome_trace(simulator.timeline, cfg.algorithm, "simulated"),
+        chrome_trace(simulator.timeline.events, cfg.algorithm, "simulated"),
     )
     return folder.read_json("summary.json")
 
