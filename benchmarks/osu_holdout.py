@@ -14,8 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.calibrate import FIT_MIN_BYTES, fit_profile, simulated_seconds
-from sim.cluster_profile import load_profile
+from sim.calibrate import FIT_MIN_BYTES, fit_profile, profile_of, simulated_seconds
 from twinsgd.calibration.osu_tables import read_table
 
 COLLECTIVES = ("allreduce", "allgather", "alltoall")
@@ -25,20 +24,12 @@ SHAPE = ":64x32"
 def held_out(folder, held, mpi):
     """(fitted memory path, {collective: [(size, measured s, simulated s)]}) for the profile
     fitted with ``held`` in, over the other collectives' sizes >= FIT_MIN_BYTES."""
-    import tempfile
-
-    import tomli_w
-
     tables = [
         read_table(str(folder / "osu_latency_nodes2_ppn1.txt")),
         read_table(str(folder / "osu_bw_nodes2_ppn1.txt")),
         read_table(f"{folder / f'osu_{held}_np64_nodes2_ppn32.txt'}{SHAPE}"),
     ]
-    document = fit_profile(tables, mpi, say=lambda _: None)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "fitted.toml"
-        path.write_text(tomli_w.dumps(document))
-        profile = load_profile(str(path))
+    profile = profile_of(fit_profile(tables, mpi, say=lambda _: None))
     rows = {}
     for other in COLLECTIVES:
         table = read_table(f"{folder / f'osu_{other}_np64_nodes2_ppn32.txt'}{SHAPE}")

@@ -335,8 +335,11 @@ def _measure_allocation(comm, hosts, inter, intra, quick):
     nic = netbench.shared_rate(comm, list(zip(mine, theirs, strict=False)), shared_sizes, quick)
     copies = list(zip(mine[0::2], mine[1::2], strict=False))
     memory_total = netbench.shared_rate(comm, copies, shared_sizes, quick)
+    from real.osu import measure  # OSU's method, as real.osu measures a table
+
     collective_sizes = [4**k for k in range(1, 11)] if quick else [2**k for k in range(2, 23)]
-    allreduce = netbench.allreduce_us(comm, collective_sizes, quick)
+    scale = 0.002 if quick else 0.01  # of OSU's iteration counts: a shared allocation
+    allreduce = [measure(comm, "osu_allreduce", n, scale) for n in collective_sizes]
     if comm.rank != 0:
         return None
     return {
@@ -611,17 +614,15 @@ def _put_allocation(document, allocation):
 
 def _write_allreduce_table(out, allocation):
     """The allocation's own allreduce as OSU prints it, beside the profile; its path."""
+    from twinsgd.calibration.osu_tables import format_table
+
     path = Path(out).with_suffix(".osu_allreduce.txt")
-    lines = [
-        f"# OSU MPI Allreduce Latency Test (measured by twinsgd real.calibrate: "
-        f"{allocation['ranks']} ranks, {allocation['ranks_per_host']} a host, {_mpi_library()})",
-        f"# Size{'Avg Latency(us)':>24}",
-        *(
-            f"{n:<10d}{us:>18.2f}"
-            for n, us in zip(allocation["allreduce_sizes"], allocation["allreduce_us"], strict=True)
-        ),
-    ]
-    path.write_text("\n".join(lines) + "\n")
+    note = (
+        f"measured by twinsgd real.calibrate: {allocation['ranks']} ranks, "
+        f"{allocation['ranks_per_host']} a host, {_mpi_library()}"
+    )
+    rows = zip(allocation["allreduce_sizes"], allocation["allreduce_us"], strict=True)
+    path.write_text("\n".join(format_table("osu_allreduce", note, rows)) + "\n")
     return path
 
 

@@ -236,24 +236,3 @@ def shared_rate(comm, pairs, sizes, quick=False):
     if comm.rank != 0:
         return None
     return [len(pairs) * n / s for n, s in zip(sizes, seconds, strict=True)]
-
-
-def allreduce_us(comm, sizes, quick=False):
-    """OSU's osu_allreduce over every rank of ``comm``: per size (bytes of float32), the mean over
-    ranks of each rank's mean microseconds a call, a barrier before each call. On rank 0."""
-    import statistics
-
-    table = []
-    for n in sizes:
-        send, recv = np.ones(max(1, n // 4), np.float32), np.zeros(max(1, n // 4), np.float32)
-        passes, per_batch, warmup = repetitions(n, quick)
-        times = []
-        for i in range(warmup + passes * per_batch // 4 + 1):
-            comm.Barrier()
-            t0 = time.perf_counter()
-            comm.Allreduce(send, recv, op=MPI.SUM)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        mean = comm.allreduce(statistics.fmean(times), op=MPI.SUM) / comm.size
-        table.append(mean * 1e6)
-    return table if comm.rank == 0 else None

@@ -29,19 +29,10 @@ import numpy as np
 from mpi4py import MPI
 
 from real.cli import RankZeroParser
-from twinsgd.run.units import parse_nbytes
+from twinsgd.calibration.osu_tables import OSU_COLUMNS, format_table, osu_sizes
+from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # OSU's window of messages in flight for the bandwidth tests
-TITLES = {
-    "osu_latency": ("Latency Test", "Latency (us)"),
-    "osu_bw": ("Bandwidth Test", "Bandwidth (MB/s)"),
-    "osu_bibw": ("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)"),
-    "osu_allreduce": ("Allreduce Latency Test", "Avg Latency(us)"),
-    "osu_allgather": ("Allgather Latency Test", "Avg Latency(us)"),
-    "osu_alltoall": ("All-to-All Personalized Exchange Latency Test", "Avg Latency(us)"),
-    "osu_bcast": ("Broadcast Latency Test", "Avg Latency(us)"),
-}
-POINT_TO_POINT = ("osu_latency", "osu_bw", "osu_bibw")
 LARGE_BYTES = 8192  # OSU's boundary between the small and large messages' iteration counts
 
 
@@ -134,36 +125,18 @@ def measure(comm, bench, nbytes, scale):
     return collective_us(comm, bench, nbytes, iterations, warmup)
 
 
-def sizes_of(bench, spec):
-    """OSU's sizes (powers of two from 0 or 1 (4 for collectives) to 4 MiB, 1 MiB for
-    collectives), or those of ``--sizes MIN:MAX``."""
-    if spec is None:
-        low, high = (
-            (0 if bench == "osu_latency" else 1, 4 << 20)
-            if bench in POINT_TO_POINT
-            else (4, 1 << 20)
-        )
-    else:
-        a, colon, b = spec.partition(":")
-        low, high = (int(x) if x.isdigit() else parse_nbytes(x) for x in (a, b))
-        if not colon or not 0 <= low <= high:
-            raise ValueError(f"--sizes expects MIN:MAX with 0 <= MIN <= MAX, got {spec}")
-    sizes, n = ([0] if low == 0 else []), 1
-    while n <= high:
-        if n >= low:
-            sizes.append(n)
-        n *= 2
-    return sizes
-
-
 def build_parser():
     parser = RankZeroParser(
         prog="python -m real.osu",
         description="Measure an OSU micro-benchmark's table with mpi4py (under mpiexec or srun).",
     )
-    parser.add_argument("bench", choices=sorted(TITLES), help="the OSU benchmark")
+    parser.add_argument("bench", choices=sorted(OSU_COLUMNS), help="the OSU benchmark")
     parser.add_argument(
-        "--sizes", default=None, metavar="MIN:MAX", help="message sizes, e.g. 4:1MiB"
+        "--sizes",
+        default=None,
+        type=flag_type(parse_size_range),
+        metavar="MIN:MAX",
+        help="message sizes, e.g. 4:1MiB (default: OSU's)",
     )
     parser.add_argument(
         "--iterations",
@@ -184,18 +157,17 @@ def main(argv=None):
             raise ValueError(f"needs at least 2 MPI ranks, got {comm.size}: mpiexec -n 2 ...")
         if not args.iterations > 0:
             raise ValueError(f"--iterations must be > 0, got {args.iterations}")
-        sizes = sizes_of(args.bench, args.sizes)
     except ValueError as err:
         parser.error(str(err))
-    title, column = TITLES[args.bench]
-    if comm.rank == 0:
-        library = MPI.Get_library_version().splitlines()[0].strip()
-        print(f"# OSU MPI {title} (measured by twinsgd real.osu: {comm.size} ranks, {library})")
-        print(f"# Size{column:>24}", flush=True)
-    for nbytes in sizes:
-        value = measure(comm, args.bench, nbytes, args.iterations)
+    library = MPI.Get_library_version().splitlines()[0].strip()
+    note = f"measured by twinsgd real.osu: {comm.size} ranks, {library}"
+    rows = (  # every rank measures; rank 0 prints each line as it is measured
+        (n, measure(comm, args.bench, n, args.iterations))
+        for n in osu_sizes(args.bench, *(args.sizes or ()))
+    )
+    for line in format_table(args.bench, note, rows):
         if comm.rank == 0:
-            print(f"{nbytes:<10d}{value:>18.2f}", flush=True)
+            print(line, flush=True)
     return 0
 
 

@@ -145,7 +145,7 @@ def fit_memory(document, tables, mpi="mpich"):
     points = [(t, int(n), s) for t, n, s in points if n >= FIT_MIN_BYTES]
     if not points:
         raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")
-    base = _profile(document)
+    base = profile_of(document)
 
     def errors(memory):
         return np.array(
@@ -188,7 +188,7 @@ def cluster_for(table, profile, memory=None, mpi="mpich"):
     return cluster
 
 
-def _profile(document):
+def profile_of(document):
     """The `ClusterProfile` of a profile document (written to a temporary file and read back,
     so the fit sees what a user of the profile will)."""
     import tomli_w

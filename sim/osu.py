@@ -35,6 +35,7 @@ import numpy as np
 from sim.backend import Simulator
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
+from twinsgd.calibration.osu_tables import format_table, osu_sizes
 from twinsgd.cli import OneLineParser
 from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
 from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast
@@ -42,20 +43,9 @@ from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.interrupt import one_line_on_interrupt
-from twinsgd.run.units import parse_nbytes
+from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # osu_bw's and osu_bibw's messages in flight per iteration (OSU's default)
-TITLES = {
-    "osu_latency": ("Latency Test", "Latency (us)"),
-    "osu_bw": ("Bandwidth Test", "Bandwidth (MB/s)"),
-    "osu_bibw": ("Bi-Directional Bandwidth Test", "Bandwidth (MB/s)"),
-    "osu_allreduce": ("Allreduce Latency Test", "Avg Latency(us)"),
-    "osu_allgather": ("Allgather Latency Test", "Avg Latency(us)"),
-    "osu_alltoall": ("All-to-All Personalized Exchange Latency Test", "Avg Latency(us)"),
-    "osu_bcast": ("Broadcast Latency Test", "Avg Latency(us)"),
-}
-DEFAULT_SIZES = {"osu_latency": (0, 4 << 20), "osu_bw": (1, 4 << 20), "osu_bibw": (1, 4 << 20)}
-COLLECTIVE_SIZES = (4, 1 << 20)  # OSU's collectives: 4 bytes (allreduce: one float) to 1 MiB
 
 
 def osu_latency(nbytes, rank, size, iterations, mpi="mpich"):
@@ -171,17 +161,6 @@ def osu_value(bench, seconds, nbytes, iterations):
     return float(np.mean(seconds)) / iterations * 1e6
 
 
-def powers_of_two(low, high):
-    """OSU's sizes: 0 if ``low`` is 0, then the powers of two from ``max(low, 1)`` to ``high``."""
-    sizes = [0] if low == 0 else []
-    n = 1
-    while n <= high:
-        if n >= low:
-            sizes.append(n)
-        n *= 2
-    return sizes
-
-
 def build_parser():
     parser = OneLineParser(
         prog="python -m sim.osu",
@@ -192,6 +171,7 @@ def build_parser():
     parser.add_argument(
         "--sizes",
         default=None,
+        type=flag_type(parse_size_range),
         metavar="MIN:MAX",
         help="message sizes, e.g. 4:1MiB (default: OSU's)",
     )
@@ -218,32 +198,18 @@ def machine_options(args):
     )
 
 
-def _sizes(bench, spec):
-    """The sizes of ``--sizes MIN:MAX`` (units allowed, e.g. 1MiB), else OSU's defaults."""
-    if spec is None:
-        return powers_of_two(*DEFAULT_SIZES.get(bench, COLLECTIVE_SIZES))
-    low, colon, high = spec.partition(":")
-    try:
-        low_bytes, high_bytes = (int(x) if x.isdigit() else parse_nbytes(x) for x in (low, high))
-    except ValueError as err:
-        raise ValueError(f"--sizes: {err}") from None
-    if not colon or not 0 <= low_bytes <= high_bytes:
-        raise ValueError(f"--sizes expects MIN:MAX with 0 <= MIN <= MAX, got {spec}")
-    return powers_of_two(int(low_bytes), int(high_bytes))
-
-
 def table(bench, cluster, sizes, iterations=1):
-    """The lines of the simulated table, header first, in OSU's format."""
-    title, column = TITLES[bench]
-    lines = [
-        f"# OSU MPI {title} (simulated by twinsgd sim.osu: {cluster.ranks} ranks, "
-        f"{cluster.ranks_per_host} a host, profile {cluster.profile or 'none'}, {cluster.mpi})",
-        f"# Size{column:>24}",
-    ]
-    for nbytes in sizes:
+    """The lines of the simulated table, header first, in OSU's format, each as simulated."""
+
+    def value(nbytes):
         seconds = simulate_benchmark(bench, cluster, nbytes, iterations, cluster.mpi)
-        lines.append(f"{nbytes:<10d}{osu_value(bench, seconds, nbytes, iterations):>18.2f}")
-    return lines
+        return osu_value(bench, seconds, nbytes, iterations)
+
+    note = (
+        f"simulated by twinsgd sim.osu: {cluster.ranks} ranks, {cluster.ranks_per_host} a host, "
+        f"profile {cluster.profile or 'none'}, {cluster.mpi}"
+    )
+    return format_table(bench, note, ((n, value(n)) for n in sizes))
 
 
 @one_line_on_interrupt("python -m sim.osu")
@@ -257,7 +223,7 @@ def main(argv=None):
             raise ValueError(f"--ranks must be >= 2, got {args.ranks}")
         profile = load_profile(args.profile) if args.profile else None
         cluster = build_cluster(machine_options(args), profile, None, "osu")
-        sizes = _sizes(args.bench, args.sizes)
+        sizes = osu_sizes(args.bench, *(args.sizes or ()))
     except ValueError as err:
         parser.error(str(err))
     for line in table(args.bench, cluster, sizes, args.iterations):

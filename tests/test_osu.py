@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim.calibrate import fit_profile, simulated_seconds
+from sim.calibrate import fit_profile, profile_of, simulated_seconds
 from sim.cluster import build_cluster
 from sim.osu import build_parser, machine_options, osu_value, simulate_benchmark
 from twinsgd.calibration.osu_tables import read_table
@@ -136,7 +136,7 @@ def test_every_real_table_reads(library):
 @needs_osu
 def test_the_simulated_osu_latency_reproduces_the_table_it_was_fitted_to():
     tables = [read_table(str(OSU / "alaska-ompi" / "osu_latency_nodes2_ppn1.txt"))]
-    profile = _loaded(fit_profile(tables, say=lambda _: None))
+    profile = profile_of(fit_profile(tables, say=lambda _: None))
     (table,) = tables
     for n, measured in zip(table.sizes[1:], table.seconds[1:], strict=True):
         assert simulated_seconds(table, int(n), profile, None) == pytest.approx(measured, rel=0.05)
@@ -152,7 +152,7 @@ def test_fitted_to_the_allreduce_it_predicts_the_allgather_it_never_saw():
         read_table(str(folder / "osu_bw_nodes2_ppn1.txt")),
         read_table(f"{folder / 'osu_allreduce_np64_nodes2_ppn32.txt'}:64x32"),
     ]
-    profile = _loaded(fit_profile(tables, say=lambda _: None))
+    profile = profile_of(fit_profile(tables, say=lambda _: None))
     held_out = read_table(f"{folder / 'osu_allgather_np64_nodes2_ppn32.txt'}:64x32")
     big = held_out.sizes >= 65536
     errors = [
@@ -160,68 +160,3 @@ def test_fitted_to_the_allreduce_it_predicts_the_allgather_it_never_saw():
         for n, s in zip(held_out.sizes[big], held_out.seconds[big], strict=True)
     ]
     assert np.median(np.abs(errors)) < 0.25, errors
-
-
-def _loaded(document):
-    import tempfile
-
-    import tomli_w
-
-    from sim.cluster_profile import load_profile
-
-    path = Path(tempfile.mkdtemp()) / "p.toml"
-    path.write_text(tomli_w.dumps(document))
-    return load_profile(str(path))
-
-
-SMALL = ["--sizes", "4:4KiB", "--iterations", "0.001"]
-
-
-@pytest.mark.mpi
-@pytest.mark.parametrize("bench", ["osu_latency", "osu_bw", "osu_allreduce", "osu_alltoall"])
-def test_real_osu_prints_a_table_the_reader_reads(tmp_path, bench):
-    from tests.test_mpi import ENV, MPIEXEC, ROOT
-
-    done = subprocess.run(
-        [MPIEXEC, "-n", "2", sys.executable, "-m", "real.osu", bench, *SMALL],
-        cwd=ROOT,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    path = tmp_path / "t.txt"
-    path.write_text(done.stdout)
-    table = read_table(f"{path}:2x1")
-    assert table.bench == bench and table.sizes.tolist() == [
-        4,
-        8,
-        16,
-        32,
-        64,
-        128,
-        256,
-        512,
-        1024,
-        2048,
-        4096,
-    ]
-    assert np.all(table.seconds > 0)
-
-
-def test_osu_compare_gives_the_error_of_each_shared_size(tmp_path):
-    from twinsgd.analysis.osu_compare import compare, main
-
-    measured, simulated = tmp_path / "m.txt", tmp_path / "s.txt"
-    header = "# OSU MPI Allreduce Latency Test v5\n# Size Avg Latency(us)\n"
-    measured.write_text(header + "4 2.00\n8 4.00\n16 8.00\n")
-    simulated.write_text(header + "8 5.00\n16 6.00\n32 1.00\n")
-    rows, median = compare(read_table(str(measured), False), read_table(str(simulated), False))
-    assert [r[0] for r in rows] == [8, 16]
-    assert [round(r[3], 9) for r in rows] == [0.25, -0.25] and median == pytest.approx(0.25)
-    bw = tmp_path / "bw.txt"
-    bw.write_text("# OSU MPI Bandwidth Test v5\n# Size Bandwidth (MB/s)\n8 1.0\n")
-    with pytest.raises(SystemExit) as caught:
-        main([str(measured), str(bw)])
-    assert caught.value.code == 2

@@ -65,6 +65,48 @@ _IMB_HEADER = re.compile(r"#\s*Benchmarking (\S+)")
 _SHAPE = re.compile(r"(.*):(\d+)x(\d+)")
 
 
+# what a table's value column is called in OSU's output, by benchmark
+OSU_COLUMNS = {
+    "osu_latency": "Latency (us)",
+    "osu_bw": "Bandwidth (MB/s)",
+    "osu_bibw": "Bandwidth (MB/s)",
+    **dict.fromkeys(
+        ("osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"), "Avg Latency(us)"
+    ),
+}
+
+
+def osu_sizes(bench, low=None, high=None):
+    """OSU's message sizes for ``bench``: 0 (latency) or 1 byte to 4 MiB point to point, 4 bytes
+    to 1 MiB for collectives (allreduce: one float), the powers of two in between; or from
+    ``low`` to ``high`` bytes (0 first if ``low`` is 0).
+
+    >>> osu_sizes("osu_allreduce")[:3], osu_sizes("osu_latency", 0, 4)
+    ([4, 8, 16], [0, 1, 2, 4])
+    """
+    if low is None:
+        point_to_point = bench in POINT_TO_POINT
+        low = (0 if bench == "osu_latency" else 1) if point_to_point else 4
+        high = 4 << 20 if point_to_point else 1 << 20
+    sizes, n = ([0] if low == 0 else []), 1
+    while n <= high:
+        if n >= low:
+            sizes.append(n)
+        n *= 2
+    return sizes
+
+
+def format_table(bench, note, rows):
+    """Yield the lines of ``bench``'s table as OSU prints it (which `read_table` reads back):
+    its header with ``note`` in parentheses where OSU puts its version, then a line per
+    ``(size, value)`` of ``rows``, each as it comes (a measurement prints as it goes)."""
+    title = next(t for t, (name, _) in OSU_TITLES.items() if name == bench)
+    yield f"# OSU MPI {title} ({note})"
+    yield f"# Size{OSU_COLUMNS[bench]:>24}"
+    for nbytes, value in rows:
+        yield f"{nbytes:<10d}{value:>18.2f}"
+
+
 @dataclass(frozen=True)
 class OsuTable:
     """One benchmark's table: ``sizes`` (bytes, increasing), ``seconds`` (per size: a one-way

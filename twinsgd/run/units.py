@@ -98,6 +98,19 @@ def parse_nbytes(text):
     return round(value * scale)
 
 
+def parse_size_range(text):
+    """Parse ``MIN:MAX`` sizes (plain bytes or with a unit) into (min, max) bytes, 0 <= min <= max.
+
+    >>> parse_size_range("4:1MiB")
+    (4, 1048576)
+    """
+    low, colon, high = str(text).partition(":")
+    low_bytes, high_bytes = (int(x) if x.isdigit() else parse_nbytes(x) for x in (low, high))
+    if not colon or not 0 <= low_bytes <= high_bytes:
+        raise ValueError(f"expects MIN:MAX with 0 <= MIN <= MAX, got {text!r}")
+    return low_bytes, high_bytes
+
+
 def parse_factor(text):
     """Parse a multiplicative factor such as ``2x`` or ``0.5x`` (the ``x`` is required)."""
     value, unit = _split(text, "factor")
