@@ -1,4 +1,4 @@
-"""Which algorithm an MPI library runs for a collective, by message size and communicator size:
+"""Which algorithm an MPI library runs for an allreduce, by message size and communicator size:
 the name of the node program (`programs.collectives`, `programs.block_collectives`) that does
 what the library does, so the simulator can run the library's choice.
 
@@ -15,9 +15,9 @@ Libraries:
   bytes a block; allgather: neighbour exchange (even sizes) or a ring from 50,000 bytes in all.
   Open MPI 4.1 changed these rules (Rabenseifner's for large allreduces); they are not here.
 
-Where the library would run an algorithm that has no program here (Bruck's allgather and
-alltoall for small blocks, neighbour exchange), `choose` returns the nearest one that has, and
-``substituted`` says so.
+Allgather and alltoall are simulated as a ring and pairwise exchange (`sim.osu`), the choice of
+both libraries for large blocks; for small blocks they run Bruck's, recursive doubling or Open
+MPI's neighbour exchange, which have no program here yet.
 """
 
 from twinsgd.programs.collectives import mpich_allreduce
@@ -41,25 +41,6 @@ def allreduce_algorithm(library, count, itemsize, size):
     return (
         "recursive-doubling" if count * itemsize < OPENMPI_ALLREDUCE_INTERMEDIATE_BYTES else "ring"
     )
-
-
-def allgather_algorithm(library, block_bytes, size):
-    """(program, substituted) of an allgather of ``block_bytes`` a rank: ``ring`` (the only one
-    here), with ``substituted`` True where the library runs another (recursive doubling or
-    Bruck's for short totals; Open MPI's neighbour exchange on an even communicator)."""
-    _check(library)
-    total = block_bytes * size
-    if library == "mpich":
-        return "ring", total < 512 * 1024
-    return "ring", total < 50_000 or size % 2 == 0
-
-
-def alltoall_algorithm(library, block_bytes, size):
-    """(program, substituted) of an alltoall of ``block_bytes`` per pair: ``pairwise``, with
-    ``substituted`` True below the library's pairwise threshold (MPICH 32 KiB, Open MPI 3,000
-    bytes), where it posts every message at once or runs Bruck's."""
-    _check(library)
-    return "pairwise", block_bytes < (32768 if library == "mpich" else 3000)
 
 
 def _check(library):
