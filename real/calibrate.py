@@ -21,6 +21,13 @@ What is measured, and why so
   at line rate (a single line fitted 236 MB/s to a link shaped to 125 MB/s). The incast is
   compared with what the one-way model predicts on a star (k messages queued at one NIC), and
   that error is written down.
+- The same two patterns in situ, 8 B .. 16 MiB (`real.netbench`): a compute step (the first
+  model's gradient) before every message, the message cut from what it wrote. That is what a
+  training program pays (through shared memory here 1.4-1.7x the hot loop at 335 KB), and
+  what ``sim.run`` charges its programs' messages; ``sim.osu`` keeps the hot models, as OSU's
+  loops are hot. And a reduction's add on the bytes a Sendrecv just
+  received (``[compute.reduction]``, by size; gamma its slope): through shared memory they sit
+  in the other core's cache, and the add costs 2-3x what it costs on a rank's own bytes.
 - On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
   (``[network.memory]``: one copy's latency and bandwidth), its ranks sending to another host's
   all at once (``[network] nic_bandwidth``: the NIC they share), its ranks copying in pairs all
@@ -46,13 +53,16 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 largest segment's), overhead_s (LogP's o), eager_bytes (the largest Send that
                 returns before its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
+    [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
                 seconds_per_update (the Adam update's part of seconds_per_step), batch_size,
-                dataset, flops_per_sample
+                dataset, flops_per_sample, gamma_s_per_byte (the in-situ reduction's slope from
+                64 KiB), gamma_local_s_per_byte (the same add on the rank's own bytes)
+    [compute.reduction]   the in-situ reduction by size, 4 KiB .. 16 MiB (`PiecewiseCost`)
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -76,6 +86,7 @@ import numpy as np
 
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
+from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.steptimes import step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
 
@@ -83,6 +94,9 @@ from twinsgd.data import NAMES, DataError, load_dataset
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
 SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradients are 45-100 MB
 QUICK_SIZES = [8 * 4**k for k in range(10)]
+REDUCTION_MIN_BYTES = 2**12  # the in-situ reduction is timed from 4 KiB (1,024 floats) up
+GAMMA_MIN_BYTES = 2**16  # gamma: the slope over reductions of 64 KiB and more
+IN_SITU_MAX_BYTES = 2**24  # the in-situ patterns stop at 16 MiB (a compute step per message)
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
 MAX_SEGMENTS = 6  # shared memory needed 5 to stay within it (protocol switches, caches)
 
@@ -285,6 +299,12 @@ def _measure(args, comm, work):
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
     oneway = netbench.ping_pong(network, sizes, args.quick)
     both_ways = netbench.exchange(network, sizes, args.quick)
+    in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
+    step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
+    oneway_in_situ = netbench.ping_pong(network, in_situ_sizes, args.quick, step=step)
+    sendrecv_in_situ = netbench.exchange(network, in_situ_sizes, args.quick, step=step)
+    reduction_sizes = [n for n in in_situ_sizes if n >= REDUCTION_MIN_BYTES]
+    reduction = netbench.reduction_in_situ(network, reduction_sizes, step, args.quick)
     network.Free()
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
@@ -308,6 +328,11 @@ def _measure(args, comm, work):
         "sizes": sizes,
         "oneway": oneway,
         "sendrecv": both_ways,
+        "in_situ_sizes": in_situ_sizes,
+        "oneway_in_situ": oneway_in_situ,
+        "sendrecv_in_situ": sendrecv_in_situ,
+        "reduction_sizes": reduction_sizes,
+        "reduction_s": reduction,
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
@@ -316,6 +341,31 @@ def _measure(args, comm, work):
         "ranks": comm.size,
         "allocation": allocation,
     }
+
+
+def _in_situ_step(comm, work, elements):
+    """The compute step the in-situ patterns run between messages (`real.netbench`): the first
+    model's gradient on the calibration's batch, written into the head of a float32 buffer of
+    at least ``elements`` that the step returns (messages are cut from it), on every rank
+    (each builds the model, seeded alike; the batch comes from rank 0). Collective."""
+    if comm.rank == 0:
+        models, X, y, _ = work
+        name, model = next(iter(models.items()))
+        shape = (name, model.input_shape, model.n_classes)
+    else:
+        shape = X = y = None
+    name, input_shape, n_classes = comm.bcast(shape, root=0)
+    X, y = comm.bcast((X, y), root=0)
+    model = build_model(name, input_shape, n_classes, seed=0)
+    X = np.ascontiguousarray(X, dtype=model.dtype)
+    written = np.zeros(max(elements, model.n_params), dtype=model.dtype)
+    gradient = written[: model.n_params]
+
+    def step():
+        model.loss_and_gradient(X, y, out=gradient)
+        return written
+
+    return step
 
 
 def _measure_allocation(comm, hosts, inter, intra, quick):
@@ -495,13 +545,26 @@ def _time_steps(model, X, y, sizes, quick):
 # ---------------------------------------------------------------------------- the profile
 def _finish(args, measured, work, started):
     """Fit, write the profile atomically, print the summary (rank 0)."""
-    from twinsgd.calibration.costfit import fit_segments
-
     models, _, _, dataset = work
     sizes = measured["sizes"]
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
+    sizes_s = [
+        (n, s)
+        for n, s in zip(measured["reduction_sizes"], measured["reduction_s"], strict=True)
+        if n >= GAMMA_MIN_BYTES
+    ]
+    measured["gamma_in_situ"] = float(f"{slope(*zip(*sizes_s, strict=True)):.4g}")
+    reduction = fit_segments(
+        measured["reduction_sizes"], measured["reduction_s"], MAX_REL_ERROR, MAX_SEGMENTS
+    )
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
+    in_situ = {
+        pattern: fit_segments(
+            measured["in_situ_sizes"], measured[f"{pattern}_in_situ"], MAX_REL_ERROR, MAX_SEGMENTS
+        )
+        for pattern in ("oneway", "sendrecv")
+    }
     incast = _incast_check(measured, oneway)
     per_step = {name: step for name, (step, _, _) in measured["per_model"].items()}
     per_model = {name: sample for name, (_, sample, _) in measured["per_model"].items()}
@@ -531,6 +594,7 @@ def _finish(args, measured, work, started):
             "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
             "sendrecv": sendrecv.to_dict(),
+            "in_situ": {pattern: cost.to_dict() for pattern, cost in in_situ.items()},
         },
         "compute": {
             "flops_per_s": float(f"{rates[median_model]:.4g}"),
@@ -540,7 +604,9 @@ def _finish(args, measured, work, started):
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "flops_per_sample": flops,
-            "gamma_s_per_byte": measured["gamma"],
+            "gamma_s_per_byte": measured["gamma_in_situ"],
+            "gamma_local_s_per_byte": measured["gamma"],
+            "reduction": reduction.to_dict(),
         },
     }
     if incast is not None:
@@ -561,6 +627,7 @@ def _finish(args, measured, work, started):
         _summary(
             oneway,
             sendrecv,
+            in_situ,
             incast,
             measured,
             rates,
@@ -571,11 +638,22 @@ def _finish(args, measured, work, started):
     )
 
 
+def slope(sizes, seconds):
+    """Seconds per byte: the slope of a least-squares line through ``(sizes, seconds)``, >= 0
+    (Thakur, Rabenseifner and Gropp 2005's gamma, from reductions timed at several sizes).
+
+    >>> slope([1000, 2000, 4000], [3e-6, 5e-6, 9e-6])
+    2e-09
+    """
+    value, _ = np.polyfit(np.asarray(sizes, float), np.asarray(seconds, float), 1)
+    return max(float(f"{value:.12g}"), 0.0)
+
+
 def reduction_gamma(quick=False):
-    """gamma, seconds per byte a reduction combines, as the collectives combine: ``np.add(into,
-    incoming, out=into)`` over float32 buffers of 64 KiB to 16 MiB, each repetition on buffers
-    not touched since the last size (a chunk arrives cold); the slope of a least-squares line
-    through the medians (Thakur, Rabenseifner and Gropp 2005's gamma)."""
+    """gamma on this rank's own bytes, seconds per byte: ``np.add(into, incoming, out=into)``
+    over float32 buffers of 64 KiB to 16 MiB, each repetition on buffers not touched since the
+    last size; the `slope` through the medians. The profile's ``gamma_local_s_per_byte``; its
+    ``gamma_s_per_byte`` is the in-situ one, on bytes just received (`real.netbench`)."""
     sizes = [1 << k for k in range(16, 25, 2 if quick else 1)]
     medians = []
     for nbytes in sizes:
@@ -587,8 +665,7 @@ def reduction_gamma(quick=False):
             np.add(into, incoming, out=into)
             times.append(time.perf_counter() - t0)
         medians.append(float(np.median(times)))
-    slope, _ = np.polyfit(np.array(sizes, float), np.array(medians), 1)
-    return max(float(slope), 0.0)
+    return slope(sizes, medians)
 
 
 def _put_allocation(document, allocation):
@@ -735,7 +812,7 @@ def _write_profile(path, document, took_s=None):
         tmp.unlink(missing_ok=True)
 
 
-def _summary(oneway, sendrecv, incast, measured, rates, median_model, out, took_s):
+def _summary(oneway, sendrecv, in_situ, incast, measured, rates, median_model, out, took_s):
     def segments(cost):
         return "; ".join(
             f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
@@ -766,12 +843,20 @@ def _summary(oneway, sendrecv, incast, measured, rates, median_model, out, took_
     )
     for name, times in measured["steps"].items():
         lines.append(f"compute (the real program): {name} {_what(times)}")
-    lines.append(
-        f"reduction (gamma): {measured['gamma'] * 1e9:.3g} ns a byte combined "
-        f"({1e-9 / measured['gamma']:.3g} GB/s)"
-        if measured["gamma"] > 0
-        else "reduction (gamma): not measurable here (no growth with size)"
-    )
+    for pattern, name in (("oneway", "one way"), ("sendrecv", "Sendrecv")):
+        probe = 2**18  # what programs send: a gradient's chunk
+        lines.append(
+            f"network {name} in situ ({len(in_situ[pattern].latency_s)} segments): "
+            f"{_seconds_text(in_situ[pattern].seconds(probe))} for {_bytes_text(probe)}, "
+            f"hot {_seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
+        )
+    for key, what in (("gamma_in_situ", "on bytes just received"), ("gamma", "on its own")):
+        lines.append(
+            f"reduction (gamma) {what}: {measured[key] * 1e9:.3g} ns a byte combined "
+            f"({1e-9 / measured[key]:.3g} GB/s)"
+            if measured[key] > 0
+            else f"reduction (gamma) {what}: not measurable here (no growth with size)"
+        )
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

@@ -159,6 +159,9 @@ class Simulator:
         The reduction's arithmetic, seconds per byte combined: a receive marked ``reduces``
         takes that long more after its message arrives (charged as comm, as MPI's collectives
         spend it inside the call); the closed forms add the same (`alpha_beta_time`).
+    reduction : PiecewiseCost, optional
+        The reduction's arithmetic as measured in situ (on bytes just received), by size:
+        charged instead of ``gamma`` a byte; the closed forms charge it at the chunk's size.
     """
 
     def __init__(
@@ -177,6 +180,7 @@ class Simulator:
         start_s=0.0,
         mpi="mpich",
         gamma=0.0,
+        reduction=None,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -184,6 +188,7 @@ class Simulator:
         self.eager_bytes = eager_bytes
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
+        self.reduction = reduction  # or a measured cost by size (in situ), charged instead
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -510,8 +515,8 @@ class Simulator:
     def _recv(self, node, op):
         t0 = self.env.now
         message = yield from self._take(node, op.source, op.tag)
-        if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-            yield self.env.timeout(self.gamma * message.payload.nbytes)
+        if op.reduces:  # the reduction's arithmetic, inside the collective
+            yield self.env.timeout(self._reduction_s(message.payload.nbytes))
         self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
@@ -527,8 +532,8 @@ class Simulator:
                 node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
             )
             message = yield request
-            if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(self.gamma * message.payload.nbytes)
+            if op.reduces:  # the reduction's arithmetic, inside the collective
+                yield self.env.timeout(self._reduction_s(message.payload.nbytes))
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -580,7 +585,20 @@ class Simulator:
             except StopIteration:
                 break
             reply = yield from self._handlers[type(step)](node, step)
+        if self._finishing(op, node.size):
+            yield self.env.timeout(self._finishing(op, node.size))
         return finish_reduction(op.buf, op.op, node.size)
+
+    def _finishing(self, op, size):
+        """Seconds of turning an allreduce's sum into its mean, one pass over the buffer at the
+        reduction's cost (the real backend's comm pays it too, on bytes mostly just received)."""
+        return self._reduction_s(op.buf.nbytes) if op.op == "mean" and size > 1 else 0.0
+
+    def _reduction_s(self, nbytes):
+        """Seconds of the arithmetic a reduction does on ``nbytes`` just received."""
+        if self.reduction is not None:
+            return float(self.reduction.seconds(nbytes))
+        return self.gamma * nbytes
 
     def _allreduce_closed_form(self, node, op):
         """Wait for every node; the last one in runs the algorithm's arithmetic for all at once
@@ -611,8 +629,8 @@ class Simulator:
                 size,
                 *self._alpha_beta(op.buf.nbytes, size),
                 op.buf.itemsize,
-                self.gamma,
-            )
+                self._reduction_s(op.buf.nbytes // size) / max(1, op.buf.nbytes // size),
+            ) + self._finishing(op, size)
             released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))
         (seconds, bytes_by_rank), log = (yield done), self.logs[rank]

@@ -18,6 +18,7 @@ Defaults where neither a flag nor a profile says (each stated in config.json):
 import math
 from dataclasses import dataclass
 
+from sim.cluster_profile import Slowed
 from sim.compute import ComputeModel, compute_model
 from sim.network import MemoryPath, make_network, slowest_link
 from twinsgd.programs.mpi_choices import LIBRARIES
@@ -53,6 +54,7 @@ class Cluster:
     memory_source: str  # "flags", "profile" or "assumed"
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
+    reduction: object  # ... or as measured in situ by size (a PiecewiseCost), else None
     costs: dict
     shaping: object
     slowdown: float
@@ -129,6 +131,7 @@ class Cluster:
             "profile": self.profile,
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
+            "reduction_in_situ": self.reduction is not None,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "token_buckets": self.shaping is not None,
@@ -247,10 +250,10 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     network, latency_s, bandwidth_Bps = network_model(options, profile)
     nic_Bps = _pick(options.nic_bandwidth, profile and profile.nic_bandwidth_Bps, bandwidth_Bps)
     memory, memory_source = _memory(options, profile)
-    costs = network_costs(options, profile)
+    costs = network_costs(options, profile, programs=cfg is not None)
     slowdown = network_slowdown(options, profile) if costs else 1.0
-    shaping = profile.shaping(slowdown) if costs else None
-    costs = profile.slowed_costs(slowdown) if costs else costs
+    shaping = profile.shaping(slowdown, costs) if costs else None
+    costs = profile.slowed_costs(slowdown, costs) if costs else costs
     if shaping is not None and options.collectives == "closed-form":
         raise ValueError(
             f"--collectives closed-form: the token-bucket NICs of --profile {options.profile} "
@@ -277,6 +280,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         memory_source=memory_source,
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
+        reduction=_reduction(options, profile, slowdown),
         costs=costs,
         shaping=shaping,
         slowdown=slowdown,
@@ -327,6 +331,14 @@ def _seconds_per_byte(text):
     return value
 
 
+def _reduction(options, profile, slowdown):
+    """The profile's in-situ reduction cost (`ClusterProfile.reduction`), slowed as the
+    network's costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
+    if options.gamma is not None or profile is None or profile.reduction is None:
+        return None
+    return profile.reduction if slowdown == 1.0 else Slowed(profile.reduction, slowdown)
+
+
 def _pick(flag, from_profile, default):
     """A flag's value, else the profile's, else the default."""
     return flag if flag is not None else from_profile if from_profile is not None else default
@@ -359,8 +371,9 @@ def network_model(options, profile):
     )
 
 
-def network_costs(options, profile):
-    """The profile's measured cost models by message pattern, unless --latency or --bandwidth
+def network_costs(options, profile, programs=True):
+    """The profile's measured cost models by message pattern (``programs``: a training run's,
+    in situ where measured, `ClusterProfile.costs_for`), unless --latency or --bandwidth
     overrides the profile's network, or --network asks for another than the profile's."""
     if (
         profile is None
@@ -369,7 +382,7 @@ def network_costs(options, profile):
         or (options.network and options.network != profile.network)
     ):
         return {}
-    return profile.costs
+    return profile.costs_for(programs)
 
 
 def network_slowdown(options, profile):

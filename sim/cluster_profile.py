@@ -28,13 +28,17 @@ The format::
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
+    [network.in_situ.oneway]       # the same two measured in situ (a compute step before
+    [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
 
 When a calibrated profile has the measured models and neither --latency nor --bandwidth is
-given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``;
-with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
+given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``
+(a training program's the in-situ model where the profile has one, `ClusterProfile.costs_for`;
+``sim.osu``'s the hot one, as OSU's loops are hot); with a shaper too, it simulates the token
+buckets (`sim.shaping`) instead.
 
     [compute]                      # for --compute profile (and --ghost)
     flops_per_s = 2.0e10           # sustained training FLOP/s of one rank
@@ -43,6 +47,9 @@ with a shaper too, it simulates the token buckets (`sim.shaping`) instead.
                                    # samples lasts seconds_per_step + b * seconds_per_sample
     seconds_per_update = { mlp = 3.5e-4, cnn = 3.0e-4 }   # the optimizer's part of a step
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
+
+    [compute.reduction]            # measured: a reduction's arithmetic by size, on bytes just
+                                   # received (a PiecewiseCost; charged instead of gamma)
 
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
@@ -88,6 +95,7 @@ class ClusterProfile:
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
+    reduction: PiecewiseCost | None = None  # ... as measured in situ, by size
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
     memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
@@ -100,29 +108,39 @@ class ClusterProfile:
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
+    in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
 
-    def slowed_costs(self, slowdown):
-        """The measured cost models on a machine ``slowdown`` times oversubscribed (`Slowed`)."""
-        if slowdown == 1.0:
-            return self.costs
-        return {name: Slowed(cost, slowdown) for name, cost in self.costs.items()}
+    def costs_for(self, programs):
+        """The measured cost models by pattern that messages are charged: a training program's
+        (``programs`` True) the in-situ ones where the profile has them, else the hot loop's
+        (a benchmark's, `sim.osu`)."""
+        return self.in_situ if programs and self.in_situ else self.costs
 
-    def shaping(self, slowdown=1.0):
+    def slowed_costs(self, slowdown, costs=None):
+        """The measured cost models (``costs``, default the hot loop's) on a machine
+        ``slowdown`` times oversubscribed (`Slowed`)."""
+        costs = self.costs if costs is None else costs
+        if slowdown == 1.0:
+            return costs
+        return {name: Slowed(cost, slowdown) for name, cost in costs.items()}
+
+    def shaping(self, slowdown=1.0, costs=None):
         """The `sim.shaping.Shaping` of an emulated cluster's profile, or None: its buckets,
         and per measured pattern the latency of a small message and the payload per shaped
         byte (the largest messages' measured rate over the median configured rate); the rate
         of bytes within a burst is the one-way model's at half a burst (a ping-pong finds its
         bucket full; a Sendrecv back to back never does). ``slowdown``: as `Slowed`, on the
         latency and the rate within a burst (the machine's own work), not on the buckets."""
-        if not self.shaper or not self.costs:
+        costs = self.costs if costs is None else costs
+        if not self.shaper or not costs:
             return None
         rates = sorted(rate for rate, _ in self.shaper)
         rate, half_burst = rates[len(rates) // 2], min(b for _, b in self.shaper) / 2
-        line = self.costs.get("oneway", next(iter(self.costs.values()))).beta_Bps(half_burst)
+        line = costs.get("oneway", next(iter(costs.values()))).beta_Bps(half_burst)
         patterns = {}
-        for name, cost in self.costs.items():
+        for name, cost in costs.items():
             largest = float(cost.max_bytes[-1])
             efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
             patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown, efficiency)
@@ -192,6 +210,10 @@ class Slowed:
         """The slowed bandwidth of ``nbytes``'s segment, bytes/s."""
         return self.cost.beta_Bps(nbytes) / self.slowdown
 
+    def seconds(self, nbytes):
+        """The slowed time of ``nbytes``, seconds."""
+        return self.cost.seconds(nbytes) * self.slowdown
+
 
 def load_profile(name_or_path):
     """The `ClusterProfile` of a preset name or a TOML file; ValueError (one line naming the
@@ -221,6 +243,9 @@ def load_profile(name_or_path):
             gamma_s_per_byte=_number(compute["gamma_s_per_byte"], "[compute] gamma_s_per_byte")
             if "gamma_s_per_byte" in compute
             else None,
+            reduction=PiecewiseCost.from_dict(compute["reduction"])
+            if "reduction" in compute
+            else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
             },
@@ -228,6 +253,11 @@ def load_profile(name_or_path):
                 pattern: PiecewiseCost.from_dict(network[pattern])
                 for pattern in PATTERNS
                 if pattern in network
+            },
+            in_situ={
+                pattern: PiecewiseCost.from_dict(network["in_situ"][pattern])
+                for pattern in PATTERNS
+                if pattern in network.get("in_situ", {})
             },
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),

@@ -145,6 +145,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         eager_bytes=cluster.eager_bytes,
         mpi=mpi,
         gamma=cluster.gamma,
+        reduction=cluster.reduction,
     )
     simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
     return np.array([clock.seconds for clock in clocks])

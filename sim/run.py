@@ -267,6 +267,7 @@ def run_simulation(run):
         eager_bytes=cluster.eager_bytes,
         mpi=cluster.mpi,
         gamma=cluster.gamma,
+        reduction=cluster.reduction,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

@@ -92,6 +92,10 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert p["network"]["topology"] == "star"
     for pattern in ("oneway", "sendrecv"):
         assert {"min_bytes", "latency_s", "bandwidth_Bps", "sizes"} <= set(p["network"][pattern])
+    for pattern in ("oneway", "sendrecv"):  # the same, in situ, to 16 MiB
+        assert max(p["network"]["in_situ"][pattern]["sizes"]) == 2**21  # --quick's largest
+    assert p["compute"]["gamma_s_per_byte"] >= 0 and p["compute"]["gamma_local_s_per_byte"] >= 0
+    assert min(p["compute"]["reduction"]["sizes"]) == 8192  # --quick's from 4 KiB
     assert "incast" not in p["network"]  # 2 ranks: no incast
     assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100
@@ -131,12 +135,32 @@ def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
     from twinsgd.calibration.costfit import PiecewiseCost
 
     _, p = profile
-    for pattern in ("oneway", "sendrecv"):
-        table = p["network"][pattern]
+    tables = [p["network"][pattern] for pattern in ("oneway", "sendrecv")]
+    tables += [p["network"]["in_situ"][pattern] for pattern in ("oneway", "sendrecv")]
+    for table in [*tables, p["compute"]["reduction"]]:
         cost = PiecewiseCost.from_dict(table)
         n, t = np.array(table["sizes"]), np.array(table["seconds"])
-        assert n.min() == 8 and n.max() >= 2**21 and len(n) == len(t)
+        assert n.max() >= 2**21 and len(n) == len(t)
         np.testing.assert_allclose(cost.seconds(n) / t - 1, table["rel_residuals"], atol=1e-6)
+        assert np.abs(table["rel_residuals"]).max() == pytest.approx(
+            max(table["max_rel_residual"]), abs=1e-9
+        )  # the worst point is the one the fit says
+    assert all(table["sizes"][0] == 8 for table in tables)
+
+
+@pytest.mark.mpi
+def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
+    """sim.run's messages are charged the in-situ models, sim.osu's the hot loop's."""
+    from sim.cluster import network_costs
+    from sim.cluster_profile import load_profile
+    from sim.run import build_parser
+
+    path, _ = profile
+    loaded = load_profile(str(path))
+    options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
+    assert network_costs(options, loaded, programs=True) is loaded.in_situ
+    assert network_costs(options, loaded, programs=False) is loaded.costs
+    assert set(loaded.in_situ) == {"oneway", "sendrecv"} and loaded.reduction is not None
 
 
 @pytest.mark.mpi

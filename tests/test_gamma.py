@@ -2,6 +2,7 @@
 collective's program combines what it receives, equal to Thakur, Rabenseifner and Gropp's
 alpha-beta-gamma formulas in closed form and message by message."""
 
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from sim.backend import Simulator
 from sim.compute import ComputeModel
+from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.programs.collectives import alpha_beta_time
 from twinsgd.programs.ops import Allreduce
 
@@ -23,10 +25,10 @@ class _Log:
         return lambda *args, **kwargs: None
 
 
-def _simulated(algo, size, n, collectives, gamma):
+def _simulated(algo, size, n, collectives, gamma, reduction=None, op="sum"):
     def program(rank):
         buf = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
-        yield Allreduce(buf, op="sum", algo=algo)
+        yield Allreduce(buf, op=op, algo=algo)
 
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
     sim = Simulator(
@@ -37,6 +39,7 @@ def _simulated(algo, size, n, collectives, gamma):
         ComputeModel(seconds_per_sample=0.0),
         collectives,
         gamma=gamma,
+        reduction=reduction,
     )
     sim.run([program(r) for r in range(size)])
     return sim.env.now
@@ -75,3 +78,32 @@ def test_rabenseifner_charges_only_its_reduce_scatter_half():
         "rabenseifner", size, n, "message", 0.0
     )
     assert extra == pytest.approx((size - 1) / size * 4 * n * GAMMA, rel=1e-9)
+
+
+# a reduction measured in situ: dearer per byte on small chunks than on large ones
+REDUCTION = PiecewiseCost.from_dict(
+    {
+        "min_bytes": [0.0, 65536.0],
+        "max_bytes": [65536.0, math.inf],
+        "latency_s": [1e-6, 20e-6],
+        "bandwidth_Bps": [2e9, 8e9],
+    }
+)
+
+
+@pytest.mark.parametrize("size", [2, 4])
+@pytest.mark.parametrize("collectives", ["message", "closed-form"])
+def test_a_measured_reduction_is_charged_by_size_and_a_mean_pays_one_pass(size, collectives):
+    """The in-situ reduction replaces gamma: a ring step's add of c bytes takes
+    ``reduction(c)``, and a mean one pass more over the n bytes (``reduction(n)``), as the real
+    backend's comm pays for ``finish_reduction``; both levels agree."""
+    n = 30000 * size  # floats; chunks of 120,000 bytes: the second segment
+    plain = alpha_beta_time("ring", 4 * n, size, ALPHA, BETA, itemsize=4)
+    chunk, whole = 4 * n // size, 4 * n
+    total = _simulated("ring", size, n, collectives, 0.0, REDUCTION)
+    assert total == pytest.approx(plain + (size - 1) * REDUCTION.seconds(chunk), rel=1e-9)
+    mean = _simulated("ring", size, n, collectives, 0.0, REDUCTION, op="mean")
+    assert mean - total == pytest.approx(REDUCTION.seconds(whole), rel=1e-9)
+    assert _simulated("ring", size, n, collectives, GAMMA, op="mean") - _simulated(
+        "ring", size, n, collectives, GAMMA
+    ) == pytest.approx(GAMMA * whole, rel=1e-9)
