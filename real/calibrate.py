@@ -28,6 +28,9 @@ What is measured, and why so
   loops are hot. And a reduction's add on the bytes a Sendrecv just
   received (``[compute.reduction]``, by size; gamma its slope): through shared memory they sit
   in the other core's cache, and the add costs 2-3x what it costs on a rank's own bytes.
+- The turn a process gets on a core when more want the cores than there are
+  (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
+  take turns of it (`sim.cores`).
 - On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
   (``[network.memory]``: one copy's latency and bandwidth), its ranks sending to another host's
   all at once (``[network] nic_bandwidth``: the NIC they share), its ranks copying in pairs all
@@ -48,7 +51,7 @@ What is measured, and why so
 
 The profile (read by ``sim.cluster_profile.load_profile``)::
 
-    [cluster]   name, calibrated = true, source, cores, one_machine, hosts
+    [cluster]   name, calibrated = true, source, cores, one_machine, hosts, time_slice_s
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
                 largest segment's), overhead_s (LogP's o), eager_bytes (the largest Send that
                 returns before its receiver is there)
@@ -315,6 +318,8 @@ def _measure(args, comm, work):
     incast = netbench.incast(comm, incast_sizes, args.quick)
     overhead_s = netbench.send_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
+    time_slice_s = measure_time_slice() if comm.rank == 0 else None
+    netbench.quiet_barrier(comm)  # the others sleep while rank 0's spinners take the cores
     steps = (
         {name: _train_steps(args, comm, name, work) for name in args.models}
         if args.train_steps
@@ -337,6 +342,7 @@ def _measure(args, comm, work):
         "incast": incast,
         "overhead_s": overhead_s,
         "eager_bytes": eager_bytes,
+        "time_slice_s": time_slice_s,
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
@@ -585,6 +591,11 @@ def _finish(args, measured, work, started):
             "cores": os.cpu_count() or 1,
             "one_machine": one_machine,
             "hosts": hosts,
+            **(
+                {"time_slice_s": float(f"{measured['time_slice_s']:.4g}")}
+                if measured["time_slice_s"]
+                else {}
+            ),
         },
         "network": {
             "topology": "star",
@@ -636,6 +647,42 @@ def _finish(args, measured, work, started):
             time.perf_counter() - started,
         )
     )
+
+
+_SPINNER = """
+import time
+end = time.perf_counter() + {seconds}
+last = time.perf_counter()
+gaps = []
+while last < end:
+    now = time.perf_counter()
+    if now - last > 30e-6:
+        gaps.append(now - last)
+    last = now
+print(" ".join(repr(g) for g in gaps))
+"""
+
+
+def measure_time_slice(seconds=0.5):
+    """A turn on a core when more processes want the cores than there are (`sim.cores`), in
+    seconds: two spinning processes a core for ``seconds``, each noting the gaps in its own
+    clock (when it was off its core); with two a core every gap is one turn of the other, so
+    the median gap. This machine: 4 ms (the 250 Hz tick). None if it cannot be measured (one
+    process alone, or no gaps)."""
+    count = 2 * (os.cpu_count() or 1)
+    spinners = [
+        subprocess.Popen(
+            [sys.executable, "-c", _SPINNER.format(seconds=seconds)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(count)
+    ]
+    gaps = []
+    for spinner in spinners:
+        out, _ = spinner.communicate(timeout=60)
+        gaps += [float(x) for x in out.split()]
+    return float(np.median(gaps)) if len(gaps) >= count else None
 
 
 def slope(sizes, seconds):
@@ -856,6 +903,11 @@ def _summary(oneway, sendrecv, in_situ, incast, measured, rates, median_model, o
             f"({1e-9 / measured[key]:.3g} GB/s)"
             if measured[key] > 0
             else f"reduction (gamma) {what}: not measurable here (no growth with size)"
+        )
+    if measured["time_slice_s"]:
+        lines.append(
+            f"cores: {os.cpu_count()}, taken in turns of "
+            f"{_seconds_text(measured['time_slice_s'])} by more ranks than cores"
         )
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)

@@ -28,7 +28,8 @@ import numpy as np
 import simpy
 
 from sim.compute import ComputeModel
-from sim.network import RoutedNetwork, make_network
+from sim.cores import DEFAULT_SLICE_S, shared_cores
+from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import (
     ALLREDUCES,
@@ -146,7 +147,9 @@ class Simulator:
     eager_bytes : int
         A Send of at most this many bytes (or a buffered one, with a limit at all) returns at
         once and its bytes go on their own, as MPI's eager protocol does (a calibrated
-        profile's measured limit); 0: every Send returns when its bytes have left.
+        profile's measured limit); a larger one is a rendezvous and returns when its receiver
+        has taken the message (a parameter server takes its workers' pushes one by one);
+        0: no protocols measured, every Send returns when its bytes have left.
     entry_barrier : bool
         Do what the real backend does to tell wait from comm (``--measure-wait``): a barrier
         before each collective (MPICH's dissemination barrier: ceil(log2 p) rounds of empty
@@ -162,6 +165,10 @@ class Simulator:
     reduction : PiecewiseCost, optional
         The reduction's arithmetic as measured in situ (on bytes just received), by size:
         charged instead of ``gamma`` a byte; the closed forms charge it at the chunk's size.
+    core_groups : sequence of (ranks, cores)
+        Hosts with more ranks than cores: their ranks take turns of ``time_slice_s`` on the
+        cores (`sim.cores`): compute, own code and moving bytes need a core, a rank gives it up
+        while it waits for a message that has not come, and needs it back to go on.
     """
 
     def __init__(
@@ -181,6 +188,8 @@ class Simulator:
         mpi="mpich",
         gamma=0.0,
         reduction=None,
+        core_groups=(),
+        time_slice_s=DEFAULT_SLICE_S,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -189,6 +198,8 @@ class Simulator:
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.reduction = reduction  # or a measured cost by size (in situ), charged instead
+        self.cores = shared_cores(self.env, core_groups, time_slice_s)  # rank -> HostCores
+        self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -357,8 +368,8 @@ class Simulator:
         return end_step
 
     def _process(self, node, program):
-        """The driver loop of one node: its own code's time is compute, then the operation."""
-        reply, log, handlers = None, self.logs[node.rank], self._handlers
+        """The driver loop of one node (a generator for SimPy): its own code's time is compute,
+        then the operation."""
         # Own code is timed here with --compute measured; with measured gradients alone
         # (step times without own code); and with measured whole steps on a node that computes
         # no steps (a parameter server: its update is in no step a real run measured).
@@ -367,6 +378,22 @@ class Simulator:
             times is not None and (not times.own_code or not getattr(node, "computes", True))
         )
         factor = times.own_factor if times is not None and not times.own_code else 1.0
+        host = self.cores.get(node.rank)  # the cores it shares with more ranks, or None
+        if host is None:  # NOTE: the loop itself, no generator around it: it runs per event
+            return self._drive(node, program, None, measured, factor)
+        return self._on_shared_cores(host, node, self._drive(node, program, host, measured, factor))
+
+    def _on_shared_cores(self, host, node, drive):
+        """``drive`` (`_drive`) from a core of ``host``, given back when the program ends."""
+        yield from host.acquire(node.rank)
+        try:
+            return (yield from drive)
+        finally:
+            host.release(node.rank)
+
+    def _drive(self, node, program, host, measured, factor):
+        """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None)."""
+        reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
         try:
@@ -397,10 +424,15 @@ class Simulator:
                     log.charge("compute", own)
                     if traced:
                         log.charges[-1] = ("local", own)  # the program's own code
-                    yield env.timeout(own)
+                    if host is None:
+                        yield env.timeout(own)
+                    else:
+                        yield from self._on_core(host, rank, own)
                 if type(op) is Compute:  # time alone: no handler's generator for it
                     reply, seconds = self._compute(node, op)
-                    if seconds:  # free compute (a ghost without a profile) schedules no event
+                    if host is not None:
+                        yield from self._on_core(host, rank, seconds)
+                    elif seconds:  # free compute (a ghost without a profile): no event
                         yield env.timeout(seconds)
                 else:
                     reply = yield from handlers[type(op)](node, op)
@@ -417,6 +449,33 @@ class Simulator:
                 notice = interrupt.cause  # PeerFailed, thrown into the program
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
+
+    def _on_core(self, host, rank, seconds):
+        """``seconds`` of work (already charged as compute) on a core of ``host`` that more
+        ranks share: the turns it waits for are compute too, as a real rank's wall clock
+        counts them."""
+        t0 = self.env.now
+        yield from host.run(rank, seconds)
+        if self.env.now - t0 > seconds:
+            self.logs[rank].charge("compute", self.env.now - t0 - seconds)
+
+    def _blocked(self, node, event):
+        """Process step: wait for ``event`` (a message, a rendezvous). A node that shares its
+        host's cores gives its core up while the event has not happened, and waits for one
+        again after."""
+        host = self.cores.get(node.rank)
+        if host is None or event.triggered:
+            return (yield event)
+        host.release(node.rank)
+        try:
+            message = yield event
+        except simpy.Interrupt:
+            if not host.holds(node.rank):
+                yield from host.acquire(node.rank)  # it goes on (or fails) on a core
+            raise
+        if not host.holds(node.rank):  # (a copy into it may have put it on one already)
+            yield from host.acquire(node.rank)
+        return message
 
     def _compute(self, node, op):
         """Run a Compute's function; returns (its result, the simulated seconds it takes)."""
@@ -467,16 +526,51 @@ class Simulator:
         )
 
     def _posted(self, node, source, tag):
-        """The mailbox request for the message from source (or any) with tag."""
-        return self.network.mailbox[node.rank].get(
+        """The mailbox request for the message from source (or any) with tag; a rendezvous
+        sender that waits for it (`_receiving`) learns it is posted."""
+        request = self.network.mailbox[node.rank].get(
             lambda m: m.tag == tag and (source == ANY_SOURCE or m.source == source)
         )
+        waiters = self._post_waiters.get(node.rank)
+        if waiters:
+            for waiter in [w for w in waiters if w[1] == tag and source in (ANY_SOURCE, w[0])]:
+                waiters.remove(waiter)
+                waiter[2].succeed()
+        return request
+
+    def _receiving(self, dest, source, tag):
+        """An event that happens when ``dest`` has posted a receive that takes ``source``'s
+        message of ``tag`` (at once if it has one posted)."""
+        event = self.env.event()
+        probe = Message(source, tag, None, 0.0)
+        if any(t.match is None or t.match(probe) for t in self.network.mailbox[dest].takes):
+            return event.succeed()
+        self._post_waiters.setdefault(dest, []).append((source, tag, event))
+        return event
+
+    def _copy_on_cores(self, node, op, host):
+        """A rendezvous Send to a rank on the same shared cores: the copy through shared memory
+        moves only while both ranks are on a core (MPICH's copy alternates between them). The
+        sender gives its core up until the receiver has posted its receive, then both need a
+        core at once for the copy; the receiver wakes on its core."""
+        rank, dest, payload = node.rank, op.dest, op.payload
+        yield from self._blocked(node, self._receiving(dest, rank, op.tag))
+        host.release(rank)
+        yield from host.acquire(rank, dest)
+        taken = self.env.event()
+        yield from self.network.transfer(
+            rank, dest, payload.nbytes, op.tag, _snapshot(payload), taken=taken
+        )
+        yield from self._blocked(node, taken)
 
     def _take(self, node, source, tag):
         """Wait for the message from source (or any) with tag; returns it."""
         request = self._posted(node, source, tag)
         try:
-            return (yield request)
+            message = yield from self._blocked(node, request)
+            if message.taken is not None:  # a rendezvous send waits for this
+                message.taken.succeed()
+            return message
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -507,9 +601,20 @@ class Simulator:
             )  # eager: on its own
             self._charge(node, t0, (), payload.nbytes)
             return
-        yield from self.network.transfer(
-            node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
-        )
+        if not self.eager_bytes:  # no protocols measured: done when the bytes have left
+            yield from self.network.transfer(
+                node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
+            )
+        elif self.cores.get(op.dest) is not None and self.cores.get(op.dest) is self.cores.get(
+            node.rank
+        ):
+            yield from self._copy_on_cores(node, op, self.cores[node.rank])
+        else:  # rendezvous: done when the receiver has the message (it may be off its core)
+            taken = self.env.event()
+            yield from self.network.transfer(
+                node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload), taken=taken
+            )
+            yield from self._blocked(node, taken)
         self._charge(node, t0, (), payload.nbytes)
 
     def _recv(self, node, op):
@@ -531,7 +636,7 @@ class Simulator:
             yield from self.network.transfer(
                 node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
             )
-            message = yield request
+            message = yield from self._blocked(node, request)
             if op.reduces:  # the reduction's arithmetic, inside the collective
                 yield self.env.timeout(self._reduction_s(message.payload.nbytes))
         except simpy.Interrupt:
@@ -556,7 +661,7 @@ class Simulator:
                     for dest in dests
                 ]
                 for request in requests:
-                    yield request
+                    yield from self._blocked(node, request)
                 yield self.env.all_of(sending)
             except simpy.Interrupt:
                 for request in requests:
@@ -585,8 +690,10 @@ class Simulator:
             except StopIteration:
                 break
             reply = yield from self._handlers[type(step)](node, step)
-        if self._finishing(op, node.size):
-            yield self.env.timeout(self._finishing(op, node.size))
+        finishing = self._finishing(op, node.size)
+        if finishing:  # comm, as the real backend's clock counts it
+            yield self.env.timeout(finishing)
+            self.logs[node.rank].charge("comm", finishing)
         return finish_reduction(op.buf, op.op, node.size)
 
     def _finishing(self, op, size):
@@ -696,8 +803,11 @@ class Simulator:
         arrived = self._arrivals.setdefault(key, {})
         arrived[node.rank] = op
         if len(arrived) < members:
-            result = yield self._arrivals.setdefault((key, "done"), self.env.event())
-            return result
+            return (
+                yield from self._blocked(
+                    node, self._arrivals.setdefault((key, "done"), self.env.event())
+                )
+            )
         result = self._evaluate_now(arrived)
         done = self._arrivals.setdefault((key, "done"), self.env.event())
         done.succeed(result)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from sim.cluster_profile import Slowed
 from sim.compute import ComputeModel, compute_model
+from sim.cores import DEFAULT_SLICE_S
 from sim.network import MemoryPath, make_network, slowest_link
 from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.faults import FaultSchedule, parse_fail_spec
@@ -58,6 +59,8 @@ class Cluster:
     costs: dict
     shaping: object
     slowdown: float
+    core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
+    time_slice_s: float  # a turn on a core (`sim.cores`)
     eager_bytes: int
     compute: ComputeModel
     faults: FaultSchedule
@@ -136,6 +139,10 @@ class Cluster:
             "measured_costs": sorted(self.costs),
             "token_buckets": self.shaping is not None,
             "network_slowdown": self.slowdown,
+            "shared_cores": [
+                {"ranks": len(ranks), "cores": cores} for ranks, cores in self.core_groups[:4]
+            ],
+            "time_slice_s": self.time_slice_s if self.core_groups else None,
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "stragglers": self.stragglers,
@@ -251,7 +258,8 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     nic_Bps = _pick(options.nic_bandwidth, profile and profile.nic_bandwidth_Bps, bandwidth_Bps)
     memory, memory_source = _memory(options, profile)
     costs = network_costs(options, profile, programs=cfg is not None)
-    slowdown = network_slowdown(options, profile) if costs else 1.0
+    groups = core_groups(options, profile, ranks, ranks_per_host)
+    slowdown = network_slowdown(options, profile) if costs and not groups else 1.0
     shaping = profile.shaping(slowdown, costs) if costs else None
     costs = profile.slowed_costs(slowdown, costs) if costs else costs
     if shaping is not None and options.collectives == "closed-form":
@@ -262,7 +270,14 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     compute, faults = ComputeModel(seconds_per_sample=0.0), FaultSchedule()  # a network alone
     if cfg is not None:
         compute = compute_model(
-            options, profile, cfg.seed, model_name, flops_per_sample, cfg.batch_size, ranks_per_host
+            options,
+            profile,
+            cfg.seed,
+            model_name,
+            flops_per_sample,
+            cfg.batch_size,
+            ranks_per_host,
+            turns=bool(groups),
         )
         faults = FaultSchedule(
             cfg.fault_schedule().check_size(ranks).faults
@@ -284,6 +299,8 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         costs=costs,
         shaping=shaping,
         slowdown=slowdown,
+        core_groups=groups,
+        time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
         eager_bytes=profile.eager_bytes if costs else 0,
         compute=compute,
         faults=faults,
@@ -383,6 +400,25 @@ def network_costs(options, profile, programs=True):
     ):
         return {}
     return profile.costs_for(programs)
+
+
+def core_groups(options, profile, ranks, ranks_per_host):
+    """Hosts whose ranks take turns on fewer cores (`sim.cores`): ``((ranks, cores), ...)``,
+    each a range of ranks and its host's cores. Every rank of a one-machine profile's run shares
+    that machine's ``[cluster] cores`` (unless --ranks-per-host places them); else each host of
+    --ranks-per-host R on --cores-per-host C < R (or the profile's cores). None for the closed
+    forms and the analytic engine, which slow compute by the cores' share instead."""
+    if options.collectives != "message" or getattr(options, "engine", "events") != "events":
+        return ()
+    cores = options.cores_per_host or (profile.cores if profile else None)
+    if not cores:
+        return ()
+    if profile is not None and profile.one_machine and ranks_per_host == 1:
+        return ((range(ranks), cores),) if ranks > cores else ()
+    if ranks_per_host <= cores:
+        return ()
+    hosts = (range(h, min(ranks, h + ranks_per_host)) for h in range(0, ranks, ranks_per_host))
+    return tuple((host, cores) for host in hosts if len(host) > cores)
 
 
 def network_slowdown(options, profile):

@@ -12,6 +12,7 @@ The format::
     calibrated = false
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
+    time_slice_s = 0.004           # a turn on a core when more ranks share them (measured)
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
     mpi = "openmpi"                # default of --mpi: whose algorithm choices (mpich, openmpi)
 
@@ -92,6 +93,7 @@ class ClusterProfile:
     name: str = ""
     calibrated: bool = False
     cores: int | None = None  # of one host
+    time_slice_s: float | None = None  # a turn on a core when ranks share them (`sim.cores`)
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
@@ -232,6 +234,9 @@ def load_profile(name_or_path):
             calibrated=bool(cluster.get("calibrated", False)),
             cores=int(_number(cluster["cores"], "[cluster] cores", above=0))
             if "cores" in cluster
+            else None,
+            time_slice_s=_number(cluster["time_slice_s"], "[cluster] time_slice_s", above=0)
+            if "time_slice_s" in cluster
             else None,
             ranks_per_host=int(_number(cluster["ranks_per_host"], "[cluster] ranks_per_host", 0))
             if "ranks_per_host" in cluster

@@ -75,10 +75,19 @@ class ComputeModel:
 
 
 def compute_model(
-    options, profile, seed, model_name, flops_per_sample=0, batch_size=None, ranks_per_host=1
+    options,
+    profile,
+    seed,
+    model_name,
+    flops_per_sample=0,
+    batch_size=None,
+    ranks_per_host=1,
+    turns=False,
 ):
     """The `ComputeModel` the cluster flags (``options``, sim.run's cluster group) describe, on
-    hosts of ``ranks_per_host`` ranks; ValueError naming the flag.
+    hosts of ``ranks_per_host`` ranks; ValueError naming the flag. ``turns``: the ranks take
+    turns on their hosts' cores in the simulator (`sim.cores`), which then slows compute, not
+    this model.
 
     ``--compute profile`` (implied by ``--ghost``) takes a step's seconds per sample and fixed
     seconds from the profile (`sim.cluster_profile`). A ghost run without a profile computes for
@@ -109,7 +118,7 @@ def compute_model(
         else:
             seconds_per_sample = 0.0
     speeds, probability, slowdown = _node_speeds(options, seed)
-    share = _core_share(options, profile, ranks_per_host, step_times)
+    share = _core_share(options, profile, ranks_per_host, step_times, turns)
     return ComputeModel(
         seconds_per_sample,
         tuple(s * share for s in speeds),
@@ -121,7 +130,7 @@ def compute_model(
     )
 
 
-def _core_share(options, profile, ranks_per_host, step_times=None):
+def _core_share(options, profile, ranks_per_host, step_times=None, turns=False):
     """The share of a core each rank gets: ``min(1, cores / ranks)`` per host with
     ``--ranks-per-host R`` on hosts of ``--cores-per-host C`` cores (else the profile's
     ``[cluster] cores``). A time-sharing model: every rank on a host computes at once (as in a
@@ -130,7 +139,10 @@ def _core_share(options, profile, ranks_per_host, step_times=None):
     A profile of hosts emulated on one machine (``one_machine``) puts every node of the run on
     that machine's cores (R = --nodes) unless --ranks-per-host says otherwise. Step times
     measured in a real run already carry the sharing of that run: the share is relative to it
-    (`StepTimes.core_slowdown`)."""
+    (`StepTimes.core_slowdown`). With ``turns`` the simulator shares the cores: a step's
+    own seconds are wanted, the measured ones without the sharing of their run."""
+    if turns:
+        return 1.0 / step_times.core_slowdown(1, 1) if step_times is not None else 1.0
     one_machine = profile is not None and profile.one_machine and ranks_per_host == 1
     ranks = options.nodes if one_machine else ranks_per_host
     cores = options.cores_per_host or (profile.cores if profile else None) or ranks

@@ -46,12 +46,15 @@ class Message:
     """What lands in a mailbox: sender, tag, payload, and when its bytes began to move.
 
     ``started`` is in simulated seconds, taken after the transfer queued for its links.
+    ``taken``: an event the receiver triggers when it takes the message (a rendezvous send
+    waits for it), or None.
     """
 
     source: int
     tag: int
     payload: object
     started: float
+    taken: object = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,7 +259,7 @@ class RoutedNetwork:
     >>> _ = env.process(net.transfer(0, 1, nbytes=300, tag=7, payload="hi"))
     >>> env.run()
     >>> env.now, net.mailbox[1].items  # alpha + n/beta = 2 + 300/100
-    (5.0, [Message(source=0, tag=7, payload='hi', started=0)])
+    (5.0, [Message(source=0, tag=7, payload='hi', started=0, taken=None)])
     """
 
     def __init__(
@@ -303,10 +306,11 @@ class RoutedNetwork:
         self._fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
         self.mailbox = [Mailbox(env) for _ in self.hosts]
 
-    def transfer(self, source, dest, nbytes, tag, payload, pattern="oneway"):
+    def transfer(self, source, dest, nbytes, tag, payload, pattern="oneway", taken=None):
         """Process: move ``nbytes`` from rank source to rank dest; done when they have left.
 
-        The `Message` lands in ``mailbox[dest]`` the route's latency after its last byte left.
+        The `Message` (its ``taken`` event, if any, for a rendezvous send to wait on) lands in
+        ``mailbox[dest]`` the route's latency after its last byte left.
         ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
         where the network has them. Yields SimPy events; returns None.
         """
@@ -315,7 +319,8 @@ class RoutedNetwork:
         if self._fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
             started, shaped = env.now, self.shaping.patterns[pattern]
             yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
-            arrival = env.timeout(shaped.alpha_s, (dest, Message(source, tag, payload, started)))
+            message = Message(source, tag, payload, started, taken)
+            arrival = env.timeout(shaped.alpha_s, (dest, message))
             arrival.callbacks.append(self._deliver)
             return
         route = self._routes.get((source, dest)) or self.route(source, dest)
@@ -346,7 +351,7 @@ class RoutedNetwork:
         for link in reversed(route.links):
             link.release()
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
-        arrival = env.timeout(latency_s, (dest, Message(source, tag, payload, started)))
+        arrival = env.timeout(latency_s, (dest, Message(source, tag, payload, started, taken)))
         arrival.callbacks.append(self._deliver)
 
     def _deliver(self, arrival):

@@ -146,6 +146,8 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         mpi=mpi,
         gamma=cluster.gamma,
         reduction=cluster.reduction,
+        core_groups=cluster.core_groups,
+        time_slice_s=cluster.time_slice_s,
     )
     simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
     return np.array([clock.seconds for clock in clocks])

@@ -268,6 +268,8 @@ def run_simulation(run):
         mpi=cluster.mpi,
         gamma=cluster.gamma,
         reduction=cluster.reduction,
+        core_groups=cluster.core_groups,
+        time_slice_s=cluster.time_slice_s,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

@@ -10,6 +10,7 @@ import pytest
 
 from sim.backend import Simulator
 from sim.compute import ComputeModel
+from tests.programs import ChargeLog
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.programs.collectives import alpha_beta_time
 from twinsgd.programs.ops import Allreduce
@@ -17,23 +18,16 @@ from twinsgd.programs.ops import Allreduce
 ALPHA, BETA, GAMMA = 5e-6, 1.25e9, 2e-9
 
 
-class _Log:
-    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
-        pass
-
-    def __getattr__(self, name):
-        return lambda *args, **kwargs: None
-
-
-def _simulated(algo, size, n, collectives, gamma, reduction=None, op="sum"):
+def _simulated(algo, size, n, collectives, gamma, reduction=None, op="sum", logs=None):
     def program(rank):
         buf = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
         yield Allreduce(buf, op=op, algo=algo)
 
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    logs = [ChargeLog() for _ in range(size)] if logs is None else logs
     sim = Simulator(
         nodes,
-        [_Log() for _ in range(size)],
+        logs,
         ALPHA,
         BETA,
         ComputeModel(seconds_per_sample=0.0),
@@ -102,8 +96,11 @@ def test_a_measured_reduction_is_charged_by_size_and_a_mean_pays_one_pass(size, 
     chunk, whole = 4 * n // size, 4 * n
     total = _simulated("ring", size, n, collectives, 0.0, REDUCTION)
     assert total == pytest.approx(plain + (size - 1) * REDUCTION.seconds(chunk), rel=1e-9)
-    mean = _simulated("ring", size, n, collectives, 0.0, REDUCTION, op="mean")
+    logs = [ChargeLog() for _ in range(size)]
+    mean = _simulated("ring", size, n, collectives, 0.0, REDUCTION, op="mean", logs=logs)
     assert mean - total == pytest.approx(REDUCTION.seconds(whole), rel=1e-9)
+    for log in logs:  # every second of it charged, the division as comm
+        assert sum(log.seconds.values()) == pytest.approx(mean, rel=1e-9)
     assert _simulated("ring", size, n, collectives, GAMMA, op="mean") - _simulated(
         "ring", size, n, collectives, GAMMA
     ) == pytest.approx(GAMMA * whole, rel=1e-9)

@@ -184,27 +184,50 @@ def _sim_run(tmp_path, *argv):
     return json.loads((out / "summary.json").read_text()), out
 
 
-def _empirical_step_s(tmp_path, profile, nodes, batch):
+def _empirical_step_s(tmp_path, profile, nodes, batch, collectives="message"):
     """Compute seconds per iteration of 10 allreduce steps simulated with ``--compute
     empirical`` on ``profile``."""
     summary, _ = _sim_run(
         tmp_path,
         *("--nodes", str(nodes), "--algorithm", "allreduce", "--iterations", "10"),
         *("--batch-size", str(batch), "--profile", str(profile), "--compute", "empirical"),
+        *("--collectives", collectives),
     )
     return summary["compute_s"] / summary["iterations"]
 
 
-@pytest.mark.parametrize(("nodes", "share"), [(2, 1.0), (4, 0.5)])
+@pytest.mark.parametrize(
+    ("nodes", "collectives", "share"), [(2, "message", 1.0), (4, "closed-form", 0.5)]
+)
 def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
-    tmp_path, nodes, share
+    tmp_path, nodes, collectives, share
 ):
     """Constant measured steps of 3 ms per 100 samples: a batch of 50 costs 1.5 ms on 2 nodes
-    of 2 cores, and twice that when 4 nodes share the 2 cores."""
+    of 2 cores; where ranks do not take turns on the cores (the closed forms), twice that when
+    4 nodes share the 2 cores."""
     profile = _profile(tmp_path / "p.toml", 3e-3)
-    assert _empirical_step_s(tmp_path, profile, nodes, 50) == pytest.approx(
+    assert _empirical_step_s(tmp_path, profile, nodes, 50, collectives) == pytest.approx(
         1.5e-3 / share, rel=1e-9
     )
+
+
+def test_four_ranks_on_two_cores_take_turns(tmp_path):
+    """Message level, 4 ranks on the 2 cores of a one-machine profile: each computes its own
+    1.5 ms a step (shorter than a turn: never preempted), and two cores do four steps' work, so
+    an iteration lasts at least 3 ms; the turns waited for are in comm, as in a real rank's
+    MPI call."""
+    profile = _profile(tmp_path / "p.toml", 3e-3)
+    summary, out = _sim_run(
+        tmp_path,
+        *("--nodes", "4", "--algorithm", "allreduce", "--iterations", "10"),
+        *("--batch-size", "50", "--profile", str(profile), "--compute", "empirical"),
+    )
+    per_iteration = {k: summary[k] / summary["iterations"] for k in ("compute_s", "comm_s")}
+    assert per_iteration["compute_s"] == pytest.approx(1.5e-3, rel=1e-9)
+    assert summary["time_s"] / summary["iterations"] >= 2 * 1.5e-3
+    assert per_iteration["comm_s"] >= 1.5e-3 / 2  # half the ranks wait a step for a core
+    cluster = json.loads((out / "config.json").read_text())["cluster"]
+    assert cluster["shared_cores"] == [{"ranks": 4, "cores": 2}]
 
 
 @pytest.mark.parametrize("batch", [25, 50, 200])
@@ -328,7 +351,7 @@ def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
 
 def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_path):
     """The server's update is in no measured step: it is timed in process (> 0), while each
-    worker's step is the measured one, exactly."""
+    worker's step is the measured one, exactly (the steps are shorter than a turn)."""
     profile = _profile(tmp_path / "p.toml", 3e-3)
     _, out = _sim_run(
         tmp_path,
@@ -348,7 +371,8 @@ def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_p
     server = [float(r["compute_s"]) for r in rows if r["rank"] == "0"]
     workers = [float(r["compute_s"]) for r in rows if r["rank"] != "0"]
     assert len(server) == 5 and all(s > 0 for s in server)
-    assert workers == pytest.approx([3e-3 * 1.5] * 10, rel=1e-9)  # 3 ranks on 2 cores
+    # 3 ranks on 2 cores take turns: each computes its own step, its waits for a core in comm
+    assert workers == pytest.approx([3e-3] * 10, rel=1e-9)
 
 
 def _timeline(path, per_rank):

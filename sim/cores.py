@@ -1,0 +1,126 @@
+"""A host's cores shared among more ranks than it has: round-robin turns, as Linux's fair scheduler
+gives them here.
+
+Measured on this machine (kernel 6.18, EEVDF, 2 cores): R processes that never block take turns
+of 4 ms (the 250 Hz tick); each is off for ``(R / C - 1)`` turns between its own (3 spinners on
+2 cores: 4 ms on, 4 ms off, 63 % of the time on; 8 spinners: 4 ms on, 12 ms off). A rank that
+waits in MPICH's blocking calls polls and yields, so it takes its core only while there is no one
+else to run: between two ranks ping-ponging, two more waiting in ``Recv`` left the round trip at
+13 us. So the model: a rank holds a core while it computes, runs its own code or moves bytes;
+it gives the core up while it waits for a message that has not arrived, and needs one again to
+go on once it has; a rank whose turn ends while others wait for a core goes behind them. A
+message to a rank that is not on a core therefore waits until its turn comes, up to
+``(R / C - 1)`` turns: on fast links that, not the wire, is the time.
+
+Examples
+--------
+Three ranks of 6 ms of work each on two cores. Ranks 0 and 1 start; at 4 ms their turns end
+and rank 2 takes one core, rank 0 (first in line again) the other and ends at 6 ms; rank 1 gets
+that core and ends at 8; rank 2 runs on into a second turn, as no one waits, and ends at 10 ms
+(18 ms of work on 2 cores: 9 ms at best):
+
+>>> import simpy
+>>> env = simpy.Environment()
+>>> cores = HostCores(env, cores=2, slice_s=0.004)
+>>> done = {}
+>>> def rank(r):
+...     yield from cores.acquire(r)
+...     yield from cores.run(r, 0.006)
+...     cores.release(r)
+...     done[r] = round(env.now, 6)
+>>> for r in range(3):
+...     _ = env.process(rank(r))
+>>> env.run()
+>>> done
+{0: 0.006, 1: 0.008, 2: 0.01}
+"""
+
+from collections import deque
+
+DEFAULT_SLICE_S = 0.004  # a turn on a core: the 250 Hz tick, measured here (profiles may say)
+
+
+class HostCores:
+    """The ``cores`` cores of one host, shared by its ranks in turns of ``slice_s`` seconds.
+
+    A rank calls `acquire` before it runs (it may wait its turn), `run` for seconds of work
+    (preempted at the end of each turn while others wait), and `release` when it blocks.
+    """
+
+    def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S):
+        if cores < 1 or not slice_s > 0:
+            raise ValueError(f"need cores >= 1 and a turn > 0 s, got {cores} and {slice_s}")
+        self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
+        self.ready = deque()  # (cores needed, event) of the requests waiting, first come first
+        self.turn_ends = {}  # rank -> when its turn on the core it holds ends
+
+    def holds(self, rank):
+        """Whether ``rank`` is on a core now."""
+        return rank in self.turn_ends
+
+    def acquire(self, *ranks):
+        """Process step: wait for a core for each of ``ranks`` at once (behind the requests
+        already waiting), then each holds its core for a turn. Two ranks: a copy through shared
+        memory, which moves only while sender and receiver are both on a core."""
+        need = len(ranks)
+        if need > self.cores:
+            raise ValueError(f"{need} ranks cannot run at once on {self.cores} cores")
+        if self.free >= need and not self.ready:
+            self.free -= need
+        else:
+            turn = self.env.event()
+            self.ready.append((need, turn))
+            try:
+                yield turn
+            except BaseException:  # interrupted (a fault): leave the queue or hand the cores on
+                if turn.triggered:
+                    self.free += need
+                    self._hand_on()
+                else:
+                    self.ready.remove((need, turn))
+                raise
+        for rank in ranks:
+            self.turn_ends[rank] = self.env.now + self.slice_s
+
+    def release(self, rank):
+        """``rank`` gives its core up (it blocks, or its program ended)."""
+        if self.turn_ends.pop(rank, None) is not None:
+            self.free += 1
+            self._hand_on()
+
+    def run(self, rank, seconds):
+        """Process step: ``seconds`` of work by ``rank``, which holds a core; at the end of each
+        of its turns it goes behind the ranks waiting for one, if any."""
+        env = self.env
+        while True:
+            left = self.turn_ends[rank] - env.now
+            if seconds <= left:
+                if seconds > 0:
+                    yield env.timeout(seconds)
+                return
+            if left > 0:
+                yield env.timeout(left)
+                seconds -= left
+            if self.ready:
+                self.release(rank)
+                yield from self.acquire(rank)
+            else:
+                self.turn_ends[rank] = env.now + self.slice_s
+
+    def _hand_on(self):
+        """Give free cores to the requests first in line, as long as the first one's fit."""
+        while self.ready and self.ready[0][0] <= self.free:
+            need, turn = self.ready.popleft()
+            self.free -= need
+            turn.succeed()
+
+
+def shared_cores(env, groups, slice_s):
+    """Per rank, the `HostCores` it shares (None for a rank with a core of its own), from
+    ``groups``: ``(ranks, cores)`` pairs, the ranks of one host and its cores, for hosts with
+    more ranks than cores."""
+    by_rank = {}
+    for ranks, cores in groups:
+        host = HostCores(env, cores, slice_s)
+        by_rank.update(dict.fromkeys(ranks, host))
+    return by_rank

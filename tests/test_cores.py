@@ -1,0 +1,120 @@
+"""More ranks than cores: ranks take turns on their host's cores (`sim.cores`), hold a core to
+work, give it up to wait for a message, and copy a rendezvous message through shared memory only
+while sender and receiver are both on a core."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import simpy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.backend import Simulator
+from sim.compute import ComputeModel
+from sim.cores import HostCores
+from tests.programs import ChargeLog
+from twinsgd.programs.ops import Compute, Recv, Send
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cores=st.integers(1, 3),
+    plans=st.lists(
+        st.lists(st.tuples(st.floats(0.0, 0.01), st.floats(0.0, 0.01)), min_size=1, max_size=4),
+        min_size=1,
+        max_size=6,
+    ),
+    slice_s=st.sampled_from([0.001, 0.004]),
+)
+def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s):
+    """Each rank alternates work and a wait off its core: at no time do more ranks hold a
+    core than there are cores, each rank's work takes at least its seconds, and the cores
+    cannot have done the work faster than all of them busy."""
+    env = simpy.Environment()
+    host = HostCores(env, cores, slice_s)
+    worked, peak = {}, [0]
+
+    def rank(r, plan):
+        yield from host.acquire(r)
+        total = 0.0
+        for work, wait in plan:
+            t0 = env.now
+            yield from host.run(r, work)
+            assert env.now - t0 >= work - 1e-12
+            total += work
+            peak[0] = max(peak[0], len(host.turn_ends))
+            host.release(r)
+            yield env.timeout(wait)
+            yield from host.acquire(r)
+        host.release(r)
+        worked[r] = total
+
+    for r, plan in enumerate(plans):
+        env.process(rank(r, plan))
+    env.run()
+    assert len(worked) == len(plans) and peak[0] <= cores
+    assert host.free == cores and not host.ready and not host.turn_ends
+    assert env.now >= sum(worked.values()) / cores - 1e-12
+
+
+def test_a_pair_waits_until_two_cores_are_free_at_once():
+    """Two ranks compute 10 ms on 2 cores in turns of 4 ms; a pair asks for two cores at 1 ms
+    and gets them when both turns have ended (4 ms), the computing ranks going behind it."""
+    env = simpy.Environment()
+    host = HostCores(env, 2, 0.004)
+    got = []
+
+    def computing(r):
+        yield from host.acquire(r)
+        yield from host.run(r, 0.010)
+        host.release(r)
+
+    def pair():
+        yield env.timeout(0.001)
+        yield from host.acquire(7, 8)
+        got.append(env.now)
+        yield from host.run(7, 0.001)
+        host.release(7)
+        host.release(8)
+
+    for r in (0, 1):
+        env.process(computing(r))
+    env.process(pair())
+    env.run()
+    assert got == [pytest.approx(0.004)]
+    assert env.now == pytest.approx(0.011)  # 20 ms of work and the pair's 1 ms, on 2 cores
+
+
+def test_a_rendezvous_copy_waits_for_a_core_a_computing_rank_holds():
+    """Three ranks on 2 cores: rank 2 computes 10 ms; rank 0 sends 1 MB to rank 1, which waits
+    in its receive. The copy needs both on a core at once, so it starts when rank 2's turn ends
+    (4 ms) and takes the link's time; a third core would let it start at once."""
+    hold_s = 1e6 / 1e9
+
+    def program(rank):
+        if rank == 0:
+            yield Send(dest=1, payload=np.zeros(250_000, np.float32))
+        elif rank == 1:
+            yield Recv(source=0, buf=np.zeros(250_000, np.float32))
+        else:
+            yield Compute(lambda: None, samples=1)
+
+    def received(cores):
+        nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+        logs = [ChargeLog() for _ in range(3)]
+        sim = Simulator(
+            nodes,
+            logs,
+            0.0,
+            1e9,
+            ComputeModel(seconds_per_sample=0.010),
+            eager_bytes=4096,
+            core_groups=((range(3), cores),),
+            time_slice_s=0.004,
+        )
+        sim.run([program(r) for r in range(3)])
+        return logs[1].seconds.get("comm", 0.0) + logs[1].seconds.get("wait", 0.0)
+
+    assert received(2) == pytest.approx(0.004 + hold_s)
+    assert received(3) == pytest.approx(hold_s)
