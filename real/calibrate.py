@@ -22,7 +22,9 @@ What is measured, and why so
   compared with what the one-way model predicts on a star (k messages queued at one NIC), and
   that error is written down.
 - The same two patterns in situ, 8 B .. 16 MiB (`real.netbench`): a compute step (the first
-  model's gradient) before every message, the message cut from what it wrote. That is what a
+  model's gradient) before every message, the message cut from what it wrote; each size's
+  median repetition is fitted, and the spread about it kept as jitter quantiles (from 64 KiB,
+  ``[network.in_situ.jitter]``). That is what a
   training program pays (through shared memory here 1.4-1.7x the hot loop at 335 KB), and
   what ``sim.run`` charges its programs' messages; ``sim.osu`` keeps the hot models, as OSU's
   loops are hot. And a reduction's add on the bytes a Sendrecv just
@@ -57,6 +59,7 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 returns before its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
+    [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
@@ -90,6 +93,7 @@ import numpy as np
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
 from twinsgd.calibration.costfit import fit_segments
+from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.steptimes import step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
 
@@ -99,6 +103,7 @@ SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradien
 QUICK_SIZES = [8 * 4**k for k in range(10)]
 REDUCTION_MIN_BYTES = 2**12  # the in-situ reduction is timed from 4 KiB (1,024 floats) up
 GAMMA_MIN_BYTES = 2**16  # gamma: the slope over reductions of 64 KiB and more
+JITTER_MIN_BYTES = 2**16  # the jitter's spread is of messages this large and larger
 IN_SITU_MAX_BYTES = 2**24  # the in-situ patterns stop at 16 MiB (a compute step per message)
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
 MAX_SEGMENTS = 6  # shared memory needed 5 to stay within it (protocol switches, caches)
@@ -304,8 +309,9 @@ def _measure(args, comm, work):
     both_ways = netbench.exchange(network, sizes, args.quick)
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
-    oneway_in_situ = netbench.ping_pong(network, in_situ_sizes, args.quick, step=step)
-    sendrecv_in_situ = netbench.exchange(network, in_situ_sizes, args.quick, step=step)
+    in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
+    netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
+    netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
     reduction_sizes = [n for n in in_situ_sizes if n >= REDUCTION_MIN_BYTES]
     reduction = netbench.reduction_in_situ(network, reduction_sizes, step, args.quick)
     network.Free()
@@ -334,8 +340,7 @@ def _measure(args, comm, work):
         "oneway": oneway,
         "sendrecv": both_ways,
         "in_situ_sizes": in_situ_sizes,
-        "oneway_in_situ": oneway_in_situ,
-        "sendrecv_in_situ": sendrecv_in_situ,
+        "in_situ_samples": in_situ_samples,
         "reduction_sizes": reduction_sizes,
         "reduction_s": reduction,
         "incast_sizes": incast_sizes,
@@ -565,11 +570,18 @@ def _finish(args, measured, work, started):
     )
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
-    in_situ = {
+    in_situ = {  # the median repetition per size; the spread about it is the jitter
         pattern: fit_segments(
-            measured["in_situ_sizes"], measured[f"{pattern}_in_situ"], MAX_REL_ERROR, MAX_SEGMENTS
+            measured["in_situ_sizes"],
+            [float(np.median(samples[n])) for n in measured["in_situ_sizes"]],
+            MAX_REL_ERROR,
+            MAX_SEGMENTS,
         )
-        for pattern in ("oneway", "sendrecv")
+        for pattern, samples in measured["in_situ_samples"].items()
+    }
+    jitter = {
+        pattern: factor_quantiles(samples, JITTER_MIN_BYTES)
+        for pattern, samples in measured["in_situ_samples"].items()
     }
     incast = _incast_check(measured, oneway)
     per_step = {name: step for name, (step, _, _) in measured["per_model"].items()}
@@ -605,7 +617,13 @@ def _finish(args, measured, work, started):
             "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
             "sendrecv": sendrecv.to_dict(),
-            "in_situ": {pattern: cost.to_dict() for pattern, cost in in_situ.items()},
+            "in_situ": {
+                **{pattern: cost.to_dict() for pattern, cost in in_situ.items()},
+                "jitter": {
+                    "min_bytes": JITTER_MIN_BYTES,
+                    **{pattern: q for pattern, q in jitter.items() if q is not None},
+                },
+            },
         },
         "compute": {
             "flops_per_s": float(f"{rates[median_model]:.4g}"),
@@ -639,6 +657,7 @@ def _finish(args, measured, work, started):
             oneway,
             sendrecv,
             in_situ,
+            jitter,
             incast,
             measured,
             rates,
@@ -720,8 +739,6 @@ def _put_allocation(document, allocation):
     nic_bandwidth`` (the host's senders all at once), ``[network.memory]`` (one pair's one-way
     model: its small-message latency and its largest messages' rate; the host's copies all at
     once as total_bandwidth, at least one copy's)."""
-    from twinsgd.calibration.costfit import fit_segments
-
     sizes = allocation["memory_sizes"]
     memory = fit_segments(sizes, allocation["memory_oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     copy_Bps = float(memory.beta_Bps(sizes[-1]))
@@ -859,7 +876,7 @@ def _write_profile(path, document, took_s=None):
         tmp.unlink(missing_ok=True)
 
 
-def _summary(oneway, sendrecv, in_situ, incast, measured, rates, median_model, out, took_s):
+def _summary(oneway, sendrecv, in_situ, jitter, incast, measured, rates, median_model, out, took_s):
     def segments(cost):
         return "; ".join(
             f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
@@ -892,10 +909,18 @@ def _summary(oneway, sendrecv, in_situ, incast, measured, rates, median_model, o
         lines.append(f"compute (the real program): {name} {_what(times)}")
     for pattern, name in (("oneway", "one way"), ("sendrecv", "Sendrecv")):
         probe = 2**18  # what programs send: a gradient's chunk
+        quantiles = jitter.get(pattern)
+        spread = (
+            f"; jitter from {_bytes_text(JITTER_MIN_BYTES)}: mean {Jitter(quantiles).mean:.2f}, "
+            f"p90 {quantiles[90]:.2f} x the median"
+            if quantiles
+            else ""
+        )
         lines.append(
             f"network {name} in situ ({len(in_situ[pattern].latency_s)} segments): "
             f"{_seconds_text(in_situ[pattern].seconds(probe))} for {_bytes_text(probe)}, "
             f"hot {_seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
+            f"{spread}"
         )
     for key, what in (("gamma_in_situ", "on bytes just received"), ("gamma", "on its own")):
         lines.append(

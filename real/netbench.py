@@ -67,16 +67,17 @@ def in_situ_repetitions(nbytes, quick):
     return (4, 2, 1) if quick else (6, 3, 1)
 
 
-def ping_pong(comm, sizes, quick=False, step=None):
+def ping_pong(comm, sizes, quick=False, step=None, samples=None):
     """One-way seconds per size between ranks 0 and 1 (others wait quietly); ``step``: in situ
-    (the module's docstring). Collective."""
-    return _on_pair(comm, sizes, quick, _round_trip, halve=True, step=step)
+    (the module's docstring), and ``samples`` (a dict) then gets every repetition's seconds by
+    size, on rank 0. Collective."""
+    return _on_pair(comm, sizes, quick, _round_trip, halve=True, step=step, samples=samples)
 
 
-def exchange(comm, sizes, quick=False, step=None):
-    """Seconds of one ``Sendrecv`` of n bytes each way between ranks 0 and 1; ``step``: in situ
-    (the module's docstring). Collective."""
-    return _on_pair(comm, sizes, quick, _sendrecv, halve=False, step=step)
+def exchange(comm, sizes, quick=False, step=None, samples=None):
+    """Seconds of one ``Sendrecv`` of n bytes each way between ranks 0 and 1; ``step`` and
+    ``samples``: in situ, as `ping_pong`. Collective."""
+    return _on_pair(comm, sizes, quick, _sendrecv, halve=False, step=step, samples=samples)
 
 
 def incast(comm, sizes, quick=False):
@@ -91,7 +92,7 @@ def incast(comm, sizes, quick=False):
     buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
     inbox = [[np.zeros(n // 4, dtype=np.float32) for _ in range(comm.size)] for n in sizes]
 
-    def batch(j, count):
+    def batch(j, count, warmup=False):
         """Mean over ``count`` rounds of rank 0's time from leaving a barrier to holding every
         message (the barrier after each round, which starts the next together, is not timed)."""
         total = 0.0
@@ -169,11 +170,13 @@ def reduction_in_situ(comm, sizes, step, quick=False):
     return _on_pair(comm, sizes, quick, _sendrecv, halve=False, step=step, timed=_add_received)
 
 
-def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None):
+def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None, samples=None):
     """Time ``pattern(pair, buf, inbox)`` between ranks 0 and 1 per size; others wait.
     ``step``: a callable run before each repetition that returns a float32 array of at least
     ``max(sizes) / 4`` elements, the head of which it has just written: in situ. ``timed``
-    (in situ only): ``timed(buf, inbox)`` runs after the pattern, and it alone is timed."""
+    (in situ only): ``timed(buf, inbox)`` runs after the pattern, and it alone is timed;
+    ``samples`` (in situ only): a dict that gets each timed repetition's seconds (halved with
+    ``halve``) by size, on rank 0, warm-ups left out."""
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     seconds = None
     if pair != MPI.COMM_NULL:
@@ -181,7 +184,7 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None):
             buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
             inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
 
-            def batch(j, count):
+            def batch(j, count, warmup=False):
                 pair.Barrier()  # both ranks are busy from here: a spinning barrier costs nothing
                 t0 = time.perf_counter()
                 for _ in range(count):
@@ -191,8 +194,9 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None):
             plan = repetitions
         else:
             inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+            kept = {n: [] for n in sizes}
 
-            def batch(j, count):
+            def batch(j, count, warmup=False):
                 total = 0.0
                 for _ in range(count):
                     payload = step()[: sizes[j] // 4]
@@ -202,12 +206,17 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None):
                     if timed is not None:
                         t0 = time.perf_counter()
                         timed(payload, inbox[j])
-                    total += time.perf_counter() - t0
+                    seconds = time.perf_counter() - t0
+                    total += seconds
+                    if not warmup:
+                        kept[sizes[j]].append(seconds / 2 if halve else seconds)
                 return total / count
 
             plan = in_situ_repetitions
         seconds = _interleaved(pair, sizes, quick, batch, plan)
         pair.Free()
+        if step is not None and samples is not None and comm.rank == 0:
+            samples.update(kept)
     quiet_barrier(comm)
     if comm.rank != 0:
         return None
@@ -216,15 +225,16 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None):
 
 def _interleaved(comm, sizes, quick, batch, plan=repetitions):
     """Median over passes of ``batch(j, count)`` (a batch's mean seconds), each pass one batch
-    of every size after its warm-up batch (``plan(nbytes, quick)``: passes, repetitions and
-    warm-up); on rank 0 of ``comm``, None elsewhere."""
+    of every size after its warm-up batch (``batch(j, count, warmup=True)``; ``plan(nbytes,
+    quick)``: passes, repetitions and warm-up); on rank 0 of ``comm``, None elsewhere."""
     plans = [plan(n, quick) for n in sizes]
     means = np.full((max(plan[0] for plan in plans), len(sizes)), np.nan)
     for p in range(len(means)):
         for j, (passes, per_batch, warmup) in enumerate(plans):
             if p >= passes:
                 continue
-            batch(j, warmup)
+            if warmup:
+                batch(j, warmup, warmup=True)
             means[p, j] = batch(j, per_batch)
     if comm.rank != 0:
         return None
@@ -276,7 +286,7 @@ def shared_rate(comm, pairs, sizes, quick=False):
     role = {s: ("send", r) for s, r in pairs} | {r: ("recv", s) for s, r in pairs}
     buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
 
-    def batch(j, count):
+    def batch(j, count, warmup=False):
         total = 0.0
         for _ in range(count):
             comm.Barrier()

@@ -542,21 +542,31 @@ class Simulator:
         """An event that happens when ``dest`` has posted a receive that takes ``source``'s
         message of ``tag`` (at once if it has one posted)."""
         event = self.env.event()
-        probe = Message(source, tag, None, 0.0)
-        if any(t.match is None or t.match(probe) for t in self.network.mailbox[dest].takes):
+        if self._posted_for(dest, source, tag):
             return event.succeed()
         self._post_waiters.setdefault(dest, []).append((source, tag, event))
         return event
+
+    def _posted_for(self, dest, source, tag):
+        """Whether ``dest`` has a receive posted now that takes ``source``'s message of ``tag``."""
+        probe = Message(source, tag, None, 0.0)
+        return any(t.match is None or t.match(probe) for t in self.network.mailbox[dest].takes)
 
     def _copy_on_cores(self, node, op, host):
         """A rendezvous Send to a rank on the same shared cores: the copy through shared memory
         moves only while both ranks are on a core (MPICH's copy alternates between them). The
         sender gives its core up until the receiver has posted its receive, then both need a
-        core at once for the copy; the receiver wakes on its core."""
+        core at once for the copy; the receiver wakes on its core. Should another sender's
+        message take that receive first (a receive from any source), it waits for the next."""
         rank, dest, payload = node.rank, op.dest, op.payload
-        yield from self._blocked(node, self._receiving(dest, rank, op.tag))
-        host.release(rank)
-        yield from host.acquire(rank, dest)
+        while True:
+            yield from self._blocked(node, self._receiving(dest, rank, op.tag))
+            host.release(rank)
+            granted = yield from host.acquire(rank, dest)
+            if self._posted_for(dest, rank, op.tag):
+                break
+            if dest in granted:  # it was not waiting for this message after all
+                host.release(dest)
         taken = self.env.event()
         yield from self.network.transfer(
             rank, dest, payload.nbytes, op.tag, _snapshot(payload), taken=taken

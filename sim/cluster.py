@@ -22,6 +22,7 @@ from sim.cluster_profile import Slowed
 from sim.compute import ComputeModel, compute_model
 from sim.cores import DEFAULT_SLICE_S
 from sim.network import MemoryPath, make_network, slowest_link
+from twinsgd.calibration.jitter import Jitter
 from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.faults import FaultSchedule, parse_fail_spec
 from twinsgd.run.units import flag_type, parse_bandwidth_Bps, parse_seconds
@@ -57,6 +58,7 @@ class Cluster:
     gamma: float  # the reduction's arithmetic, seconds per byte combined
     reduction: object  # ... or as measured in situ by size (a PiecewiseCost), else None
     costs: dict
+    jitter: dict  # pattern -> Jitter of the measured costs (in situ), else {}
     shaping: object
     slowdown: float
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
@@ -105,6 +107,7 @@ class Cluster:
             self.bandwidth_Bps,
             self.costs,
             self.shaping,
+            jitter=self.jitter,
             ranks_per_host=self.ranks_per_host,
             memory=self.memory if self.ranks_per_host > 1 else None,
             nic_bandwidth_Bps=(
@@ -137,6 +140,7 @@ class Cluster:
             "reduction_in_situ": self.reduction is not None,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
+            "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
             "token_buckets": self.shaping is not None,
             "network_slowdown": self.slowdown,
             "shared_cores": [
@@ -297,6 +301,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         reduction=_reduction(options, profile, slowdown),
         costs=costs,
+        jitter=_jitter(profile, costs, cfg.seed if cfg is not None else 0),
         shaping=shaping,
         slowdown=slowdown,
         core_groups=groups,
@@ -346,6 +351,18 @@ def _seconds_per_byte(text):
     if not value >= 0 or value == float("inf"):
         raise ValueError(f"must be a finite number of seconds per byte >= 0, got {text}")
     return value
+
+
+def _jitter(profile, costs, seed):
+    """Per pattern of the measured ``costs``, the profile's in-situ jitter (seeded by the run's
+    seed), when the costs are the in-situ ones; else {}."""
+    if not costs or profile is None or costs is not profile.in_situ:
+        return {}
+    return {
+        pattern: Jitter(profile.in_situ_jitter[pattern], seed=64 * seed + i)
+        for i, pattern in enumerate(sorted(costs))
+        if pattern in profile.in_situ_jitter
+    }
 
 
 def _reduction(options, profile, slowdown):

@@ -31,6 +31,8 @@ The format::
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
     [network.in_situ.oneway]       # the same two measured in situ (a compute step before
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
+    [network.in_situ.jitter]       # min_bytes, and per pattern 101 quantiles of a message's
+                                   # time over the median: each message takes one draw
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
@@ -77,6 +79,7 @@ from pathlib import Path
 from sim.network import MemoryPath
 from sim.shaping import ShapedPattern, Shaping
 from twinsgd.calibration.costfit import PiecewiseCost
+from twinsgd.calibration.jitter import Jitter
 from twinsgd.calibration.steptimes import StepTimes
 from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
@@ -111,6 +114,7 @@ class ClusterProfile:
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
+    in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
 
@@ -264,6 +268,7 @@ def load_profile(name_or_path):
                 for pattern in PATTERNS
                 if pattern in network.get("in_situ", {})
             },
+            in_situ_jitter=_jitter(network.get("in_situ", {}).get("jitter", {})),
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             network=_topology(network.get("topology"), path),
@@ -289,6 +294,19 @@ def load_profile(name_or_path):
         raise ValueError(f"--profile {name_or_path}: {err}") from None
     except (OSError, TypeError, AttributeError, KeyError) as err:
         raise ValueError(f"--profile {name_or_path}: {type(err).__name__}: {err}") from None
+
+
+def _jitter(table):
+    """``[network.in_situ.jitter]``: per pattern the 101 quantiles of a message's time over the
+    median (`calibration.jitter.Jitter` checks them); ValueError naming the key."""
+    jitter = {}
+    for pattern in PATTERNS:
+        if pattern in table:
+            try:
+                jitter[pattern] = Jitter(table[pattern]).quantiles
+            except (ValueError, TypeError) as err:
+                raise ValueError(f"[network.in_situ.jitter] {pattern}: {err}") from None
+    return jitter
 
 
 def _per_model(compute, key):

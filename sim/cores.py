@@ -51,7 +51,7 @@ class HostCores:
         if cores < 1 or not slice_s > 0:
             raise ValueError(f"need cores >= 1 and a turn > 0 s, got {cores} and {slice_s}")
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
-        self.ready = deque()  # (cores needed, event) of the requests waiting, first come first
+        self.ready = deque()  # (ranks, event) of the requests waiting, first come first
         self.turn_ends = {}  # rank -> when its turn on the core it holds ends
 
     def holds(self, rank):
@@ -59,28 +59,35 @@ class HostCores:
         return rank in self.turn_ends
 
     def acquire(self, *ranks):
-        """Process step: wait for a core for each of ``ranks`` at once (behind the requests
-        already waiting), then each holds its core for a turn. Two ranks: a copy through shared
-        memory, which moves only while sender and receiver are both on a core."""
-        need = len(ranks)
-        if need > self.cores:
-            raise ValueError(f"{need} ranks cannot run at once on {self.cores} cores")
-        if self.free >= need and not self.ready:
-            self.free -= need
-        else:
-            turn = self.env.event()
-            self.ready.append((need, turn))
-            try:
-                yield turn
-            except BaseException:  # interrupted (a fault): leave the queue or hand the cores on
-                if turn.triggered:
-                    self.free += need
-                    self._hand_on()
-                else:
-                    self.ready.remove((need, turn))
-                raise
-        for rank in ranks:
+        """Process step: wait for a core for each of ``ranks`` that has none, all at once
+        (behind the requests already waiting), then each holds its core for a turn; returns
+        the ranks it put on a core. Two ranks: a copy through shared memory, which moves only
+        while sender and receiver are both on a core."""
+        if len(ranks) > self.cores:
+            raise ValueError(f"{len(ranks)} ranks cannot run at once on {self.cores} cores")
+        if not self.ready and self._fits(ranks):
+            return self._grant(ranks)
+        turn = self.env.event()
+        self.ready.append((ranks, turn))
+        try:
+            return (yield turn)
+        except BaseException:  # interrupted (a fault): leave the queue or give the cores back
+            if turn.triggered:
+                for rank in turn.value:
+                    self.release(rank)
+            else:
+                self.ready.remove((ranks, turn))
+            raise
+
+    def _fits(self, ranks):
+        return sum(rank not in self.turn_ends for rank in ranks) <= self.free
+
+    def _grant(self, ranks):
+        granted = tuple(rank for rank in ranks if rank not in self.turn_ends)
+        self.free -= len(granted)
+        for rank in granted:
             self.turn_ends[rank] = self.env.now + self.slice_s
+        return granted
 
     def release(self, rank):
         """``rank`` gives its core up (it blocks, or its program ended)."""
@@ -109,10 +116,9 @@ class HostCores:
 
     def _hand_on(self):
         """Give free cores to the requests first in line, as long as the first one's fit."""
-        while self.ready and self.ready[0][0] <= self.free:
-            need, turn = self.ready.popleft()
-            self.free -= need
-            turn.succeed()
+        while self.ready and self._fits(self.ready[0][0]):
+            ranks, turn = self.ready.popleft()
+            turn.succeed(self._grant(ranks))
 
 
 def shared_cores(env, groups, slice_s):

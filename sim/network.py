@@ -228,6 +228,9 @@ class RoutedNetwork:
         links' bandwidth. Both are of messages between hosts.
     memory : MemoryPath, optional
         The path between two ranks of one host (needed when ``hosts`` repeats a node).
+    jitter : dict, optional
+        Per pattern of ``costs``, a `calibration.jitter.Jitter`: each message charged a measured
+        cost takes it times one draw of the measured spread (a profile's in-situ jitter).
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -275,11 +278,13 @@ class RoutedNetwork:
         costs=None,
         shaping=None,
         memory=None,
+        jitter=None,
     ):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.latency_s, self.bandwidth_Bps = latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
+        self.jitter = jitter or {}  # pattern -> Jitter: measured costs times a drawn factor
         self.graph, self.hosts = graph, hosts
         number = {host: i for i, host in enumerate(dict.fromkeys(hosts))}
         self.host_of = [number[host] for host in hosts]  # rank -> its host's number, 0, 1, ...
@@ -331,6 +336,9 @@ class RoutedNetwork:
             alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
             hold_s = max(nbytes / cost.beta_Bps(nbytes) + min(alpha_s, 0.0), 0.0)  # less held
             latency_s = max(alpha_s, 0.0)
+            if self.jitter:  # this message's draw from the measured spread
+                factor = self.jitter[pattern].draw()
+                hold_s, latency_s = hold_s * factor, latency_s * factor
         held, turn = 0, None  # the links taken are route.links[:held]
         try:
             for link in route.links:  # in the global order: no deadlock on cycles
@@ -482,6 +490,7 @@ def make_network(
     ranks_per_host=1,
     memory=None,
     nic_bandwidth_Bps=None,
+    jitter=None,
 ):
     """The network ``--network spec`` with n ranks on its first hosts, ``ranks_per_host`` a host
     (rank r on host ``r // ranks_per_host``, as ``srun``/``mpirun`` place ranks by default).
@@ -529,6 +538,8 @@ def make_network(
         Each direction of every link of a host (its NIC; several rails together may exceed
         ``bandwidth_Bps``), bytes per second; default ``bandwidth_Bps``. A file's own
         ``bandwidth_Bps`` on a link wins.
+    jitter : dict, optional
+        Per message pattern a `calibration.jitter.Jitter` (see `RoutedNetwork`).
 
     Returns
     -------
@@ -578,5 +589,6 @@ def make_network(
         router=router,
         costs=costs,
         shaping=shaping,
+        jitter=jitter,
         memory=memory,
     )

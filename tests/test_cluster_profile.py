@@ -180,7 +180,10 @@ def test_oversubscribed_ranks_share_the_cores_of_their_host(tmp_path):
         summaries[ranks] = json.loads((out / "summary.json").read_text())
     compute = {r: s["compute_s"] for r, s in summaries.items()}
     assert compute[1] == compute[2] == pytest.approx(2 * 10 * 1e-3)  # a core each
-    assert compute[4] == pytest.approx(2 * compute[1])  # 4 ranks on 2 cores: half a core each
+    # 4 ranks on 2 cores take turns: the cores do 4 x 20 ms of work in no less than 40 ms, and
+    # a rank's compute (its own 20 ms and the turns it waits for inside it) is at most twice
+    assert summaries[4]["time_s"] >= 4 * compute[1] / 2 - 1e-12
+    assert compute[1] < compute[4] <= 2 * compute[1] + 1e-12
 
 
 def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):

@@ -118,3 +118,55 @@ def test_a_rendezvous_copy_waits_for_a_core_a_computing_rank_holds():
 
     assert received(2) == pytest.approx(0.004 + hold_s)
     assert received(3) == pytest.approx(hold_s)
+
+
+def test_two_rendezvous_sends_to_one_receive_from_anyone_take_turns():
+    """A server takes two pushes from any source on 3 ranks of 2 cores: both senders see its
+    receive posted, one copy takes it, and the other waits for the next; every core comes
+    back."""
+
+    def program(rank):
+        buf = np.zeros(250_000, np.float32)
+        if rank == 0:
+            for _ in range(2):
+                yield Recv(source=-1, buf=buf)
+        else:
+            yield Send(dest=0, payload=buf)
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in range(3)],
+        0.0,
+        1e9,
+        ComputeModel(seconds_per_sample=0.0),
+        eager_bytes=4096,
+        core_groups=((range(3), 2),),
+    )
+    sim.run([program(r) for r in range(3)])
+    host = sim.cores[0]
+    assert host.free == 2 and not host.turn_ends and not host.ready
+    assert sim.env.now == pytest.approx(2 * 1e6 / 1e9)  # the two copies one after the other
+
+
+def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
+    """A copy to a rank already on a core (it got another sender's message first) takes one
+    core, for the sender alone, and everything comes back on release (a second core for that
+    rank once hung an asynchronous server of 4 workers on 2 cores)."""
+    env = simpy.Environment()
+    host = HostCores(env, 2, 0.004)
+    granted = []
+
+    def server():
+        yield from host.acquire(0)
+        yield env.timeout(0.001)
+        host.release(0)
+
+    def sender():
+        granted.append((yield from host.acquire(1, 0)))
+        host.release(1)
+
+    env.process(server())
+    env.process(sender())
+    env.run()
+    assert granted == [(1,)] and host.free == 2 and not host.turn_ends

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from twinsgd.analysis import validate
@@ -68,11 +69,43 @@ def test_row_numbers_are_medians_spread_and_errors_per_iteration(tmp_path):
         "measured_wait_ms": 0.75,
         "sim_wait_ms": 1.0,
         "wait_diff_ms": 0.25,
+        "measured_p90_ms": None,  # no steps.csv in these folders
+        "sim_p90_ms": None,
+        "p90_error_pct": None,
     }  # ms, not %
     row = {"network": "shm", "config": "allreduce-ring", "hosts": 2, "status": "ok", **numbers}
     assert validate.table([row]).splitlines()[2] == (
-        "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 |  |"
+        "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 "
+        "| - | - |  |"
     )
+
+
+def _steps_csv(path, step_ms):
+    """steps.csv of two ranks whose steps take ``step_ms`` in turn (rank 1 half as long)."""
+    rows, clock = [], {0: 0.0, 1: 0.0}
+    for i, ms in enumerate(step_ms, start=1):
+        for rank, scale in ((0, 1.0), (1, 0.5)):
+            clock[rank] += ms * scale / 1e3
+            rows.append({"rank": rank, "iteration": i, "time_s": clock[rank]})
+    with open(path / "steps.csv", "w", newline="") as fh:
+        writer = csv.DictWriter(fh, ["rank", "iteration", "time_s"])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def test_the_p90_step_is_over_every_rank_past_the_warm_up(tmp_path):
+    """Steps of 1..20 ms on rank 0 and half that on rank 1, the first 5 of each dropped: the
+    30 steps left are 6..20 and 3..10 ms; their 90th percentile is numpy's."""
+    real, sim = tmp_path / "real-1", tmp_path / "sim"
+    _run_folder(real, 1.0, 0.0, 0.0)
+    _run_folder(sim, 1.0, 0.0, 0.0)
+    _steps_csv(real, range(1, 21))
+    _steps_csv(sim, [2 * ms for ms in range(1, 21)])
+    expected = float(np.percentile([*range(6, 21), *(ms / 2 for ms in range(6, 21))], 90))
+    numbers = validate.row_numbers([real], sim)
+    assert numbers["measured_p90_ms"] == pytest.approx(expected, rel=1e-9)
+    assert numbers["sim_p90_ms"] == pytest.approx(2 * expected, rel=1e-9)
+    assert numbers["p90_error_pct"] == pytest.approx(100.0, rel=1e-9)
 
 
 def test_a_measured_zero_has_no_error_and_a_missing_run_fails_its_row(tmp_path):
@@ -131,7 +164,7 @@ def test_summary_and_targets_equal_hand_computed_medians_and_worsts(tmp_path):
         "1Gbit: worst |error| <= 15 %: missed (25.0 %)",
     ]
     assert (
-        "| shm | ps-async | 2 | - | - | - | - | - | - | - | failed: sim: boom |"
+        "| shm | ps-async | 2 | - | - | - | - | - | - | - | - | - | failed: sim: boom |"
         in validate.table(rows).splitlines()
     )
 

@@ -11,6 +11,8 @@ import json
 import statistics
 from pathlib import Path
 
+import numpy as np
+
 from twinsgd.analysis.compare import read_run
 
 CALIBRATION_HOSTS = 2  # the profile is measured on this many hosts; other counts extrapolate
@@ -31,6 +33,9 @@ NUMBERS = (
     "measured_wait_ms",
     "sim_wait_ms",
     "wait_diff_ms",
+    "measured_p90_ms",
+    "sim_p90_ms",
+    "p90_error_pct",
 )
 PARTS = ("time", "compute", "comm", "wait")  # summary.json's PART_s, seconds
 CSV_COLUMNS = ("network", "config", "hosts", "extrapolated", "status", "repeats", *NUMBERS)
@@ -55,7 +60,8 @@ def row_numbers(real_dirs, sim_dir):
         `NUMBERS`: times per iteration in ms (the measured ones the median over the repeats,
         each of total, compute, comm and wait on its own), ``spread_pct`` = 100 (max - min) /
         median of the repeats' times, errors in % of the measured value (None when that is 0),
-        ``wait_diff_ms`` = sim - measured; and ``repeats``.
+        ``wait_diff_ms`` = sim - measured; the 90th percentile of a step's time (`step_p90_ms`,
+        the measured one the median over the repeats) and its error; and ``repeats``.
 
     Raises
     ------
@@ -78,7 +84,35 @@ def row_numbers(real_dirs, sim_dir):
     times = [r["time"] for r in reals]
     numbers["spread_pct"] = _percent(max(times) - min(times), numbers["measured_ms"])
     numbers["wait_diff_ms"] = numbers["sim_wait_ms"] - numbers["measured_wait_ms"]
+    measured_p90 = [step_p90_ms(d) for d in real_dirs]
+    numbers["measured_p90_ms"] = (
+        statistics.median(measured_p90) if None not in measured_p90 else None
+    )
+    numbers["sim_p90_ms"] = step_p90_ms(sim_dir)
+    numbers["p90_error_pct"] = (
+        _percent(numbers["sim_p90_ms"] - numbers["measured_p90_ms"], numbers["measured_p90_ms"])
+        if numbers["sim_p90_ms"] is not None and numbers["measured_p90_ms"] is not None
+        else None
+    )
     return numbers
+
+
+def step_p90_ms(run_dir, skip=5):
+    """The 90th percentile of a step's time, ms, over every rank's steps of a run folder
+    (steps.csv: the time between a rank's consecutive step ends, its first ``skip`` steps left
+    out as warm-up); None without enough steps. The mean hides what a synchronous collective
+    waits for, the slowest rank's step; the spread shows it."""
+    ends, path = {}, Path(run_dir) / "steps.csv"
+    if not path.is_file():
+        return None
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            ends.setdefault(row["rank"], []).append((int(row["iteration"]), float(row["time_s"])))
+    steps = []
+    for rank_ends in ends.values():
+        times = np.array([0.0] + [t for _, t in sorted(rank_ends)])  # the clock starts at 0
+        steps.extend(np.diff(times)[skip:])
+    return 1e3 * float(np.percentile(steps, 90)) if len(steps) >= 10 else None
 
 
 def _per_iteration_ms(summary):
@@ -123,6 +157,8 @@ COLUMNS = (  # (header, row key, format)
     ("compute error (%)", "compute_error_pct", "{:+.1f}"),
     ("comm error (%)", "comm_error_pct", "{:+.1f}"),
     ("wait sim - measured (ms/it)", "wait_diff_ms", "{:+.3f}"),
+    ("p90 step measured (ms)", "measured_p90_ms", "{:.3f}"),
+    ("p90 error (%)", "p90_error_pct", "{:+.1f}"),
 )
 
 
@@ -159,10 +195,12 @@ def summary(rows):
                 lines.append(f"{net}, {label}: no rows measured (of {len(group)})")
                 continue
             worst = max(done, key=lambda r: abs(r["error_pct"]))
+            p90 = [abs(r["p90_error_pct"]) for r in done if r.get("p90_error_pct") is not None]
             lines.append(
                 f"{net}, {label}: median |error| {_median_error(done):.1f} %, worst "
                 f"{abs(worst['error_pct']):.1f} % ({worst['config']}), {len(done)} of "
                 f"{len(group)} rows; median spread {_median_spread(done):.1f} %"
+                + (f"; p90 step median |error| {statistics.median(p90):.1f} %" if p90 else "")
             )
     return lines
 

@@ -1,0 +1,98 @@
+"""Jitter: the measured spread of in-situ message times, drawn per message by the simulator."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import tomli_w
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.backend import Simulator
+from sim.cluster_profile import load_profile
+from sim.compute import ComputeModel
+from sim.network import make_network
+from tests.programs import ChargeLog, ping_pong
+from twinsgd.calibration.costfit import PiecewiseCost
+from twinsgd.calibration.jitter import Jitter, factor_quantiles
+
+ONEWAY = PiecewiseCost.constant(10e-6, 1e9)
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.floats(0.1, 10.0), min_size=101, max_size=101), st.integers(0, 10**6))
+def test_draws_stay_within_the_quantiles_and_average_to_their_mean(values, seed):
+    jitter = Jitter(sorted(values), seed=seed)
+    draws = np.array([jitter.draw() for _ in range(4000)])
+    assert draws.min() >= jitter.quantiles[0] and draws.max() <= jitter.quantiles[-1]
+    spread = jitter.quantiles[-1] - jitter.quantiles[0]
+    assert abs(draws.mean() - jitter.mean) <= 0.05 * spread + 1e-12  # 4000 draws: about 4 sigma
+    assert Jitter(sorted(values), seed=seed).draw() == Jitter(sorted(values), seed=seed).draw()
+
+
+@pytest.mark.parametrize(
+    ("quantiles", "match"),
+    [([1.0] * 100, "101"), ([2.0] + [1.0] * 100, "non-decreasing"), ([0.0] * 101, "> 0")],
+)
+def test_bad_quantiles_are_refused(quantiles, match):
+    with pytest.raises(ValueError, match=match):
+        Jitter(quantiles)
+
+
+def test_factors_are_each_size_over_its_median_from_the_threshold_up():
+    samples = {8: [1.0, 100.0, 5.0], 65536: [1.0, 2.0, 3.0], 131072: [10.0, 10.0, 40.0]}
+    quantiles = factor_quantiles(samples, 65536)
+    ratios = [0.5, 1.0, 1.5, 1.0, 1.0, 4.0]  # the 8-byte size left out
+    assert quantiles == pytest.approx(np.quantile(ratios, np.linspace(0, 1, 101)), rel=1e-3)
+    assert factor_quantiles({8: [1.0, 2.0, 3.0]}, 65536) is None
+
+
+def _ping_pong_s(jitter, nbytes=100_000):
+    network = make_network(None, "star", 2, 5e-6, 1e9, {"oneway": ONEWAY}, jitter=jitter)
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    sim = Simulator(
+        nodes, [ChargeLog() for _ in range(2)], 5e-6, 1e9, ComputeModel(0.0), network=network
+    )
+    sim.run([ping_pong(nbytes)(r) for r in range(2)])
+    return sim.env.now
+
+
+def test_each_measured_message_takes_its_draw():
+    """A constant factor of 2 doubles both messages of a ping-pong; without jitter each takes
+    the measured alpha + n / beta."""
+    plain = _ping_pong_s(None)
+    assert plain == pytest.approx(2 * ONEWAY.seconds(100_000), rel=1e-12)
+    assert _ping_pong_s({"oneway": Jitter([2.0] * 101)}) == pytest.approx(2 * plain, rel=1e-12)
+    spread = _ping_pong_s({"oneway": Jitter(np.linspace(1.0, 3.0, 101), seed=5)})
+    assert plain < spread < 3 * plain
+
+
+def test_a_profile_brings_its_jitter_to_the_in_situ_costs(tmp_path):
+    from sim.cluster import build_cluster
+    from sim.run import build_parser
+    from twinsgd.run.config import parse_config
+
+    document = {
+        "cluster": {"name": "t", "calibrated": True, "cores": 2},
+        "network": {
+            "topology": "star",
+            "oneway": ONEWAY.to_dict(),
+            "in_situ": {
+                "oneway": ONEWAY.to_dict(),
+                "jitter": {"min_bytes": 65536, "oneway": [1.0] * 50 + [1.5] * 51},
+            },
+        },
+    }
+    path = tmp_path / "p.toml"
+    path.write_text(tomli_w.dumps(document))
+    profile = load_profile(str(path))
+    options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
+    cfg = parse_config(["--seed", "3"])
+    cluster = build_cluster(options, profile, cfg, "mlp")
+    assert set(cluster.jitter) == {"oneway"}
+    assert cluster.jitter["oneway"].quantiles == tuple([1.0] * 50 + [1.5] * 51)
+    assert build_cluster(options, profile, None, "mlp").jitter == {}  # sim.osu: hot costs
+    document["network"]["in_situ"]["jitter"]["oneway"] = [1.0] * 3
+    path.write_text(tomli_w.dumps(document))
+    with pytest.raises(ValueError, match=r"\[network.in_situ.jitter\] oneway: .*101"):
+        load_profile(str(path))
