@@ -27,9 +27,9 @@ What is measured, and why so
   ``[network.in_situ.jitter]``). That is what a
   training program pays (through shared memory here 1.4-1.7x the hot loop at 335 KB), and
   what ``sim.run`` charges its programs' messages; ``sim.osu`` keeps the hot models, as OSU's
-  loops are hot. And a reduction's add on the bytes a Sendrecv just
-  received (``[compute.reduction]``, by size; gamma its slope): through shared memory they sit
-  in the other core's cache, and the add costs 2-3x what it costs on a rank's own bytes.
+  loops are hot. And the programs' own allreduce of 2 ranks, in situ (ring and mean, 64 KiB ..
+  16 MiB): what it pays past its two Sendrecvs and its add (gamma) is ``[compute.finish]``, the
+  pass that makes the mean over bytes half just received and the passes around the messages.
 - The turn a process gets on a core when more want the cores than there are
   (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
   take turns of it (`sim.cores`).
@@ -66,9 +66,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
                 seconds_per_update (the Adam update's part of seconds_per_step), batch_size,
-                dataset, flops_per_sample, gamma_s_per_byte (the in-situ reduction's slope from
-                64 KiB), gamma_local_s_per_byte (the same add on the rank's own bytes)
-    [compute.reduction]   the in-situ reduction by size, 4 KiB .. 16 MiB (`PiecewiseCost`)
+                dataset, flops_per_sample, gamma_s_per_byte (a reduction's add)
+    [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -101,8 +100,8 @@ from twinsgd.data import NAMES, DataError, load_dataset
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
 SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradients are 45-100 MB
 QUICK_SIZES = [8 * 4**k for k in range(10)]
-REDUCTION_MIN_BYTES = 2**12  # the in-situ reduction is timed from 4 KiB (1,024 floats) up
-GAMMA_MIN_BYTES = 2**16  # gamma: the slope over reductions of 64 KiB and more
+GAMMA_MIN_BYTES = 2**16  # gamma and the in-situ allreduce: from 64 KiB
+MIN_FINISH_S = 1e-7  # the finishing pass's floor, seconds (a residual may come out <= 0)
 JITTER_MIN_BYTES = 2**16  # the jitter's spread is of messages this large and larger
 IN_SITU_MAX_BYTES = 2**24  # the in-situ patterns stop at 16 MiB (a compute step per message)
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
@@ -312,8 +311,8 @@ def _measure(args, comm, work):
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
-    reduction_sizes = [n for n in in_situ_sizes if n >= REDUCTION_MIN_BYTES]
-    reduction = netbench.reduction_in_situ(network, reduction_sizes, step, args.quick)
+    allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
+    allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick)
     network.Free()
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
@@ -343,8 +342,8 @@ def _measure(args, comm, work):
         "sendrecv": both_ways,
         "in_situ_sizes": in_situ_sizes,
         "in_situ_samples": in_situ_samples,
-        "reduction_sizes": reduction_sizes,
-        "reduction_s": reduction,
+        "allreduce_sizes": allreduce_sizes,
+        "allreduce_s": allreduce_s,
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
@@ -561,15 +560,6 @@ def _finish(args, measured, work, started):
     models, _, _, dataset = work
     sizes = measured["sizes"]
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
-    sizes_s = [
-        (n, s)
-        for n, s in zip(measured["reduction_sizes"], measured["reduction_s"], strict=True)
-        if n >= GAMMA_MIN_BYTES
-    ]
-    measured["gamma_in_situ"] = float(f"{slope(*zip(*sizes_s, strict=True)):.4g}")
-    reduction = fit_segments(
-        measured["reduction_sizes"], measured["reduction_s"], MAX_REL_ERROR, MAX_SEGMENTS
-    )
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     in_situ = {  # the median repetition per size; the spread about it is the jitter
@@ -585,6 +575,17 @@ def _finish(args, measured, work, started):
         pattern: factor_quantiles(samples, JITTER_MIN_BYTES)
         for pattern, samples in measured["in_situ_samples"].items()
     }
+    finish = fit_segments(
+        measured["allreduce_sizes"],
+        finishing_pass(
+            measured["allreduce_sizes"],
+            measured["allreduce_s"],
+            in_situ["sendrecv"],
+            measured["gamma"],
+        ),
+        MAX_REL_ERROR,
+        MAX_SEGMENTS,
+    )
     incast = _incast_check(measured, oneway)
     per_step = {name: step for name, (step, _, _) in measured["per_model"].items()}
     per_model = {name: sample for name, (_, sample, _) in measured["per_model"].items()}
@@ -635,9 +636,8 @@ def _finish(args, measured, work, started):
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "flops_per_sample": flops,
-            "gamma_s_per_byte": measured["gamma_in_situ"],
-            "gamma_local_s_per_byte": measured["gamma"],
-            "reduction": reduction.to_dict(),
+            "gamma_s_per_byte": measured["gamma"],
+            "finish": finish.to_dict(),
         },
     }
     if incast is not None:
@@ -660,6 +660,7 @@ def _finish(args, measured, work, started):
             sendrecv,
             in_situ,
             jitter,
+            finish,
             incast,
             measured,
             rates,
@@ -688,8 +689,8 @@ def measure_time_slice(seconds=0.5):
     """A turn on a core when more processes want the cores than there are (`sim.cores`), in
     seconds: two spinning processes a core for ``seconds``, each noting the gaps in its own
     clock (when it was off its core); with two a core every gap is one turn of the other, so
-    the median gap. This machine: 4 ms (the 250 Hz tick). None if it cannot be measured (one
-    process alone, or no gaps)."""
+    the median gap, weighted by duration. This machine: 4 ms (the 250 Hz tick). None if it
+    cannot be measured (fewer gaps than spinners)."""
     count = 2 * (os.cpu_count() or 1)
     spinners = [
         subprocess.Popen(
@@ -703,7 +704,33 @@ def measure_time_slice(seconds=0.5):
     for spinner in spinners:
         out, _ = spinner.communicate(timeout=60)
         gaps += [float(x) for x in out.split()]
-    return float(np.median(gaps)) if len(gaps) >= count else None
+    if len(gaps) < count:
+        return None
+    # weighted by duration: brief interruptions (another process waking for microseconds, more
+    # of them than turns) moved the plain median to 0.12 ms
+    gaps = np.sort(gaps)
+    weight = np.cumsum(gaps)
+    return float(gaps[np.searchsorted(weight, weight[-1] / 2)])
+
+
+def finishing_pass(sizes, allreduce_s, sendrecv, gamma):
+    """What the programs' allreduce of 2 ranks pays past its messages and its add, by size:
+    ``t(n) - 2 sendrecv(n/2) - gamma n/2`` (floored at `MIN_FINISH_S`): the division into the
+    mean over bytes half just received, and the passes around the messages. The simulator
+    charges it once an allreduce of a mean (`[compute.finish]`), whatever the rank count.
+
+    >>> from twinsgd.calibration.costfit import PiecewiseCost
+    >>> wire = PiecewiseCost.constant(1e-6, 1e9)
+    >>> [round(x, 12) for x in finishing_pass([1000], [10e-6], wire, 2e-9)]
+    [6e-06]
+    """
+    rest = [
+        max(MIN_FINISH_S, float(t - 2 * sendrecv.seconds(n / 2) - gamma * n / 2))
+        for n, t in zip(sizes, allreduce_s, strict=True)
+    ]
+    # a pass over more bytes never takes less (sizes ascending): the running maximum, plus a
+    # floor of 1e-15 s a byte so that every segment fitted to it has a bandwidth > 0
+    return [float(r + 1e-15 * n) for n, r in zip(sizes, np.maximum.accumulate(rest), strict=True)]
 
 
 def slope(sizes, seconds):
@@ -720,8 +747,7 @@ def slope(sizes, seconds):
 def reduction_gamma(quick=False):
     """gamma on this rank's own bytes, seconds per byte: ``np.add(into, incoming, out=into)``
     over float32 buffers of 64 KiB to 16 MiB, each repetition on buffers not touched since the
-    last size; the `slope` through the medians. The profile's ``gamma_local_s_per_byte``; its
-    ``gamma_s_per_byte`` is the in-situ one, on bytes just received (`real.netbench`)."""
+    last size; the `slope` through the medians: the profile's ``gamma_s_per_byte``."""
     sizes = [1 << k for k in range(16, 25, 2 if quick else 1)]
     medians = []
     for nbytes in sizes:
@@ -878,7 +904,9 @@ def _write_profile(path, document, took_s=None):
         tmp.unlink(missing_ok=True)
 
 
-def _summary(oneway, sendrecv, in_situ, jitter, incast, measured, rates, median_model, out, took_s):
+def _summary(
+    oneway, sendrecv, in_situ, jitter, finish, incast, measured, rates, median_model, out, took_s
+):
     def segments(cost):
         return "; ".join(
             f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
@@ -924,13 +952,18 @@ def _summary(oneway, sendrecv, in_situ, jitter, incast, measured, rates, median_
             f"hot {_seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
             f"{spread}"
         )
-    for key, what in (("gamma_in_situ", "on bytes just received"), ("gamma", "on its own")):
-        lines.append(
-            f"reduction (gamma) {what}: {measured[key] * 1e9:.3g} ns a byte combined "
-            f"({1e-9 / measured[key]:.3g} GB/s)"
-            if measured[key] > 0
-            else f"reduction (gamma) {what}: not measurable here (no growth with size)"
-        )
+    lines.append(
+        f"reduction (gamma): {measured['gamma'] * 1e9:.3g} ns a byte combined "
+        f"({1e-9 / measured['gamma']:.3g} GB/s)"
+        if measured["gamma"] > 0
+        else "reduction (gamma): not measurable here (no growth with size)"
+    )
+    probe = 2**20
+    lines.append(
+        f"allreduce in situ (2 ranks): {_seconds_text(measured['allreduce_s'][-1])} for "
+        f"{_bytes_text(measured['allreduce_sizes'][-1])}; past its messages and add, "
+        f"{_seconds_text(finish.seconds(probe))} for {_bytes_text(probe)} ([compute.finish])"
+    )
     if measured["time_slice_s"]:
         lines.append(
             f"cores: {os.cpu_count()}, taken in turns of "

@@ -39,6 +39,8 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from real.backend import ring_allreduce_mpi
+
 _TAG = 17
 
 
@@ -161,21 +163,20 @@ def eager_limit(comm, late_s=0.02):
     return limit if comm.rank == 0 else None
 
 
-def reduction_in_situ(comm, sizes, step, quick=False):
-    """Seconds of a reduction's arithmetic on bytes just received, per size: after an in-situ
-    ``Sendrecv`` (the module's docstring), ``np.add(sent, received, out=sent)`` over n bytes,
-    as a ring step adds its incoming chunk. Through shared memory the received bytes are
-    where the other rank's core left them: here 26 us for 335 KB, against 10 us for the same
-    add on bytes of one's own. Collective; on rank 0, None elsewhere."""
-    return _on_pair(comm, sizes, quick, _sendrecv, halve=False, step=step, timed=_add_received)
+def allreduce_in_situ(comm, sizes, step, quick=False):
+    """Seconds of the programs' own allreduce of n bytes between ranks 0 and 1, in situ (the
+    module's docstring): the ring (`real.backend.ring_allreduce_mpi`, a ``Sendrecv`` each way,
+    the add of the received half) and the division into the mean, as the real backend's comm
+    times them. What is left past its messages and its add is the work programs pay around
+    them (`real.calibrate`). Collective; on rank 0, None elsewhere."""
+    return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
 
 
-def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None, samples=None):
+def _on_pair(comm, sizes, quick, pattern, halve, step=None, samples=None):
     """Time ``pattern(pair, buf, inbox)`` between ranks 0 and 1 per size; others wait.
     ``step``: a callable run before each repetition that returns a float32 array of at least
-    ``max(sizes) / 4`` elements, the head of which it has just written: in situ. ``timed``
-    (in situ only): ``timed(buf, inbox)`` runs after the pattern, and it alone is timed;
-    ``samples`` (in situ only): a dict that gets each timed repetition's seconds (halved with
+    ``max(sizes) / 4`` elements, the head of which it has just written: in situ. ``samples``
+    (in situ only): a dict that gets each timed repetition's seconds (halved with
     ``halve``) by size, on rank 0, warm-ups left out."""
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     seconds = None
@@ -203,9 +204,6 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, timed=None, samples=
                     pair.Barrier()
                     t0 = time.perf_counter()
                     pattern(pair, payload, inbox[j])
-                    if timed is not None:
-                        t0 = time.perf_counter()
-                        timed(payload, inbox[j])
                     seconds = time.perf_counter() - t0
                     total += seconds
                     if not warmup:
@@ -250,8 +248,9 @@ def _round_trip(pair, buf, inbox):
         pair.Send(buf, dest=0, tag=_TAG)
 
 
-def _add_received(buf, inbox):
-    np.add(buf, inbox, out=buf)
+def _ring_mean(pair, buf, inbox):
+    ring_allreduce_mpi(pair, buf, pair.rank, pair.size)
+    np.divide(buf, pair.size, out=buf)
 
 
 def _sendrecv(pair, buf, inbox):

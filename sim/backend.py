@@ -162,9 +162,9 @@ class Simulator:
         The reduction's arithmetic, seconds per byte combined: a receive marked ``reduces``
         takes that long more after its message arrives (charged as comm, as MPI's collectives
         spend it inside the call); the closed forms add the same (`alpha_beta_time`).
-    reduction : PiecewiseCost, optional
-        The reduction's arithmetic as measured in situ (on bytes just received), by size:
-        charged instead of ``gamma`` a byte; the closed forms charge it at the chunk's size.
+    finish : PiecewiseCost, optional
+        An allreduce of a mean pays one pass more over its n bytes after its messages: this
+        cost of n as measured in situ (`[compute.finish]`), else ``gamma`` n.
     core_groups : sequence of (ranks, cores)
         Hosts with more ranks than cores: their ranks take turns of ``time_slice_s`` on the
         cores (`sim.cores`): compute, own code and moving bytes need a core, a rank gives it up
@@ -187,7 +187,7 @@ class Simulator:
         start_s=0.0,
         mpi="mpich",
         gamma=0.0,
-        reduction=None,
+        finish=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
     ):
@@ -197,7 +197,7 @@ class Simulator:
         self.eager_bytes = eager_bytes
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
-        self.reduction = reduction  # or a measured cost by size (in situ), charged instead
+        self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.cores = shared_cores(self.env, core_groups, time_slice_s)  # rank -> HostCores
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self.entry_barrier = entry_barrier
@@ -631,7 +631,7 @@ class Simulator:
         t0 = self.env.now
         message = yield from self._take(node, op.source, op.tag)
         if op.reduces:  # the reduction's arithmetic, inside the collective
-            yield self.env.timeout(self._reduction_s(message.payload.nbytes))
+            yield self.env.timeout(self.gamma * message.payload.nbytes)
         self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
@@ -648,7 +648,7 @@ class Simulator:
             )
             message = yield from self._blocked(node, request)
             if op.reduces:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(self._reduction_s(message.payload.nbytes))
+                yield self.env.timeout(self.gamma * message.payload.nbytes)
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -707,15 +707,14 @@ class Simulator:
         return finish_reduction(op.buf, op.op, node.size)
 
     def _finishing(self, op, size):
-        """Seconds of turning an allreduce's sum into its mean, one pass over the buffer at the
-        reduction's cost (the real backend's comm pays it too, on bytes mostly just received)."""
-        return self._reduction_s(op.buf.nbytes) if op.op == "mean" and size > 1 else 0.0
-
-    def _reduction_s(self, nbytes):
-        """Seconds of the arithmetic a reduction does on ``nbytes`` just received."""
-        if self.reduction is not None:
-            return float(self.reduction.seconds(nbytes))
-        return self.gamma * nbytes
+        """Seconds of turning an allreduce's sum into its mean: one pass over the buffer, as
+        measured in situ (``finish``) or at gamma a byte (the real backend's comm pays it too,
+        on bytes half just received)."""
+        if op.op != "mean" or size == 1:
+            return 0.0
+        if self.finish is not None:
+            return float(self.finish.seconds(op.buf.nbytes))
+        return self.gamma * op.buf.nbytes
 
     def _allreduce_closed_form(self, node, op):
         """Wait for every node; the last one in runs the algorithm's arithmetic for all at once
@@ -746,7 +745,7 @@ class Simulator:
                 size,
                 *self._alpha_beta(op.buf.nbytes, size),
                 op.buf.itemsize,
-                self._reduction_s(op.buf.nbytes // size) / max(1, op.buf.nbytes // size),
+                self.gamma,
             ) + self._finishing(op, size)
             released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
             self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))

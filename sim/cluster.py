@@ -56,7 +56,7 @@ class Cluster:
     memory_source: str  # "flags", "profile" or "assumed"
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
-    reduction: object  # ... or as measured in situ by size (a PiecewiseCost), else None
+    finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     costs: dict
     jitter: dict  # pattern -> Jitter of the measured costs (in situ), else {}
     shaping: object
@@ -137,7 +137,7 @@ class Cluster:
             "profile": self.profile,
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
-            "reduction_in_situ": self.reduction is not None,
+            "finish_in_situ": self.finish is not None,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
@@ -299,7 +299,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         memory_source=memory_source,
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
-        reduction=_reduction(options, profile, slowdown),
+        finish=_finish(options, profile, slowdown),
         costs=costs,
         jitter=_jitter(profile, costs, cfg.seed if cfg is not None else 0),
         shaping=shaping,
@@ -365,12 +365,12 @@ def _jitter(profile, costs, seed):
     }
 
 
-def _reduction(options, profile, slowdown):
-    """The profile's in-situ reduction cost (`ClusterProfile.reduction`), slowed as the
-    network's costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
-    if options.gamma is not None or profile is None or profile.reduction is None:
+def _finish(options, profile, slowdown):
+    """The profile's in-situ finishing pass (`ClusterProfile.finish`), slowed as the network's
+    costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
+    if options.gamma is not None or profile is None or profile.finish is None:
         return None
-    return profile.reduction if slowdown == 1.0 else Slowed(profile.reduction, slowdown)
+    return profile.finish if slowdown == 1.0 else Slowed(profile.finish, slowdown)
 
 
 def _pick(flag, from_profile, default):

@@ -51,8 +51,9 @@ buckets (`sim.shaping`) instead.
     seconds_per_update = { mlp = 3.5e-4, cnn = 3.0e-4 }   # the optimizer's part of a step
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
 
-    [compute.reduction]            # measured: a reduction's arithmetic by size, on bytes just
-                                   # received (a PiecewiseCost; charged instead of gamma)
+    [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
+                                   # its messages and add, by size (a PiecewiseCost): the
+                                   # mean's pass, charged instead of gamma n
 
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
@@ -100,7 +101,7 @@ class ClusterProfile:
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
-    reduction: PiecewiseCost | None = None  # ... as measured in situ, by size
+    finish: PiecewiseCost | None = None  # an allreduce's mean pass, in situ, by size
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
     memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
@@ -252,9 +253,7 @@ def load_profile(name_or_path):
             gamma_s_per_byte=_number(compute["gamma_s_per_byte"], "[compute] gamma_s_per_byte")
             if "gamma_s_per_byte" in compute
             else None,
-            reduction=PiecewiseCost.from_dict(compute["reduction"])
-            if "reduction" in compute
-            else None,
+            finish=PiecewiseCost.from_dict(compute["finish"]) if "finish" in compute else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
             },

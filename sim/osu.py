@@ -145,7 +145,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         eager_bytes=cluster.eager_bytes,
         mpi=mpi,
         gamma=cluster.gamma,
-        reduction=cluster.reduction,
+        finish=cluster.finish,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
     )

@@ -267,7 +267,7 @@ def run_simulation(run):
         eager_bytes=cluster.eager_bytes,
         mpi=cluster.mpi,
         gamma=cluster.gamma,
-        reduction=cluster.reduction,
+        finish=cluster.finish,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,

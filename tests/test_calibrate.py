@@ -94,8 +94,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
         assert {"min_bytes", "latency_s", "bandwidth_Bps", "sizes"} <= set(p["network"][pattern])
     for pattern in ("oneway", "sendrecv"):  # the same, in situ, to 16 MiB
         assert max(p["network"]["in_situ"][pattern]["sizes"]) == 2**21  # --quick's largest
-    assert p["compute"]["gamma_s_per_byte"] >= 0 and p["compute"]["gamma_local_s_per_byte"] >= 0
-    assert min(p["compute"]["reduction"]["sizes"]) == 8192  # --quick's from 4 KiB
+    assert p["compute"]["gamma_s_per_byte"] >= 0
+    assert min(p["compute"]["finish"]["sizes"]) == 131072  # --quick's from 64 KiB
+    assert min(p["compute"]["finish"]["seconds"]) >= 1e-7  # a residual, floored
     assert "incast" not in p["network"]  # 2 ranks: no incast
     assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100
@@ -137,7 +138,7 @@ def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
     _, p = profile
     tables = [p["network"][pattern] for pattern in ("oneway", "sendrecv")]
     tables += [p["network"]["in_situ"][pattern] for pattern in ("oneway", "sendrecv")]
-    for table in [*tables, p["compute"]["reduction"]]:
+    for table in [*tables, p["compute"]["finish"]]:
         cost = PiecewiseCost.from_dict(table)
         n, t = np.array(table["sizes"]), np.array(table["seconds"])
         assert n.max() >= 2**21 and len(n) == len(t)
@@ -160,7 +161,7 @@ def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
     options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
     assert network_costs(options, loaded, programs=True) is loaded.in_situ
     assert network_costs(options, loaded, programs=False) is loaded.costs
-    assert set(loaded.in_situ) == {"oneway", "sendrecv"} and loaded.reduction is not None
+    assert set(loaded.in_situ) == {"oneway", "sendrecv"} and loaded.finish is not None
 
 
 @pytest.mark.mpi

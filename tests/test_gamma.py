@@ -18,7 +18,7 @@ from twinsgd.programs.ops import Allreduce
 ALPHA, BETA, GAMMA = 5e-6, 1.25e9, 2e-9
 
 
-def _simulated(algo, size, n, collectives, gamma, reduction=None, op="sum", logs=None):
+def _simulated(algo, size, n, collectives, gamma, finish=None, op="sum", logs=None):
     def program(rank):
         buf = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
         yield Allreduce(buf, op=op, algo=algo)
@@ -33,7 +33,7 @@ def _simulated(algo, size, n, collectives, gamma, reduction=None, op="sum", logs
         ComputeModel(seconds_per_sample=0.0),
         collectives,
         gamma=gamma,
-        reduction=reduction,
+        finish=finish,
     )
     sim.run([program(r) for r in range(size)])
     return sim.env.now
@@ -74,8 +74,8 @@ def test_rabenseifner_charges_only_its_reduce_scatter_half():
     assert extra == pytest.approx((size - 1) / size * 4 * n * GAMMA, rel=1e-9)
 
 
-# a reduction measured in situ: dearer per byte on small chunks than on large ones
-REDUCTION = PiecewiseCost.from_dict(
+# an allreduce's finishing pass measured in situ: dearer per byte on small buffers than large
+FINISH = PiecewiseCost.from_dict(
     {
         "min_bytes": [0.0, 65536.0],
         "max_bytes": [65536.0, math.inf],
@@ -87,20 +87,19 @@ REDUCTION = PiecewiseCost.from_dict(
 
 @pytest.mark.parametrize("size", [2, 4])
 @pytest.mark.parametrize("collectives", ["message", "closed-form"])
-def test_a_measured_reduction_is_charged_by_size_and_a_mean_pays_one_pass(size, collectives):
-    """The in-situ reduction replaces gamma: a ring step's add of c bytes takes
-    ``reduction(c)``, and a mean one pass more over the n bytes (``reduction(n)``), as the real
-    backend's comm pays for ``finish_reduction``; both levels agree."""
-    n = 30000 * size  # floats; chunks of 120,000 bytes: the second segment
-    plain = alpha_beta_time("ring", 4 * n, size, ALPHA, BETA, itemsize=4)
-    chunk, whole = 4 * n // size, 4 * n
-    total = _simulated("ring", size, n, collectives, 0.0, REDUCTION)
-    assert total == pytest.approx(plain + (size - 1) * REDUCTION.seconds(chunk), rel=1e-9)
+def test_a_mean_pays_one_pass_more_measured_in_situ_or_at_gamma(size, collectives):
+    """An allreduce of a mean pays, past the ring and its adds at gamma, one pass over its n
+    bytes: the in-situ finishing pass ``finish(n)`` where measured, else ``gamma n``; as comm
+    (the real backend's comm pays ``finish_reduction`` too); both levels agree; a sum pays none."""
+    n = 30000 * size  # floats: 120,000 bytes a rank, the second segment
+    plain = alpha_beta_time("ring", 4 * n, size, ALPHA, BETA, itemsize=4, gamma=GAMMA)
+    whole = 4 * n
+    assert _simulated("ring", size, n, collectives, GAMMA, FINISH) == pytest.approx(plain, rel=1e-9)
     logs = [ChargeLog() for _ in range(size)]
-    mean = _simulated("ring", size, n, collectives, 0.0, REDUCTION, op="mean", logs=logs)
-    assert mean - total == pytest.approx(REDUCTION.seconds(whole), rel=1e-9)
+    mean = _simulated("ring", size, n, collectives, GAMMA, FINISH, op="mean", logs=logs)
+    assert mean - plain == pytest.approx(FINISH.seconds(whole), rel=1e-9)
     for log in logs:  # every second of it charged, the division as comm
         assert sum(log.seconds.values()) == pytest.approx(mean, rel=1e-9)
-    assert _simulated("ring", size, n, collectives, GAMMA, op="mean") - _simulated(
-        "ring", size, n, collectives, GAMMA
-    ) == pytest.approx(GAMMA * whole, rel=1e-9)
+    assert _simulated("ring", size, n, collectives, GAMMA, op="mean") - plain == pytest.approx(
+        GAMMA * whole, rel=1e-9
+    )
