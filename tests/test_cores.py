@@ -170,3 +170,29 @@ def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
     env.process(sender())
     env.run()
     assert granted == [(1,)] and host.free == 2 and not host.turn_ends
+
+
+def test_ranks_take_turns_where_they_spin_and_share_where_they_sleep(tmp_path):
+    """Turns for a one-machine profile's shared memory, and for hosts of more ranks than cores;
+    the cores' share for an emulated cluster's profile (MPI over TCP: a waiting rank sleeps and
+    its message wakes it at once), for the closed forms and past the cores only."""
+    import tomli_w
+
+    from sim.cluster import core_groups
+    from sim.cluster_profile import load_profile
+    from sim.run import build_parser
+
+    def groups(argv, shaper=False):
+        document = {"cluster": {"name": "t", "cores": 2, "one_machine": True}}
+        if shaper:
+            document["network"] = {"shaper": {"rates_Bps": [1e8], "bursts_bytes": [1e5]}}
+        (tmp_path / "p.toml").write_text(tomli_w.dumps(document))
+        options = build_parser().parse_known_args([*argv, "--profile", str(tmp_path / "p.toml")])
+        return core_groups(options[0], load_profile(str(tmp_path / "p.toml")), 4, 1)
+
+    assert groups(["--nodes", "4"]) == ((range(4), 2),)
+    assert groups(["--nodes", "4", "--collectives", "closed-form"]) == ()
+    assert groups(["--nodes", "4"], shaper=True) == ()
+    options = build_parser().parse_known_args(["--nodes", "6", "--cores-per-host", "2"])[0]
+    assert core_groups(options, None, 6, 3) == ((range(0, 3), 2), (range(3, 6), 2))
+    assert core_groups(options, None, 6, 2) == ()  # as many cores as ranks a host
