@@ -200,6 +200,7 @@ class Simulator:
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.cores = shared_cores(self.env, core_groups, time_slice_s)  # rank -> HostCores
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
+        self._parked = set()  # ranks off their core in `_blocked`, until they have one back
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
@@ -467,14 +468,17 @@ class Simulator:
         if host is None or event.triggered:
             return (yield event)
         host.release(node.rank)
+        self._parked.add(node.rank)
         try:
             message = yield event
+            if not host.holds(node.rank):  # (a copy into it may have put it on one already)
+                yield from host.acquire(node.rank)
         except simpy.Interrupt:
             if not host.holds(node.rank):
                 yield from host.acquire(node.rank)  # it goes on (or fails) on a core
             raise
-        if not host.holds(node.rank):  # (a copy into it may have put it on one already)
-            yield from host.acquire(node.rank)
+        finally:
+            self._parked.discard(node.rank)
         return message
 
     def _compute(self, node, op):
@@ -565,7 +569,7 @@ class Simulator:
             granted = yield from host.acquire(rank, dest)
             if self._posted_for(dest, rank, op.tag):
                 break
-            if dest in granted:  # it was not waiting for this message after all
+            if dest in granted and dest in self._parked:  # it waits for another message now
                 host.release(dest)
         taken = self.env.event()
         yield from self.network.transfer(
@@ -615,8 +619,10 @@ class Simulator:
             yield from self.network.transfer(
                 node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
             )
-        elif self.cores.get(op.dest) is not None and self.cores.get(op.dest) is self.cores.get(
-            node.rank
+        elif (
+            self.cores.get(op.dest) is not None
+            and self.cores.get(op.dest) is self.cores.get(node.rank)
+            and self.cores[node.rank].cores >= 2  # (on one core the two take turns instead)
         ):
             yield from self._copy_on_cores(node, op, self.cores[node.rank])
         else:  # rendezvous: done when the receiver has the message (it may be off its core)

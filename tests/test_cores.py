@@ -196,3 +196,48 @@ def test_ranks_take_turns_where_they_spin_and_share_where_they_sleep(tmp_path):
     options = build_parser().parse_known_args(["--nodes", "6", "--cores-per-host", "2"])[0]
     assert core_groups(options, None, 6, 3) == ((range(0, 3), 2), (range(3, 6), 2))
     assert core_groups(options, None, 6, 2) == ()  # as many cores as ranks a host
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    workers=st.integers(2, 5),
+    cores=st.integers(1, 3),
+    straggle=st.floats(0.0, 0.9),
+    seed=st.integers(0, 1000),
+    rounds=st.integers(1, 4),
+)
+def test_a_server_and_workers_on_shared_cores_always_finish(workers, cores, straggle, seed, rounds):
+    """A synchronous server (pushes from any source, rendezvous replies) and workers whose
+    steps straggle at random, on fewer cores than ranks: every run ends, every rank is off its
+    core at the end and the cores all come back, whatever the order the pushes arrive in."""
+    size = workers + 1
+
+    def program(rank):
+        buf = np.zeros(50_000, np.float32)
+        for _ in range(rounds):
+            if rank == 0:
+                for _ in range(workers):
+                    yield Recv(source=-1, buf=buf)
+                for worker in range(1, size):
+                    yield Send(dest=worker, payload=buf)
+            else:
+                yield Compute(lambda: None, samples=1)
+                yield Send(dest=0, payload=buf)
+                yield Recv(source=0, buf=buf)
+
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in range(size)],
+        0.0,
+        1e9,
+        ComputeModel(
+            seconds_per_sample=0.003, straggle_probability=straggle, slowdown=3.0, seed=seed
+        ),
+        eager_bytes=4096,
+        core_groups=((range(size), cores),),
+        time_slice_s=0.004,
+    )
+    sim.run([program(r) for r in range(size)])
+    host = sim.cores[0]
+    assert host.free == cores and not host.turn_ends and not host.ready
