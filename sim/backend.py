@@ -581,7 +581,8 @@ class Simulator:
         """Wait for the message from source (or any) with tag; returns it."""
         request = self._posted(node, source, tag)
         try:
-            message = yield from self._blocked(node, request)
+            # NOTE: a generator more per message only where cores are shared (the message path)
+            message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if message.taken is not None:  # a rendezvous send waits for this
                 message.taken.succeed()
             return message
@@ -652,7 +653,7 @@ class Simulator:
             yield from self.network.transfer(
                 node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
             )
-            message = yield from self._blocked(node, request)
+            message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if op.reduces:  # the reduction's arithmetic, inside the collective
                 yield self.env.timeout(self.gamma * message.payload.nbytes)
         except simpy.Interrupt:
