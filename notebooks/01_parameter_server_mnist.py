@@ -99,9 +99,10 @@ print(verdict_table([
     Verdict(f"(ours) the simulator predicts {most} processes on {cores} cores",
             f"{over_m:.2f}x", f"{over_s:.2f}x",
             "yes" if abs(over_s / over_m - 1) <= 0.25 else "no",
-            "the one_machine profile shares the cores among computing ranks (min(1, C/R)), "
-            "but MPICH's waiting ranks spin: past the core count every message waits for its "
-            "receiver to be scheduled, which the simulator does not model" if cores < most else
+            "the simulated ranks take turns of the measured slice on the cores and copy a "
+            "gradient only while both are on one; measured, the server waits for a turn far "
+            "more often (see docs/validation.md: the parameter server past the cores)"
+            if cores < most else
             "every process has its own core"),
     Verdict("about 87 % test accuracy at every process count",
             f"lowest {100 * accuracy_m:.2f} %", f"lowest {100 * accuracy_s:.2f} %",
