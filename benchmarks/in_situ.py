@@ -7,7 +7,8 @@ one, the message cut from what it wrote); and the programs' own ring allreduce w
 situ, beside what the simulator composes for it from the in-situ parts (two Sendrecvs of n/2, the
 add at gamma, the finishing pass left over). The ratios are what matters: on a machine whose
 links are fast the hot loop is not what programs pay (this machine's shared memory, one run:
-1.4-2.4x from 64 KiB to 4 MiB, and the mean's pass 24-211 us); ``real.calibrate`` keeps the in-situ models for ``sim.run``.
+1.4-2.4x from 64 KiB to 4 MiB, and the mean's pass 24-211 us); ``real.calibrate`` keeps the
+in-situ models for ``sim.run``.
 """
 
 import os
