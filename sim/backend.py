@@ -621,11 +621,11 @@ class Simulator:
                 node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
             )
         elif (
-            self.cores.get(op.dest) is not None
-            and self.cores.get(op.dest) is self.cores.get(node.rank)
-            and self.cores[node.rank].cores >= 2  # (on one core the two take turns instead)
+            (host := self.cores.get(node.rank))
+            and self.cores.get(op.dest) is host
+            and host.cores > 1
         ):
-            yield from self._copy_on_cores(node, op, self.cores[node.rank])
+            yield from self._copy_on_cores(node, op, host)  # (on one core they take turns)
         else:  # rendezvous: done when the receiver has the message (it may be off its core)
             taken = self.env.event()
             yield from self.network.transfer(
@@ -637,7 +637,7 @@ class Simulator:
     def _recv(self, node, op):
         t0 = self.env.now
         message = yield from self._take(node, op.source, op.tag)
-        if op.reduces:  # the reduction's arithmetic, inside the collective
+        if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
             yield self.env.timeout(self.gamma * message.payload.nbytes)
         self._charge(node, t0, (message,), 0)
         if op.buf is None:
@@ -654,7 +654,7 @@ class Simulator:
                 node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
             )
             message = (yield from self._blocked(node, request)) if self.cores else (yield request)
-            if op.reduces:  # the reduction's arithmetic, inside the collective
+            if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
                 yield self.env.timeout(self.gamma * message.payload.nbytes)
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
@@ -678,7 +678,10 @@ class Simulator:
                     for dest in dests
                 ]
                 for request in requests:
-                    yield from self._blocked(node, request)
+                    if self.cores:
+                        yield from self._blocked(node, request)
+                    else:
+                        yield request
                 yield self.env.all_of(sending)
             except simpy.Interrupt:
                 for request in requests:

@@ -262,6 +262,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     nic_Bps = _pick(options.nic_bandwidth, profile and profile.nic_bandwidth_Bps, bandwidth_Bps)
     memory, memory_source = _memory(options, profile)
     costs = network_costs(options, profile, programs=cfg is not None)
+    jitter = _jitter(profile, costs, cfg.seed if cfg is not None else 0)  # before any slowing
     groups = core_groups(options, profile, ranks, ranks_per_host)
     slowdown = network_slowdown(options, profile) if costs and not groups else 1.0
     # token buckets from the hot loop's models: over TCP the wire is the time, and the buckets
@@ -303,7 +304,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         finish=_finish(options, profile, slowdown),
         costs=costs,
-        jitter=_jitter(profile, costs, cfg.seed if cfg is not None else 0),
+        jitter=jitter,
         shaping=shaping,
         slowdown=slowdown,
         core_groups=groups,

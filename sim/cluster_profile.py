@@ -133,14 +133,14 @@ class ClusterProfile:
             return costs
         return {name: Slowed(cost, slowdown) for name, cost in costs.items()}
 
-    def shaping(self, slowdown=1.0, costs=None):
+    def shaping(self, slowdown=1.0):
         """The `sim.shaping.Shaping` of an emulated cluster's profile, or None: its buckets,
         and per measured pattern the latency of a small message and the payload per shaped
         byte (the largest messages' measured rate over the median configured rate); the rate
         of bytes within a burst is the one-way model's at half a burst (a ping-pong finds its
         bucket full; a Sendrecv back to back never does). ``slowdown``: as `Slowed`, on the
         latency and the rate within a burst (the machine's own work), not on the buckets."""
-        costs = self.costs if costs is None else costs
+        costs = self.costs
         if not self.shaper or not costs:
             return None
         rates = sorted(rate for rate, _ in self.shaper)

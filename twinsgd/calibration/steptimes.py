@@ -24,6 +24,33 @@ from pathlib import Path
 import numpy as np
 
 GRID = tuple(i / 100 for i in range(101))  # probabilities of the stored quantiles
+
+
+def check_quantiles(q, name):
+    """ValueError (naming ``name``) unless ``q`` is a quantile function on `GRID`: one value
+    per probability, finite, > 0 and non-decreasing."""
+    if len(q) != len(GRID):
+        raise ValueError(f"{name} must hold {len(GRID)} values, got {len(q)}")
+    falls = any(b < a for a, b in itertools.pairwise(q))
+    if falls or not all(math.isfinite(x) and x > 0 for x in q):
+        raise ValueError(f"{name} must be finite, > 0 and non-decreasing")
+
+
+def quantile_at(q, p):
+    """The quantile function ``q`` (on `GRID`) at probability ``p`` in [0, 1], linearly
+    interpolated; plain Python, since the simulator draws per Compute and per message."""
+    x = p * (len(GRID) - 1)
+    i = min(int(x), len(GRID) - 2)
+    return q[i] + (x - i) * (q[i + 1] - q[i])
+
+
+def quantile_mean(q):
+    """The mean of the distribution whose quantile function on `GRID` is ``q`` (the
+    interpolated function's: trapezoids)."""
+    q = np.asarray(q, dtype=np.float64)
+    return float(np.mean((q[1:] + q[:-1]) / 2))
+
+
 WARMUP_STEPS = 2  # each rank's first steps are dropped: one-off page faults and cold caches
 
 
@@ -88,12 +115,7 @@ class StepTimes:
         return self.own_s / self.own_solo_s if self.own_s > 0 and self.own_solo_s > 0 else 1.0
 
     def __post_init__(self):
-        q = self.quantiles_s
-        if len(q) != len(GRID):
-            raise ValueError(f"quantiles_s must hold {len(GRID)} values, got {len(q)}")
-        falls = any(b < a for a, b in itertools.pairwise(q))
-        if falls or not all(math.isfinite(x) and x > 0 for x in q):
-            raise ValueError("quantiles_s must be finite, > 0 and non-decreasing")
+        check_quantiles(self.quantiles_s, "quantiles_s")
         if self.batch_size < 1 or self.steps < 1:
             raise ValueError(
                 f"batch_size and steps must be >= 1, got {self.batch_size} and {self.steps}"
@@ -115,15 +137,11 @@ class StepTimes:
     @property
     def mean_s(self):
         """Mean seconds per step (of the interpolated quantile function)."""
-        q = np.asarray(self.quantiles_s)
-        return float(np.mean((q[1:] + q[:-1]) / 2))
+        return quantile_mean(self.quantiles_s)
 
     def seconds_at(self, p):
         """The quantile at probability ``p`` in [0, 1], linearly interpolated on `GRID`."""
-        x = p * (len(GRID) - 1)
-        i = min(int(x), len(GRID) - 2)
-        q = self.quantiles_s
-        return q[i] + (x - i) * (q[i + 1] - q[i])
+        return quantile_at(self.quantiles_s, p)
 
     def at_batch(self, batch, per_step_s, per_sample_s):
         """These step times moved to steps of ``batch`` samples by a calibration's hot-loop fit
