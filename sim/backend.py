@@ -15,9 +15,8 @@ idle nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N m
 NIC queue behind each other there. ``--network fat-tree:K | torus | ring | FILE`` route over more
 hops (`sim.network.make_network`).
 
-Faults (``--faults FILE``, ``--fail``: `run.faults`) are acted out as the real backend acts
-them out: a kill stops the node's process, an exception raises `InjectedFault` out of the run, a
-slow fault multiplies the node's compute time; nodes left waiting on a killed one get `PeerFailed`.
+Faults (``--faults FILE``, ``--fail``: `run.faults`) are acted out by `sim.faults`, as the real
+backend acts them out; nodes left waiting on a killed one get `PeerFailed`.
 """
 
 import gc
@@ -29,6 +28,7 @@ import simpy
 
 from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, shared_cores
+from sim.faults import Killed, SimulatedFaults
 from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import (
@@ -48,12 +48,10 @@ from twinsgd.programs.ops import (
     Compute,
     Evaluate,
     Exchange,
-    PeerFailed,
     Recv,
     Send,
     SendRecv,
 )
-from twinsgd.run.faults import Fault, FaultSchedule, InjectedFault
 
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
 
@@ -82,29 +80,6 @@ def _simulated(algorithm, buf, size, library="mpich"):
     if algorithm in ALLREDUCES:
         return algorithm
     return allreduce_algorithm(library, buf.size, buf.itemsize, size)
-
-
-class _Crash:
-    """The cause of the interrupt that stops a failing node."""
-
-
-class _Killed(BaseException):
-    """Raised inside a node program at the step a scheduled kill strikes; ends its process (not
-    an Exception: no program's ``except`` may catch a kill)."""
-
-
-def _peers(op):
-    """The nodes an operation waits on: a set of ranks (ANY_SOURCE among them for a receive from
-    anyone), or None for a collective (every node)."""
-    if isinstance(op, Recv):
-        return {op.source}
-    if isinstance(op, Send):
-        return {op.dest}
-    if isinstance(op, SendRecv):
-        return {op.dest, op.source}
-    if isinstance(op, Exchange):
-        return set(op.payloads)
-    return None
 
 
 def _snapshot(payload):
@@ -206,18 +181,15 @@ class Simulator:
         self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
         self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
         self._allreduce_bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
-        self.failed = {}  # rank -> simulated time it failed at
-        self.failures = {}  # rank -> what happened to it (``rank 3 killed at step 40``)
         self._current = [None] * len(nodes)  # each node's operation in progress
         self.on_step = {}  # rank -> called as it ends each step (sim.run's progress bar)
-        self.faults = FaultSchedule()
-        self._faulty = False  # bool(self.faults), asked at every compute and step
         # whether compute times vary from node to node or draw to draw (stragglers, speeds)
         self._scaled = bool(self.compute.straggle_probability) or any(
             speed != 1.0 for speed in self.compute.speeds
         )
         # the step each node is in (1-based, its own count; a resumed run's after its checkpoint)
         self._step_no = [getattr(node, "start_iteration", 0) + 1 for node in nodes]
+        self.faults = SimulatedFaults(self.env, step_no=self._step_no)  # none until `run`
         self._computes = [0] * len(nodes)  # computes each node has begun (straggler draws)
         self._straggles = {}  # compute count -> every node's straggler factor for it
         self._step_rng = [
@@ -255,25 +227,19 @@ class Simulator:
         """Run every program to its end; return their return values (rank order; None for a
         node that failed).
 
-        ``faults``: the run's `run.faults.FaultSchedule`, acted out as the real backend
-        does: a fault strikes as its rank starts step ``step`` (its own count, as the real
-        backend counts) or at ``time`` on the simulated clock. A kill ends the node's process
-        there; an exception raises `InjectedFault` from here; a slow fault multiplies the
-        node's compute time. A kill shows when the simulation has nothing left to do but nodes
-        still wait (as ULFM MPI reports a failed peer to a blocked operation): `PeerFailed` is
-        thrown into the programs whose operation involves a failed node (`_told`), which go on
-        without the failed nodes or (uncaught) end the run by raising it from here.
-        Nodes that wait forever with no node failed are a bug in a program: RuntimeError.
+        ``faults``: the run's `run.faults.FaultSchedule`, acted out by `sim.faults` (what
+        failed, and when, is then in ``self.faults.failed``). A kill shows when the simulation
+        has nothing left to do but nodes still wait: `PeerFailed` is thrown into the programs
+        whose operation involves a failed node, which go on without it or (uncaught) end the
+        run by raising it from here. Nodes that wait forever with no node failed are a bug in
+        a program: RuntimeError.
         """
-        self.faults = faults or FaultSchedule()
-        self._faulty = bool(self.faults)
+        self.faults = SimulatedFaults(self.env, faults, self._step_no, self._evaluations_without)
         processes = [
             self.env.process(self._process(node, program))
             for node, program in zip(self.nodes, programs, strict=True)
         ]
-        for fault in self.faults.faults:
-            if fault.time_s is not None:
-                self.env.process(self._strike_at(processes[fault.rank], fault))
+        self.faults.start(processes)
         # NOTE: the cyclic garbage collector runs rarely while the simulation runs, for speed: with
         # thousands of programs suspended mid-step, most young objects live on, and collections
         # took a third of a 10,000-node run (memory is the same: nothing cyclic piles up)
@@ -283,53 +249,17 @@ class Simulator:
             self.env.run()
         finally:
             gc.set_threshold(*threshold)
-        notices = 0
-        while waiting := [
-            r for r, p in enumerate(processes) if p.is_alive and r not in self.failed
-        ]:
-            if not self.failed:
-                raise RuntimeError(f"nodes {waiting} wait forever")
-            notices += 1  # a program that catches the notice must make progress or end
-            if notices > 2 * len(processes):
-                raise RuntimeError(
-                    f"nodes {waiting} go on waiting after {notices - 1} failure notices"
-                )
-            notice = PeerFailed(
-                sorted(self.failed.items()), [self.failures[r] for r in sorted(self.failed)]
-            )
-            for rank in self._told(waiting):
-                processes[rank].interrupt(notice)
-            self.env.run()
-        return [None if r in self.failed else p.value for r, p in enumerate(processes)]
+        self.faults.notify(processes, self._current)
+        failed = self.faults.failed
+        return [None if r in failed else p.value for r, p in enumerate(processes)]
 
-    def _told(self, waiting):
-        """Which of the ``waiting`` nodes learn of the failures: those whose operation involves a
-        failed node (as ULFM reports it to the operations that would need it), else those that
-        wait on any source (a server that cannot tell who will not come), else the lowest."""
-        involved, any_source = [], []
-        for rank in waiting:
-            peers = _peers(self._current[rank])
-            if peers is None or peers & self.failed.keys():
-                involved.append(rank)
-            elif ANY_SOURCE in peers:
-                any_source.append(rank)
-        return involved or any_source or waiting[:1]
-
-    def _strike_at(self, process, fault):
-        """Act out a fault scheduled at a time: a kill stops the node's program where it is, an
-        exception is raised from the program's current operation."""
-        yield self.env.timeout(max(0.0, fault.time_s - self.env.now))
-        if process.is_alive:
-            if fault.kind == "kill":
-                self._record_kill(fault)
-            process.interrupt(_Crash() if fault.kind == "kill" else fault)
-
-    def _record_kill(self, fault):
-        self.failed[fault.rank] = self.env.now
-        self.failures[fault.rank] = fault.describe()
+    def _evaluations_without(self, rank):
+        """After ``rank`` was killed: release the collective evaluations the live nodes have
+        now all reached."""
+        alive = len(self.nodes) - len(self.faults.failed)
         for key in [k for k in self._arrivals if len(k) == 2 and k[1] is True]:
-            arrived = self._arrivals[key]  # a collective evaluation now complete without it
-            if arrived and len(arrived) >= len(self.nodes) - len(self.failed):
+            arrived = self._arrivals[key]
+            if arrived and len(arrived) >= alive:
                 self.env.process(self._release(key))
 
     def _release(self, key):
@@ -340,17 +270,6 @@ class Simulator:
             self._arrivals.setdefault((key, "done"), self.env.event()).succeed(
                 self._evaluate_now(arrived)
             )
-
-    def _strike(self, rank):
-        """Act out the kill or exception of ``rank`` at the start of the step it is in (called
-        from the program's own code, as the real backend strikes in its step-end hook)."""
-        fault = self.faults.failure_at(rank, self._step_no[rank])
-        if fault is None:
-            return
-        if fault.kind == "kill":
-            self._record_kill(fault)
-            raise _Killed()
-        raise InjectedFault(fault.describe())
 
     def _step_ender(self, node):
         rank, env, step_no, log = node.rank, self.env, self._step_no, self.logs[node.rank]
@@ -363,8 +282,8 @@ class Simulator:
             if rank in self.on_step:
                 self.on_step[rank]()
             step_no[rank] = step.iteration + 1
-            if self._faulty:
-                self._strike(rank)
+            if self.faults.active:
+                self.faults.strike(rank)
 
         return end_step
 
@@ -398,8 +317,8 @@ class Simulator:
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
         try:
-            self._strike(rank)  # a fault at step 1 strikes before the program starts
-        except _Killed:
+            self.faults.strike(rank)  # a fault at step 1 strikes before the program starts
+        except Killed:
             program.close()
             return None
         # NOTE: this loop runs twice per step per node (10,000 nodes: 2 million times a run), so
@@ -412,7 +331,7 @@ class Simulator:
                 op = program.send(reply) if notice is None else program.throw(notice)
             except StopIteration as stop:
                 return stop.value
-            except _Killed:
+            except Killed:
                 program.close()
                 return None
             notice = None
@@ -442,11 +361,9 @@ class Simulator:
                 if traced:
                     self.timeline.trace(self.logs[rank], rank, type(op).__name__.lower(), start)
             except simpy.Interrupt as interrupt:
-                if isinstance(interrupt.cause, _Crash):
+                if self.faults.interrupted(interrupt.cause) == "killed":
                     program.close()
                     return None
-                if isinstance(interrupt.cause, Fault):  # an exception scheduled at a time
-                    raise InjectedFault(interrupt.cause.describe()) from None
                 notice = interrupt.cause  # PeerFailed, thrown into the program
 
     # -- handlers: generators of SimPy events; each returns the reply ------------------------------
@@ -497,8 +414,8 @@ class Simulator:
             seconds = perf_counter() - t0
         if self._scaled:
             seconds *= self._scale(node.rank)
-        if self._faulty:  # a slow fault: this node runs at 1/factor of its speed
-            seconds *= self.faults.slowdown(node.rank, self._step_no[node.rank])
+        if self.faults.active:  # a slow fault: this node runs at 1/factor of its speed
+            seconds *= self.faults.slowdown(node.rank)
         self.logs[node.rank].charge("compute", seconds)
         return result, seconds
 
@@ -817,7 +734,7 @@ class Simulator:
 
     def _evaluate(self, node, op):
         """A rendezvous of every live node (or the reporter alone) that takes no simulated time."""
-        members = len(self.nodes) - len(self.failed) if op.collective else 1
+        members = len(self.nodes) - len(self.faults.failed) if op.collective else 1
         key = (op.iteration, op.collective)
         arrived = self._arrivals.setdefault(key, {})
         arrived[node.rank] = op

@@ -293,14 +293,14 @@ def run_simulation(run):
     finally:
         if bar is not None:
             bar.close()
-    if reporter in simulator.failed:  # nobody left to report the result: the run failed
-        _stopped(log, logs, "; ".join(simulator.failures[r] for r in sorted(simulator.failed)))
+    failed, failures = simulator.faults.failed, simulator.faults.failures
+    if reporter in failed:  # nobody left to report the result: the run failed
+        _stopped(log, logs, "; ".join(failures[r] for r in sorted(failed)))
     log.all_totals = [node_log.node_totals() for node_log in logs]
     log.sample_per_node(cluster.steps_sample)
-    if simulator.failed:
+    if failed:
         log.header["failed"] = [
-            {"rank": r, "time_s": t, "why": simulator.failures[r]}
-            for r, t in simulator.failed.items()
+            {"rank": r, "time_s": t, "why": failures[r]} for r, t in failed.items()
         ]
     log.finish(
         "done",
