@@ -77,6 +77,7 @@ exception on any rank aborts the whole job, so nobody hangs). The file is writte
 import contextlib
 import datetime
 import io
+import logging
 import os
 import socket
 import subprocess
@@ -95,6 +96,8 @@ from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.steptimes import step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
+
+logger = logging.getLogger(__name__)
 
 # Message sizes, bytes: 8 B .. 4 MiB (--quick: powers of 4 to 2 MiB), past the largest message
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
@@ -277,7 +280,7 @@ def _load(args):
     allow_download = os.environ.get("TWINSGD_OFFLINE") != "1"
     dataset = load_dataset(args.dataset, args.data_dir, allow_download=allow_download)
     if dataset.note:
-        print(dataset.note, file=sys.stderr)
+        logger.info(dataset.note)
     if args.batch_size > dataset.n_train:
         raise ValueError(
             f"--batch-size {args.batch_size} is larger than {dataset.name}'s "

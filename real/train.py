@@ -19,6 +19,7 @@ hangs, and the run folder says ``failed: ...``).
 """
 
 import importlib.metadata
+import logging
 import os
 import sys
 import time
@@ -40,6 +41,8 @@ from twinsgd.run.config import add_config_arguments, parse_config
 from twinsgd.run.faults import InjectedFault
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import RunLog, chrome_trace, failure_status, progress_bar, run_header
+
+logger = logging.getLogger(__name__)
 
 GRACE_S = 5.0  # a rank whose watchdog fired leaves the reporting to a lower one this long
 FORWARD_S = 0.2  # mpiexec forwards a rank's stderr line in this time; MPI_Abort may drop it
@@ -63,11 +66,15 @@ def main(argv=None):
     rank, size = comm.rank, comm.size
     folder = RunFolder(_claim_folder(cfg, comm, parser.prog))
     if dataset.note and rank == 0:
-        print(dataset.note, file=sys.stderr)
+        logger.info(dataset.note)
 
     checkpoint = _resume_point(cfg, comm, parser.prog) if cfg.resume else None
     where = comm.allgather((MPI.Get_processor_name(), boot_id(), os.getpid()))
     header = _header(cfg, dataset, model, size, where, blas)
+    if rank == 0:
+        hosts = sorted({host for host, _, _ in where})
+        placed = f"{size} rank(s) on {len(hosts)} host(s) ({', '.join(hosts[:4])})"
+        logger.debug(f"{placed}; {header['mpi']}")
     reporter = rank == node.reporter
     ups = updates_per_step(cfg, size, node.reporter)
     per_epoch = node.steps_per_epoch * ups
@@ -160,7 +167,7 @@ def _prepare(argv, parser, comm):
 
         def say(note):  # what a default chose: once, from rank 0
             if rank == 0:
-                print(f"{prog}: {note}", file=sys.stderr)
+                logger.info(note)
 
         try:
             (node,) = prepare_nodes([rank], size, cfg, dataset, lambda _: model, say)
@@ -244,11 +251,7 @@ def _stop(log, comm, why, say, status):
     if not say:  # another rank says it and aborts the job; this one only if that one cannot
         time.sleep(GRACE_S)
     else:
-        print(
-            f"python -m real.train: run stopped: {why} (run folder {log.folder.path})",
-            file=sys.stderr,
-        )
-        sys.stderr.flush()
+        logger.error(f"run stopped: {why} (run folder {log.folder.path})")
     log.fail(why)
     if comm.size > 1:
         time.sleep(FORWARD_S)
@@ -268,8 +271,7 @@ def _interrupted(log, folder, step):
         first = False
     if first:
         log.fail(why)
-        print(f"python -m real.train: {why} (run folder {folder.path})", file=sys.stderr)
-    sys.stderr.flush()
+        logger.error(f"{why} (run folder {folder.path})")
     os._exit(130)
 
 

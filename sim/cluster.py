@@ -115,6 +115,25 @@ class Cluster:
             ),
         )
 
+    def describe(self):
+        """One line on what is simulated (``--verbose``): hosts, cores, network, costs, engine."""
+        placed = (
+            f"{self.ranks} ranks on {self.hosts} host(s) of {self.ranks_per_host}"
+            if self.ranks_per_host > 1
+            else f"{self.ranks} ranks, one a host"
+        )
+        turns = "; ".join(
+            f"{len(ranks)} ranks on {cores} core(s), turns of {1e3 * self.time_slice_s:g} ms"
+            for ranks, cores in self.core_groups[:2]
+        )
+        costs = f"measured costs {'+'.join(sorted(self.costs))}" if self.costs else "alpha-beta"
+        return (
+            f"{placed}{f' ({turns})' if turns else ''}; {self.network}, "
+            f"{1e6 * self.latency_s:g} us, {8 * self.bandwidth_Bps / 1e9:g} Gbit/s, {costs}"
+            f"{', token buckets' if self.shaping is not None else ''}; mpi {self.mpi}; "
+            f"compute {self.compute.kind}; {self.collectives} collectives, {self.engine} engine"
+        )
+
     def header(self):
         """config.json's ``cluster``: what was simulated, each default resolved."""
         compute = self.compute

@@ -15,10 +15,12 @@ folder says ``"status": "failed: rank 3 killed at step 40"``); 1 a bug.
 """
 
 import importlib.metadata
+import logging
 import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
 
 import numpy as np
 
@@ -49,6 +51,8 @@ from twinsgd.run.runlog import (
     run_header,
 )
 from twinsgd.run.units import flag_type
+
+logger = logging.getLogger(__name__)
 
 
 def build_parser(parser_class=OneLineParser):
@@ -147,11 +151,11 @@ class Simulation:
     header: dict  # the run's config.json document
 
 
-def _stderr(note):
-    print(f"python -m sim.run: {note}", file=sys.stderr)
+def _note(note):
+    logger.info(note)
 
 
-def prepare_simulation(cfg, options, say=_stderr):
+def prepare_simulation(cfg, options, say=_note):
     """Check a simulated run and set it up: profile, data, the `Cluster` (its network made once,
     here), nodes, resume point, and last its run folder, so that bad input leaves no folder
     behind. ``options``: sim.run's cluster flags (`build_parser`'s "cluster" group). ValueError
@@ -163,6 +167,7 @@ def prepare_simulation(cfg, options, say=_stderr):
     dataset, shared_model = _data_and_model(cfg, options)
     name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
     cluster = build_cluster(options, profile, cfg, name, flops_per_sample)
+    logger.debug(f"cluster: {cluster.describe()}")
     size, analytic, network = cluster.ranks, cluster.engine == "analytic", None
     if analytic:  # a few arrays over the nodes: no network, no nodes
         check_analytic(cfg, cluster)
@@ -310,7 +315,7 @@ def run_simulation(run):
     return folder.read_json("summary.json")
 
 
-def simulate(cfg, options, say=_stderr):
+def simulate(cfg, options, say=_note):
     """Simulate the run ``cfg`` (a `RunConfig`) on the cluster ``options`` (sim.run's flags) and
     write its run folder; returns its summary. `prepare_simulation`, then `run_simulation`
     (their errors: ValueError or `DataError` for bad input, `RunStopped` at a fault).
@@ -337,19 +342,20 @@ def main(argv=None):
         run = prepare_simulation(cfg, options)
     except (DataError, ValueError) as err:
         parser.error(str(err))
+    started = perf_counter()
     try:
         summary = run_simulation(run)
     except OSError as err:
         if err.errno not in DISK_FULL:
             raise
-        print(f"python -m sim.run: failed: {failure_status(err)}", file=sys.stderr)
+        logger.error(f"failed: {failure_status(err)}")
         return 1
     except RunStopped as stop:
-        print(
-            f"python -m sim.run: run stopped: {stop} (run folder {run.folder.path})",
-            file=sys.stderr,
-        )
+        logger.error(f"run stopped: {stop} (run folder {run.folder.path})")
         return 3
+    logger.debug(
+        f"simulated {summary['time_s']:.6g} s of training in {perf_counter() - started:.2f} s"
+    )
     print(_report(summary, run.cluster.ranks, run.folder.path))
     return 0
 

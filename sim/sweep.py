@@ -46,6 +46,7 @@ import csv
 import io
 import itertools
 import json
+import logging
 import multiprocessing
 import os
 import re
@@ -55,6 +56,8 @@ from pathlib import Path
 
 from twinsgd.cli import CheckingParser, OneLineParser
 from twinsgd.run.config import option_actions, parse_command
+
+logger = logging.getLogger(__name__)
 
 SUMMARY_COLUMNS = (
     "status",
@@ -452,18 +455,15 @@ def _sweep(grid, shared, flags, out, executor_kind, workers):
     columns, csv_path = csv_columns(grid), out / "sweep.csv"
     write_csv(csv_path, columns, [])
     executor, slots, description = make_executor(executor_kind, workers, len(points))
-    print(f"sweep: {len(points)} points on {description}, results in {csv_path}", file=sys.stderr)
+    logger.info(f"{len(points)} points on {description}, results in {csv_path}")
     rows = {}
     try:
         for i, outcome in _finished_points(executor, slots, argvs):
             rows[i] = csv_row(points[i], outcome, names[i])
             write_csv(csv_path, columns, [rows[k] for k in sorted(rows)])
-            print(progress_line(len(rows), len(points), names[i], outcome), file=sys.stderr)
+            logger.info(progress_line(len(rows), len(points), names[i], outcome))
     except KeyboardInterrupt:
-        print(
-            f"sweep: interrupted, {len(rows)} of {len(points)} points in {csv_path}",
-            file=sys.stderr,
-        )
+        logger.error(f"interrupted, {len(rows)} of {len(points)} points in {csv_path}")
         return 130
     finally:
         executor.shutdown(wait=True, cancel_futures=True)

@@ -12,6 +12,7 @@ stderr); 1 if the table cannot be written (a full disk: one line).
 """
 
 import json
+import logging
 import os
 import sys
 import zipfile
@@ -21,6 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from twinsgd.cli import OneLineParser
+
+logger = logging.getLogger(__name__)
 
 ROWS = (  # (label, function of (summary, config) -> number or None, format)
     ("clock", lambda s, c: c.get("clock"), "{}"),
@@ -162,7 +165,7 @@ def main(argv=None):
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (open until the interpreter exits)
         if isinstance(err, BrokenPipeError):  # | head: the reader had enough
             return 0
-        print(f"{parser.prog}: cannot write the table: {err.strerror}", file=sys.stderr)
+        logger.error(f"cannot write the table: {err.strerror}")
         return 1
     return 0
 

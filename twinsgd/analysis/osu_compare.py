@@ -15,12 +15,12 @@ bandwidth's). Exit status 2 with one line for a file that is not a table, or two
 benchmarks.
 """
 
-import argparse
 import sys
 
 import numpy as np
 
 from twinsgd.calibration.osu_tables import read_table
+from twinsgd.cli import OneLineParser
 
 
 def compare(measured, simulated, min_bytes=0):
@@ -68,7 +68,7 @@ def plot(rows, bench, out):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m twinsgd.analysis.osu_compare",
         description="Compare a measured and a simulated OSU table, size by size.",
     )

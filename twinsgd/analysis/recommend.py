@@ -22,9 +22,9 @@ Exit status: 0 (a candidate reached the target), 1 (none did: the table says how
 came), 2 bad input.
 """
 
-import argparse
 import concurrent.futures
 import csv
+import logging
 import math
 import multiprocessing
 import os
@@ -34,7 +34,10 @@ from pathlib import Path
 
 from sim.sweep import run_point
 from twinsgd.analysis.study import markdown
+from twinsgd.cli import OneLineParser
 from twinsgd.programs.ghost import TRAIN_EXAMPLES
+
+logger = logging.getLogger(__name__)
 
 BASELINE = "allreduce every step"
 
@@ -64,7 +67,7 @@ def candidates(nodes):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="python -m twinsgd.analysis.recommend",
         description="Rank configurations by simulated time to a target accuracy on a cluster.",
     )
@@ -240,10 +243,8 @@ def main(argv=None):
     todo = candidates(args.nodes)
     argvs = [[*flags, *shared, "--out", str(out / f"{i:02d}")] for i, (_, flags) in enumerate(todo)]
     workers = min(args.workers or os.cpu_count() or 1, len(todo))
-    print(
-        f"recommend: {len(todo)} configurations on {args.nodes} nodes of {args.profile}, "
-        f"run folders in {out}",
-        file=sys.stderr,
+    logger.info(
+        f"{len(todo)} configurations on {args.nodes} nodes of {args.profile}, run folders in {out}"
     )
     spawn = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=spawn) as pool:
@@ -257,11 +258,10 @@ def main(argv=None):
         for argv, o in zip(argvs, outcomes, strict=True):
             if o["summary"] is not None:
                 o["summary"]["time_to_target_s"] = time_to(Path(argv[-1]), target)
-        print(
-            f"recommend: target {100 * target:.0f} % test accuracy, 95 % of the best final "
+        logger.info(
+            f"target {100 * target:.0f} % test accuracy, 95 % of the best final "
             f"accuracy the candidates reach in {args.epochs} epoch(s) on this data; "
-            f"--target-accuracy sets another",
-            file=sys.stderr,
+            f"--target-accuracy sets another"
         )
     ranked = rank(
         [

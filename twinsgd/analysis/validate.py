@@ -42,6 +42,7 @@ an emulated cluster is taken down, no table is written).
 
 import contextlib
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -63,6 +64,8 @@ from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this
     write_outputs,
 )
 from twinsgd.cli import OneLineParser
+
+logger = logging.getLogger(__name__)
 
 CONFIGS = {  # name -> real.train / sim.run flags
     "allreduce-ring": ("--algorithm", "allreduce", "--allreduce", "ring"),
@@ -543,7 +546,7 @@ def main(argv=None):
     if why and len(emulated) == len(networks):
         parser.error(f"--networks {','.join(networks)}: {why}")
     if why:
-        print(f"skipping {', '.join(emulated)}: {why}", file=sys.stderr)
+        logger.warning(f"skipping {', '.join(emulated)}: {why}")
         networks = ["shm"]
     cells = matrix(configs, hosts, networks)
     try:  # the one folder everything goes into: refused now, in one line, if it cannot be
@@ -563,13 +566,11 @@ def main(argv=None):
             repeats,
             args.quick,
             args.timeout,
-            say=lambda line: print(line, file=sys.stderr, flush=True),
+            say=logger.info,
         )
     except KeyboardInterrupt:
-        print(
-            f"{parser.prog}: stopped by {signal.Signals(stopped[-1]).name} (runs stopped, "
-            f"no table written)",
-            file=sys.stderr,
+        logger.error(
+            f"stopped by {signal.Signals(stopped[-1]).name} (runs stopped, no table written)"
         )
         return 128 + stopped[-1]
     finally:

@@ -20,6 +20,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from twinsgd.cli import progress_shown
+
 from .errors import DataError
 from .sources import SOURCES, verify
 
@@ -148,7 +150,7 @@ def _progress(name, response):
         unit_scale=True,
         desc=name,
         file=sys.stderr,
-        disable=None,
+        disable=None if progress_shown() else True,
         leave=False,
     )
 

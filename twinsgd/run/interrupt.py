@@ -2,7 +2,9 @@
 traceback. The run folder, if any, has already said so (``failed: interrupted``)."""
 
 import functools
-import sys
+import logging
+
+from twinsgd.cli import set_up_logging
 
 
 def one_line_on_interrupt(prog):
@@ -21,7 +23,9 @@ def one_line_on_interrupt(prog):
             try:
                 return main(*args, **kwargs)
             except KeyboardInterrupt:
-                print(f"{prog}: interrupted (SIGINT)", file=sys.stderr)
+                if not logging.getLogger().handlers:  # main called before its parser ran
+                    set_up_logging(prog)
+                logging.getLogger(__name__).error("interrupted (SIGINT)")
                 return 130
 
         return wrapped

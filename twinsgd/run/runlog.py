@@ -21,6 +21,7 @@ import time
 import numpy as np
 
 import twinsgd
+from twinsgd.cli import progress_shown
 from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS
 
 KINDS = ("compute", "comm", "wait")
@@ -325,5 +326,10 @@ def progress_bar(total):
     from tqdm import tqdm
 
     return tqdm(
-        total=total, unit="step", dynamic_ncols=True, mininterval=0.5, file=sys.stderr, disable=None
+        total=total,
+        unit="step",
+        dynamic_ncols=True,
+        mininterval=0.5,
+        file=sys.stderr,
+        disable=None if progress_shown() else True,  # off under --quiet
     )
