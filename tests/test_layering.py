@@ -58,3 +58,51 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     module.write_text("def f():\n    from sim.network import make_network\n")
     assert any(_violates(name, "sim") for name in imported_names(module))
     assert not _violates("simpy", "sim")
+
+
+LAYERS = (
+    "twinsgd/programs",
+    "twinsgd/run",
+    "twinsgd/calibration",
+    "twinsgd/data",
+    "twinsgd/analysis",
+    "twinsgd/cli",
+    "sim",
+    "real",
+    "topologies",
+    "models",
+)
+
+
+def _layer(module):
+    """The layer (a key of `LAYERS`) a module name belongs to, or None (a library)."""
+    parts = module.split(".")
+    name = "/".join(parts[:2]) if parts[0] == "twinsgd" and len(parts) > 1 else parts[0]
+    return name if name in LAYERS else None
+
+
+def layer_imports():
+    """layer -> the set of other layers its modules import, read from the code."""
+    graph = {}
+    for layer in LAYERS:
+        paths = [ROOT / f"{layer}.py"] if (ROOT / f"{layer}.py").is_file() else []
+        paths += sorted((ROOT / layer).rglob("*.py")) if (ROOT / layer).is_dir() else []
+        graph[layer] = {
+            _layer(name) for path in paths for name in imported_names(path) if _layer(name)
+        } - {layer}
+    return graph
+
+
+def drawn_imports():
+    """layer -> the layers docs/layout.md's table says it imports."""
+    text = (ROOT / "docs" / "layout.md").read_text()
+    table = text.split("| layer | imports, of this project's layers |")[1].split("\n\n")[0]
+    graph = {}
+    for row in table.strip().splitlines()[1:]:
+        layer, imports = (cell.strip() for cell in row.strip("|").split("|"))
+        graph[layer.strip("`")] = {name.strip("` ") for name in imports.split(",")} - {"(none)"}
+    return graph
+
+
+def test_docs_layout_draws_the_imports_the_code_has():
+    assert drawn_imports() == layer_imports()
