@@ -8,7 +8,9 @@ measured``); a message crosses the network model (`sim.network`: its route's lin
 `sim.network.Mailbox` that Recv takes from by source and tag); collectives are decomposed into
 the point-to-point steps of the real algorithm (the ring allreduce is the very generator the MPI
 backend drives), so the arithmetic and its order are the real run's and the weights come out bit
-for bit the same. Evaluations are rendezvous of all nodes that take no simulated time.
+for bit the same (``--collectives closed-form``: one event a collective, `sim.closed_form`).
+Evaluations are rendezvous of all nodes that take no simulated time. Where ranks share cores,
+they take turns on them (`sim.cores`); the timeline of drawn nodes is `sim.timeline`'s.
 
 The default network is a star (one non-blocking switch, full-duplex NICs, FIFO): n bytes between
 idle nodes take ``latency + n / bandwidth``, the alpha-beta (Hockney) model; N messages into one
@@ -26,6 +28,7 @@ from time import perf_counter
 import numpy as np
 import simpy
 
+from sim.closed_form import ClosedFormAllreduce, simulated_allreduce
 from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, shared_cores
 from sim.faults import Killed, SimulatedFaults
@@ -33,14 +36,9 @@ from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import (
     ALLREDUCES,
-    allreduce_bytes,
-    alpha_beta_time,
     evaluate_for_log,
     finish_reduction,
 )
-from twinsgd.programs.ghost import GhostArray
-from twinsgd.programs.lockstep import run_lockstep
-from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
@@ -71,15 +69,6 @@ def _bytes_moved(op):
     if isinstance(op, Exchange):
         return sum(payload.nbytes for payload in op.payloads.values())
     return 0
-
-
-def _simulated(algorithm, buf, size, library="mpich"):
-    """The allreduce the simulator runs for ``--allreduce algorithm`` over ``buf``: ``mpi`` is
-    what the MPI ``library`` picks for that message (`programs.mpi_choices`; MPICH: recursive
-    doubling up to 2,048 bytes, Rabenseifner's above)."""
-    if algorithm in ALLREDUCES:
-        return algorithm
-    return allreduce_algorithm(library, buf.size, buf.itemsize, size)
 
 
 def _snapshot(payload):
@@ -178,9 +167,6 @@ class Simulator:
         self._parked = set()  # ranks off their core in `_blocked`, until they have one back
         self.entry_barrier = entry_barrier
         self.collectives = collectives
-        self._calls = [0] * len(nodes)  # collectives entered per node, to match them up
-        self._collectives = {}  # closed-form collectives in progress: number -> (bufs, done)
-        self._allreduce_bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
         self._current = [None] * len(nodes)  # each node's operation in progress
         self.on_step = {}  # rank -> called as it ends each step (sim.run's progress bar)
         # whether compute times vary from node to node or draw to draw (stragglers, speeds)
@@ -207,7 +193,6 @@ class Simulator:
             self.network = make_network(
                 self.env, network, len(nodes), latency_s, bandwidth_Bps, costs, shaping
             )
-        self._collective_link = {}  # nbytes -> (alpha, beta) of the closed forms, worked out once
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
@@ -216,7 +201,9 @@ class Simulator:
             Recv: self._recv,
             SendRecv: self._sendrecv,
             Allreduce: (
-                self._allreduce_closed_form if collectives == "closed-form" else self._allreduce
+                ClosedFormAllreduce(self.env, self.network, self.logs, mpi, gamma, self._finishing)
+                if collectives == "closed-form"
+                else self._allreduce
             ),
             Exchange: self._exchange,
             Allgather: self._allgather,
@@ -618,7 +605,7 @@ class Simulator:
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
-        algorithm = _simulated(op.algo, op.buf, node.size, self.mpi)
+        algorithm = simulated_allreduce(op.algo, op.buf, node.size, self.mpi)
         program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
         reply = None
         while True:
@@ -642,64 +629,6 @@ class Simulator:
         if self.finish is not None:
             return float(self.finish.seconds(op.buf.nbytes))
         return self.gamma * op.buf.nbytes
-
-    def _allreduce_closed_form(self, node, op):
-        """Wait for every node; the last one in runs the algorithm's arithmetic for all at once
-        and starts one timer of its alpha-beta time (`alpha_beta_time`) that releases them all:
-        one event per collective, so 10,000 nodes cost O(p) per collective. A node's wait is
-        from its arrival to the last one's; its comm is the algorithm's time."""
-        rank, size, entered = node.rank, node.size, self.env.now
-        self._calls[rank] = key = self._calls[rank] + 1
-        pending = self._collectives.get(key)
-        if pending is None:
-            pending = self._collectives[key] = ([], self.env.event())
-        bufs, done = pending
-        bufs.append((rank, op.buf))
-        if len(bufs) == size:
-            del self._collectives[key]
-            algorithm = _simulated(op.algo, op.buf, size, self.mpi)
-            if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
-                run_lockstep(  # the same additions in the same order, no messages' events
-                    [
-                        ALLREDUCES[algorithm](buf, rank, size)
-                        for rank, buf in sorted(bufs, key=lambda b: b[0])
-                    ],
-                    buffered=True,
-                )
-            seconds = alpha_beta_time(
-                algorithm,
-                op.buf.nbytes,
-                size,
-                *self._alpha_beta(op.buf.nbytes, size),
-                op.buf.itemsize,
-                self.gamma,
-            ) + self._finishing(op, size)
-            released = (seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size))
-            self.env.timeout(seconds).callbacks.append(lambda _: done.succeed(released))
-        (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
-        log.charge("wait", self.env.now - seconds - entered)
-        log.charge("comm", seconds, *bytes_by_rank[rank])
-        return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
-
-    def _bytes_by_rank(self, algorithm, n, itemsize, size):
-        """Every rank's (sent, received) bytes in one allreduce, worked out once per shape."""
-        key = (algorithm, n, itemsize, size)
-        table = self._allreduce_bytes.get(key)
-        if table is None:
-            table = self._allreduce_bytes[key] = [
-                allreduce_bytes(algorithm, n, itemsize, rank, size) for rank in range(size)
-            ]
-        return table
-
-    def _alpha_beta(self, nbytes, size):
-        """The (alpha s, beta B/s) the closed forms charge an allreduce of ``nbytes`` over
-        ``size`` ranks: the slowest step of a ring over the ranks in order for its chunks
-        (`RoutedNetwork.ring_link`; on the star of one rank a host, the flags' own), worked out
-        once per size."""
-        link = self._collective_link.get(nbytes)
-        if link is None:
-            link = self._collective_link[nbytes] = self.network.ring_link(nbytes / size)
-        return link
 
     def _exchange(self, node, op, token=True):
         if token and self.entry_barrier and op.payloads:  # an empty token with every peer first

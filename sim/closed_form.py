@@ -1,0 +1,99 @@
+"""Closed-form collectives (``--collectives closed-form``): one event per collective instead of
+its messages, for scale.
+
+Every node's buffer waits at the collective; the last one in runs the algorithm's arithmetic for
+all at once (the same generators, additions and order as the message level, through
+`programs.lockstep`, so the weights are the same bit for bit) and starts one timer of the
+algorithm's alpha-beta-gamma time (`programs.collectives.alpha_beta_time`, Thakur, Rabenseifner
+and Gropp 2005) that releases them all: O(p) work per collective for p nodes. Alpha and beta
+are asked of the network model (`sim.network.RoutedNetwork.ring_link`: the slowest step of a
+ring over the ranks in order, a calibrated profile's measured costs included), so the closed form
+and the message level agree wherever the network has no contention.
+"""
+
+from twinsgd.programs.collectives import (
+    ALLREDUCES,
+    allreduce_bytes,
+    alpha_beta_time,
+    finish_reduction,
+)
+from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.lockstep import run_lockstep
+from twinsgd.programs.mpi_choices import allreduce_algorithm
+
+
+def simulated_allreduce(algorithm, buf, size, library="mpich"):
+    """The allreduce program the simulator runs for ``--allreduce algorithm`` over ``buf``:
+    ``mpi`` is what the MPI ``library`` picks for that message (`programs.mpi_choices`)."""
+    if algorithm in ALLREDUCES:
+        return algorithm
+    return allreduce_algorithm(library, buf.size, buf.itemsize, size)
+
+
+class ClosedFormAllreduce:
+    """The simulator's handler of `Allreduce` in closed form: ``handler(node, op)`` is a SimPy
+    generator that returns the reduced buffer.
+
+    ``env``: the clock; ``network``: the `RoutedNetwork` whose ring link prices a step; ``logs``:
+    each rank's RunLog (a node's wait is from its arrival to the last one's, its comm the
+    algorithm's time); ``mpi``: the library whose choice ``--allreduce mpi`` runs; ``gamma``:
+    seconds a byte combined; ``finishing(op, size)``: seconds of the mean's pass after it.
+    """
+
+    def __init__(self, env, network, logs, mpi, gamma, finishing):
+        self.env, self.network, self.logs = env, network, logs
+        self.mpi, self.gamma, self.finishing = mpi, gamma, finishing
+        self._calls = [0] * len(logs)  # collectives entered per node, to match them up
+        self._pending = {}  # collectives in progress: number -> (bufs, done)
+        self._bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
+        self._links = {}  # nbytes -> (alpha, beta), worked out once
+
+    def __call__(self, node, op):
+        rank, size, entered = node.rank, node.size, self.env.now
+        self._calls[rank] = key = self._calls[rank] + 1
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = ([], self.env.event())
+        bufs, done = pending
+        bufs.append((rank, op.buf))
+        if len(bufs) == size:
+            del self._pending[key]
+            released = self._run(op, sorted(bufs, key=lambda b: b[0]), size)
+            self.env.timeout(released[0]).callbacks.append(lambda _: done.succeed(released))
+        (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
+        log.charge("wait", self.env.now - seconds - entered)
+        log.charge("comm", seconds, *bytes_by_rank[rank])
+        return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
+
+    def _run(self, op, bufs, size):
+        """Add every rank's buffer (``bufs``: (rank, buf) in rank order) as the algorithm does;
+        return (its seconds, every rank's (sent, received) bytes)."""
+        algorithm = simulated_allreduce(op.algo, op.buf, size, self.mpi)
+        if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
+            run_lockstep(
+                [ALLREDUCES[algorithm](buf, rank, size) for rank, buf in bufs], buffered=True
+            )
+        nbytes = op.buf.nbytes
+        seconds = alpha_beta_time(
+            algorithm, nbytes, size, *self._link(nbytes, size), op.buf.itemsize, self.gamma
+        ) + self.finishing(op, size)
+        return seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size)
+
+    def _bytes_by_rank(self, algorithm, n, itemsize, size):
+        """Every rank's (sent, received) bytes in one allreduce, worked out once per shape."""
+        key = (algorithm, n, itemsize, size)
+        table = self._bytes.get(key)
+        if table is None:
+            table = self._bytes[key] = [
+                allreduce_bytes(algorithm, n, itemsize, rank, size) for rank in range(size)
+            ]
+        return table
+
+    def _link(self, nbytes, size):
+        """The (alpha s, beta B/s) charged an allreduce of ``nbytes`` over ``size`` ranks: the
+        slowest step of a ring over the ranks in order for its chunks
+        (`RoutedNetwork.ring_link`), worked out once per size."""
+        link = self._links.get(nbytes)
+        if link is None:
+            link = self._links[nbytes] = self.network.ring_link(nbytes / size)
+        return link
