@@ -15,7 +15,7 @@ export MKL_NUM_THREADS = 1
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[analysis,dev]'
+	$(BIN)/pip install --quiet -e '.[analysis,dev,mpich]'
 	touch $@
 
 # The main job, the twin, on the bundled data: measure a machine (network and the real program's

@@ -150,7 +150,7 @@ class Driver:
             Allgather: self._allgather,
         }
         if comm is not None:
-            from mpi4py import MPI
+            from real.mpi import MPI
 
             self.MPI = MPI
 

@@ -180,7 +180,7 @@ def main(argv=None):
     if "--from-osu" in argv or any(a.startswith("--from-osu=") for a in argv):
         # the fit simulates the tables, so it is the simulator's (real/ never imports sim/)
         return subprocess.call([sys.executable, "-m", "sim.calibrate", *argv])
-    from mpi4py import MPI
+    from real.mpi import MPI
 
     comm = MPI.COMM_WORLD
     parser = build_parser()
@@ -985,7 +985,7 @@ def _where(hosts, one_machine):
 
 def _mpi_library():
     """``MPICH 5.0.2``, ``Open MPI v4.1.5``: the library's name and version, one line."""
-    from mpi4py import MPI
+    from real.mpi import MPI
 
     first = MPI.Get_library_version().splitlines()[0]
     return " ".join(first.replace("Version:", "").split()).split(",")[0]

@@ -2,8 +2,7 @@
 
 import sys
 
-from mpi4py import MPI
-
+from real.mpi import MPI
 from twinsgd.cli import OneLineParser
 
 

@@ -37,9 +37,9 @@ median over passes drops, rather than every batch of one size.
 import time
 
 import numpy as np
-from mpi4py import MPI
 
 from real.backend import ring_allreduce_mpi
+from real.mpi import MPI
 
 _TAG = 17
 

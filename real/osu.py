@@ -26,9 +26,9 @@ shared machine). Buffers are bytes (``MPI.BYTE``), float32 for allreduce (a sum)
 import sys
 
 import numpy as np
-from mpi4py import MPI
 
 from real.cli import RankZeroParser
+from real.mpi import MPI
 from twinsgd.calibration.osu_tables import OSU_COLUMNS, format_table, osu_sizes
 from twinsgd.run.units import flag_type, parse_size_range
 

@@ -25,13 +25,12 @@ import sys
 import time
 import traceback
 
-from mpi4py import MPI
-
 from models import build_model
 from models.threads import one_blas_thread
 from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
+from real.mpi import LAUNCHER, MPI
 from real.watchdog import Heartbeat, Watchdog
 from twinsgd.data import DataError, load_dataset
 from twinsgd.programs import node_program, updates_per_step
@@ -299,6 +298,8 @@ def _header(cfg, dataset, model, size, where, blas):
         "wall",
         "real.train",
         mpi=MPI.Get_library_version().splitlines()[0].strip(),
+        launcher=LAUNCHER.name if LAUNCHER is not None else "none (one process)",
+        slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         hosts=[host for host, _, _ in where],
         machine_cores=(os.cpu_count() or 1) if one_machine else 0,
         blas_threads=blas,
