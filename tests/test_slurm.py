@@ -182,3 +182,27 @@ def test_an_sbatch_of_the_example_job_script_finishes_with_its_run_folder_whole(
     config = _whole(tmp_path / "runs" / f"slurm-{job_id}", job_id)
     assert config["launcher"] == "Slurm's srun (PMI-2)"
     assert "test accuracy" in log.read_text()
+
+
+def test_validate_measures_its_table_under_srun(slurm, tmp_path):
+    """``analysis.validate --launcher "srun --mpi=pmi2"``: the calibration and every real run
+    start through srun (one host, shared memory), and the table is made."""
+    out = tmp_path / "v"
+    cmd = [sys.executable, "-m", "twinsgd.analysis.validate", "--quick", "--networks", "shm"]
+    cmd += ["--configs", "allreduce-ring", "--iterations", "20", "--out", str(out)]
+    done = subprocess.run(
+        [*cmd, "--launcher", "srun --mpi=pmi2"],
+        cwd=ROOT,
+        env=slurm,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    cell = json.loads((out / "shm" / "allreduce-ring-2" / "row.json").read_text())
+    assert cell["status"] == "ok"
+    reals = [c for c in cell["commands"] if "real.train" in c]
+    assert reals and all(c[:4] == ["srun", "--mpi=pmi2", "-n", "2"] for c in reals)
+    config = json.loads((out / "shm" / "allreduce-ring-2" / "real-1" / "config.json").read_text())
+    assert config["launcher"] == "Slurm's srun (PMI-2)" and config["slurm_job_id"]
+    assert "allreduce-ring" in done.stdout

@@ -322,6 +322,8 @@ def test_a_run_past_its_timeout_is_stopped_and_its_stderr_goes_to_the_log(tmp_pa
         (["--hosts", "2,x"], "--hosts: 'x' is not a whole number"),
         (["--repeats", "0"], "--repeats must be >= 1, got 0"),
         (["--from", "/nonexistent/validate"], "no cells"),
+        (["--launcher", "srun '--mpi"], '--launcher "srun \'--mpi": No closing quotation'),
+        (["--launcher", "no-such-launcher -x"], "--launcher: 'no-such-launcher' is not a program"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(argv, message, capsys, monkeypatch):

@@ -20,6 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from twinsgd.analysis.launch import default_launcher, launch_command
+
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = os.environ.get("TWINSGD_SMOKE") == "1"
 
@@ -31,13 +33,14 @@ def _env():
 
 
 def _launch(ranks, cluster=False):
-    """The launcher prefix for ``ranks`` processes: none for one, ``mpiexec -n``, or the
-    emulated cluster's ``real.cluster run -n`` (one rank per emulated host)."""
+    """The launcher prefix for ``ranks`` processes: none for one, the emulated cluster's
+    ``real.cluster run -n`` (one rank per emulated host), else ``TWINSGD_LAUNCHER`` (``srun
+    --mpi=pmi2`` on an allocation) or the venv's ``mpiexec``, given ``-n ranks``."""
     if cluster:
         return [sys.executable, "-m", "real.cluster", "run", "-n", str(ranks), "--"]
     if ranks == 1:
         return []
-    return [str(Path(sys.executable).parent / "mpiexec"), "-n", str(ranks)]
+    return launch_command(ranks, [], default_launcher())
 
 
 def _run(cmd, timeout_s):

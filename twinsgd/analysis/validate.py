@@ -19,11 +19,13 @@ Examples
     python -m twinsgd.analysis.validate --quick      # CI: 3 configs, 2 hosts, 1 repeat
     python -m twinsgd.analysis.validate --from runs/validate   # the table again, nothing run
 
-Networks: ``shm`` is ``mpiexec -n H`` on this machine (shared memory); a rate such as ``1Gbit``
-is an emulated cluster (``python -m real.cluster up --hosts 4 --bandwidth 1Gbit``), brought up
-for that network and taken down in a ``finally`` (Ctrl-C too); only root can build one, so
-without root the emulated networks are skipped with one line. Everything runs one after the
-other (a measurement never shares the cores with another one), each subprocess with a timeout.
+Networks: ``shm`` is ``mpiexec -n H`` on this machine (shared memory), or ``--launcher "CMD"``
+(``CMD -n H``: ``srun --mpi=pmi2`` measures an allocation's own network under that name); a
+rate such as ``1Gbit`` is an emulated cluster (``python -m real.cluster up --hosts 4
+--bandwidth 1Gbit``), brought up for that network and taken down in a ``finally`` (Ctrl-C too);
+only root can build one, so without root the emulated networks are skipped with one line.
+Everything runs one after the other (a measurement never shares the cores with another one),
+each subprocess with a timeout.
 
 Run folders (``--out DIR``): ``DIR/NET/profile.toml`` (``real.calibrate --models mlp`` on 2
 hosts), ``DIR/NET/CONFIG-H/real-K`` (``real.train``), ``DIR/NET/CONFIG-H/sim`` (``sim.run
@@ -41,9 +43,11 @@ an emulated cluster is taken down, no table is written).
 """
 
 import contextlib
+import functools
 import json
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -51,6 +55,7 @@ import tempfile
 from pathlib import Path
 
 from twinsgd.analysis import prediction_table
+from twinsgd.analysis.launch import default_launcher, launch_command, parse_launcher
 from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this command's too)
     CALIBRATION_HOSTS,
     CSV_COLUMNS,
@@ -164,8 +169,11 @@ def train_flags(cell, iterations):
 # -- running the matrix --------------------------------------------------------------------------
 
 
-def run_matrix(cells, out, iterations, repeats, quick=False, timeout_s=None, say=print):
+def run_matrix(
+    cells, out, iterations, repeats, quick=False, timeout_s=None, say=print, launcher=None
+):
     """Calibrate each network of ``cells``, run its cells, and return the rows (`read_cell`).
+    ``shm`` runs start through ``launcher`` (an argv prefix; None: the venv's mpiexec).
 
     Sequential: one measurement at a time. An emulated network's cluster comes up before its
     calibration and goes down after its last cell, also on an error or Ctrl-C (re-raised).
@@ -176,7 +184,8 @@ def run_matrix(cells, out, iterations, repeats, quick=False, timeout_s=None, say
         mine = [c for c in cells if c["network"] == net]
         net_dir = Path(out) / _folder_name(net)
         if net == "shm":
-            _run_network(mine, net_dir, _mpiexec, iterations, repeats, quick, timeout_s, say)
+            launch = functools.partial(launch_command, launcher=launcher)
+            _run_network(mine, net_dir, launch, iterations, repeats, quick, timeout_s, say)
         else:
             with _cluster(
                 net, max(CALIBRATION_HOSTS, *(c["hosts"] for c in mine)), net_dir
@@ -191,11 +200,6 @@ def run_matrix(cells, out, iterations, repeats, quick=False, timeout_s=None, say
                     )
         rows += [read_cell(_cell_dir(net_dir, c)) for c in mine]
     return rows
-
-
-def _mpiexec(n, command):
-    mpiexec = Path(sys.executable).parent / "mpiexec"
-    return [str(mpiexec) if mpiexec.exists() else "mpiexec", "-n", str(n), *command]
 
 
 def _on_cluster(n, command):
@@ -447,6 +451,13 @@ def build_parser():
         "2 hosts, the first emulated network if root else shm",
     )
     parser.add_argument(
+        "--launcher",
+        metavar="CMD",
+        help='what starts the shm network\'s runs, given "-n N" and the command: "srun '
+        '--mpi=pmi2" on an allocation, whose own network the rows then measure (default: '
+        "$TWINSGD_LAUNCHER, else the venv's mpiexec)",
+    )
+    parser.add_argument(
         "--from",
         dest="source",
         metavar="DIR",
@@ -539,8 +550,11 @@ def main(argv=None):
         return 0
     try:
         iterations, repeats, configs, hosts, networks = _options(args)
+        launcher = parse_launcher(args.launcher) if args.launcher else default_launcher()
     except ValueError as err:
         parser.error(str(err))
+    if launcher is not None and shutil.which(launcher[0]) is None:
+        parser.error(f"--launcher: {launcher[0]!r} is not a program on PATH")
     emulated = [net for net in networks if net != "shm"]
     why = _cannot_emulate() if emulated else None
     if why and len(emulated) == len(networks):
@@ -567,6 +581,7 @@ def main(argv=None):
             args.quick,
             args.timeout,
             say=logger.info,
+            launcher=launcher,
         )
     except KeyboardInterrupt:
         logger.error(
