@@ -71,6 +71,7 @@ class Cluster:
     steps_sample: int  # steps.csv and per_node keep every steps_sample-th node
     ghost: str | None
     profile: str | None
+    profile_sha256: str | None  # the profile file's content hash (a copy is in the run folder)
     speeds: str
     stragglers: tuple | None
 
@@ -154,6 +155,7 @@ class Cluster:
             if self.ranks_per_host > 1
             else None,
             "profile": self.profile,
+            "profile_sha256": self.profile_sha256,
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
             "finish_in_situ": self.finish is not None,
@@ -336,6 +338,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         steps_sample=options.steps_sample or default_steps_sample(ranks),
         ghost=options.ghost,
         profile=options.profile,
+        profile_sha256=profile.sha256 if profile is not None else None,
         speeds=options.speeds,
         stragglers=options.stragglers,
     )

@@ -71,6 +71,7 @@ a FLOP rate a model of ``f`` forward FLOPs per sample takes ``3 f / flops_per_s`
 a measured ``seconds_per_sample`` for the run's model comes first.
 """
 
+import hashlib
 import importlib.resources
 import math
 import tomllib
@@ -94,6 +95,7 @@ class ClusterProfile:
     """A parsed profile; None where the file says nothing."""
 
     path: str
+    source: bytes = field(default=b"", repr=False)  # the file as read (copied into run folders)
     name: str = ""
     calibrated: bool = False
     cores: int | None = None  # of one host
@@ -118,6 +120,11 @@ class ClusterProfile:
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
+
+    @property
+    def sha256(self):
+        """The file's content hash, as config.json records it (two runs on the same profile)."""
+        return hashlib.sha256(self.source).hexdigest()
 
     def costs_for(self, programs):
         """The measured cost models by pattern that messages are charged: a training program's
@@ -229,12 +236,13 @@ def load_profile(name_or_path):
     if not path.exists() and (PRESETS / f"{name_or_path}.toml").exists():
         path = PRESETS / f"{name_or_path}.toml"
     try:
-        with open(path, "rb") as fh:
-            document = tomllib.load(fh)
+        source = path.read_bytes()
+        document = tomllib.loads(source.decode())
         cluster, network = document.get("cluster", {}), document.get("network", {})
         compute = document.get("compute", {})
         return ClusterProfile(
             path=str(name_or_path),
+            source=source,
             name=str(cluster.get("name", path.stem)),
             calibrated=bool(cluster.get("calibrated", False)),
             cores=int(_number(cluster["cores"], "[cluster] cores", above=0))

@@ -200,6 +200,8 @@ def prepare_simulation(cfg, options, say=_note):
         Path(cfg.resume) if cfg.resume else claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite)
     )
     cfg.out = str(folder.path)
+    if profile is not None:  # the profile as simulated, beside the run it made
+        folder.write_bytes("profile.toml", profile.source)
     header = run_header(
         cfg,
         dataset,

@@ -126,3 +126,50 @@ def test_a_full_disk_under_the_table_is_one_line_and_exit_1(tmp_path):
     assert done.stderr == (
         "python -m twinsgd.analysis.compare: cannot write the table: No space left on device\n"
     )
+
+
+def test_runs_on_different_profiles_say_so_and_the_profile_is_in_each_run_folder(tmp_path, capsys):
+    """Each simulated run keeps the profile it ran on (a copy, and its hash in config.json);
+    the table says when two runs' profiles differ, and says nothing when they do not."""
+    import hashlib
+    import json
+
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "a")
+    _sim(tmp_path / "b")
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 2e-3\n")
+    _sim(tmp_path / "c")
+    for name, per_sample in (("a", "1e-3"), ("c", "2e-3")):
+        copy = (tmp_path / name / "profile.toml").read_bytes()
+        assert copy == f"[compute]\nseconds_per_sample = {per_sample}\n".encode()
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config["cluster"]["profile_sha256"] == hashlib.sha256(copy).hexdigest()
+    capsys.readouterr()
+    compare.main([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert "differs" not in capsys.readouterr().out
+    compare.main([str(tmp_path / "a"), str(tmp_path / "c")])
+    (row,) = [r for r in capsys.readouterr().out.splitlines() if "differs" in r]
+    digest = [hashlib.sha256((tmp_path / "a" / "profile.toml").read_bytes()).hexdigest()[:12]]
+    digest += [hashlib.sha256((tmp_path / "c" / "profile.toml").read_bytes()).hexdigest()[:12]]
+    assert row == f"| profile sha256 (differs) | {digest[0]} | {digest[1]} | - |"
+
+
+def test_config_json_names_the_commit_the_code_ran_from(tmp_path):
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    if not (root / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout")
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "a")
+    commit = json.loads((tmp_path / "a" / "config.json").read_text())["versions"]["twinsgd_commit"]
+    head = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert commit in (head, f"{head}+dirty")

@@ -34,3 +34,32 @@ def _version():
 
 
 __version__ = _version()
+
+
+def source_commit():
+    """The git commit this package runs from (12 hex digits, ``+dirty`` when tracked files
+    changed), or None when it is not a git checkout (an installed wheel): what config.json
+    records beside the version, so a run names the code that made it."""
+    import subprocess
+
+    root = _Path(__file__).resolve().parent.parent
+    if not (root / ".git").exists():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if head.returncode != 0:
+        return None
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")

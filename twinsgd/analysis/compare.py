@@ -120,6 +120,36 @@ def same_weights(a, b):
         ) from None
 
 
+PROVENANCE = (  # (label, function of config -> text or None): shown when the runs differ
+    ("MPI library", lambda c: c.get("mpi")),
+    ("launcher", lambda c: c.get("launcher")),
+    ("profile", lambda c: (c.get("cluster") or {}).get("profile")),
+    ("profile sha256", lambda c: _short((c.get("cluster") or {}).get("profile_sha256"))),
+    ("twinsgd", lambda c: _code(c.get("versions") or {})),
+)
+
+
+def _short(digest):
+    return digest[:12] if digest else None
+
+
+def _code(versions):
+    commit = versions.get("twinsgd_commit")
+    return f"{versions.get('twinsgd')} ({commit})" if commit else versions.get("twinsgd")
+
+
+def provenance_rows(configs):
+    """Rows of what made the runs, for each item on which two of them differ (the MPI library,
+    the launcher, the profile or its content, the code): a ratio of two runs of different
+    profiles or MPIs compares more than the algorithm."""
+    rows = []
+    for label, get in PROVENANCE:
+        values = [get(c) for c in configs]
+        if len({str(v) for v in values}) > 1:
+            rows.append(f"| {label} (differs) | " + " | ".join(str(v or "-") for v in values))
+    return rows
+
+
 def table(folders):
     """The Markdown table comparing ``folders`` (the first is the reference)."""
     runs = [read_run(f) for f in folders]
@@ -145,6 +175,7 @@ def table(folders):
             f"| final weights | {same_weights(folders[0], folders[-1])} |"
             + " |" * (len(names) - 1 + ratio)
         )
+    lines += [row + " |" + " - |" * ratio for row in provenance_rows([c for _, c in runs])]
     return "\n".join(lines)
 
 

@@ -175,6 +175,10 @@ class RunFolder:
         finally:
             os.close(fd)
 
+    def write_bytes(self, name, data):
+        """Replace ``name`` with ``data``, atomically (a copy of the run's profile)."""
+        self._replace(name, lambda fh: fh.write(data))
+
     def read_json(self, name):
         """The JSON document ``name`` as written (NaN as None, numpy scalars plain)."""
         return json.loads((self.path / name).read_text())

@@ -273,6 +273,7 @@ def run_header(cfg, dataset, model, size, clock, command, **extra):
     library, the simulated cluster) and versions (``versions={...}`` is merged)."""
     versions = {
         "twinsgd": twinsgd.__version__,
+        "twinsgd_commit": twinsgd.source_commit(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         **extra.pop("versions", {}),
