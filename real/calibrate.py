@@ -985,9 +985,9 @@ def _where(hosts, one_machine):
 
 def _mpi_library():
     """``MPICH 5.0.2``, ``Open MPI v4.1.5``: the library's name and version, one line."""
-    from real.mpi import MPI
+    from real.mpi import library_version
 
-    first = MPI.Get_library_version().splitlines()[0]
+    first = library_version()
     return " ".join(first.replace("Version:", "").split()).split(",")[0]
 
 

@@ -120,17 +120,28 @@ def _prog():
     return f"python -m {spec.name}" if spec is not None else Path(sys.argv[0]).name
 
 
+def library_version():
+    """The MPI library's name and version, its first line (Open MPI's ends in a NUL byte)."""
+    return MPI.Get_library_version().replace("\x00", "").splitlines()[0].strip()
+
+
 LAUNCHER = choose_library(os.environ)
 try:
     from mpi4py import MPI
 except RuntimeError as err:  # no library of the launcher's ABI could be loaded
     first = str(err).splitlines()[0]
+    kind = (
+        f"{LAUNCHER.name} needs an {LAUNCHER.abi}-ABI library, "
+        if LAUNCHER is not None and LAUNCHER.abi
+        else ""
+    )
     _refuse(
         LAUNCHER,
         _prog(),
-        f"{first} ({os.environ.get('MPI4PY_LIBMPI', 'the default search')}): install the MPI "
-        f"the launcher belongs to, or set MPI4PY_LIBMPI to its libmpi",
+        f"{first} ({os.environ.get('MPI4PY_LIBMPI', 'the default search')}): {kind}load that "
+        f"MPI (module load), start the ranks with the launcher of the MPI you have (srun "
+        f"--mpi=pmix for Open MPI), or set MPI4PY_LIBMPI to a libmpi",
     )
 check_world(MPI.COMM_WORLD.size, LAUNCHER, _prog())
 
-__all__ = ["LAUNCHER", "MPI"]
+__all__ = ["LAUNCHER", "MPI", "library_version"]

@@ -28,7 +28,7 @@ import sys
 import numpy as np
 
 from real.cli import RankZeroParser
-from real.mpi import MPI
+from real.mpi import MPI, library_version
 from twinsgd.calibration.osu_tables import OSU_COLUMNS, format_table, osu_sizes
 from twinsgd.run.units import flag_type, parse_size_range
 
@@ -159,7 +159,7 @@ def main(argv=None):
             raise ValueError(f"--iterations must be > 0, got {args.iterations}")
     except ValueError as err:
         parser.error(str(err))
-    library = MPI.Get_library_version().splitlines()[0].strip()
+    library = library_version()
     note = f"measured by twinsgd real.osu: {comm.size} ranks, {library}"
     rows = (  # every rank measures; rank 0 prints each line as it is measured
         (n, measure(comm, args.bench, n, args.iterations))

@@ -30,7 +30,7 @@ from models.threads import one_blas_thread
 from real import sentinel
 from real.backend import Driver
 from real.cli import BadInput, CollectiveParser, agree
-from real.mpi import LAUNCHER, MPI
+from real.mpi import LAUNCHER, MPI, library_version
 from real.watchdog import Heartbeat, Watchdog
 from twinsgd.data import DataError, load_dataset
 from twinsgd.programs import node_program, updates_per_step
@@ -297,7 +297,7 @@ def _header(cfg, dataset, model, size, where, blas):
         size,
         "wall",
         "real.train",
-        mpi=MPI.Get_library_version().splitlines()[0].strip(),
+        mpi=library_version(),
         launcher=LAUNCHER.name if LAUNCHER is not None else "none (one process)",
         slurm_job_id=os.environ.get("SLURM_JOB_ID"),
         hosts=[host for host, _, _ in where],

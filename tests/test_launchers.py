@@ -144,7 +144,7 @@ def test_open_mpis_mpirun_runs_allreduce_sgd_to_mpichs_weights(
         [MPIEXEC, "-n", "2"], sys.executable, tmp_path / "mpich", "--allreduce", "ring"
     )
     config, openmpi = _train(_openmpi(), python, tmp_path / "ompi", "--allreduce", "ring")
-    assert config["mpi"].startswith("Open MPI")
+    assert config["mpi"].startswith("Open MPI v4") and "\x00" not in config["mpi"]
     assert config["launcher"] == "Open MPI's mpirun (PMIx)"
     assert openmpi.keys() == mpich.keys()
     for name in mpich:
@@ -175,7 +175,8 @@ def test_without_an_mpich_library_hydra_is_refused_in_one_line(tmp_path, python_
     done = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
-    assert line.startswith("python -m real.train: error: cannot load MPI library (libmpi.so.12)")
+    assert line.startswith("python -m real.train: error: cannot load MPI library (libmpi.so.12): ")
+    assert "MPICH's mpiexec (Hydra, PMI) needs an mpich-ABI library" in line
 
 
 def test_a_plain_install_brings_no_mpi_and_the_mpich_extra_does():
