@@ -195,8 +195,8 @@ def test_sigkill_mid_run_leaves_parseable_files(tmp_path):
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=10)
-    deadline = time.monotonic() + 5  # the sentinel process says it died
-    while _read_json(out / "config.json")["status"] == "running":
+    deadline = time.monotonic() + 5  # the sentinel process says it died, in both files
+    while any(_read_json(out / n)["status"] == "running" for n in ("config.json", "summary.json")):
         assert time.monotonic() < deadline, "the run folder still says running"
         time.sleep(0.1)
     for name in ("config.json", "summary.json"):
