@@ -190,6 +190,11 @@ class ClusterProfile:
             fixed = max(0.0, fixed - self.seconds_per_update.get(key, 0.0))
         return fixed, self.seconds_per_sample[key]
 
+    @property
+    def has_compute(self):
+        """Whether the profile says anything of compute (an OSU table's fit does not)."""
+        return bool(self.seconds_per_sample or self.flops_per_s or self.step_times)
+
     def compute_seconds_per_sample(self, model, flops_per_sample):
         """Seconds one training sample of ``model`` takes on one node; ValueError if the profile
         cannot say (no measurement for the model and no FLOP rate, or no FLOP count)."""

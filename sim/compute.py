@@ -1,6 +1,7 @@
 """How long compute takes in simulated time: the `ComputeModel` and how the cluster's flags and
 profile make one (``--compute``, ``--speeds``, ``--stragglers``, cores shared by a host's ranks)."""
 
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -8,6 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from twinsgd.run.units import parse_factor
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -112,11 +115,16 @@ def compute_model(
             fit = profile.gradient_fit(model_name, whole_step=step_times.own_code)
             step_times = step_times.at_batch(batch_size, *fit)
     elif options.compute == "profile" or options.ghost:
-        if profile is not None:
+        if profile is not None and (profile.has_compute or not options.ghost):
             seconds_per_sample = profile.compute_seconds_per_sample(model_name, flops_per_sample)
             seconds_per_step = profile.compute_seconds_per_step(model_name)
         else:
             seconds_per_sample = 0.0
+            if profile is not None:  # an OSU table's profile: communication alone
+                logger.info(
+                    f"--profile {profile.path} has no [compute]: the ghost's compute is free "
+                    f"(communication alone)"
+                )
     speeds, probability, slowdown = _node_speeds(options, seed)
     share = _core_share(options, profile, ranks_per_host, step_times, turns)
     return ComputeModel(

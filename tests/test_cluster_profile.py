@@ -1,6 +1,7 @@
 """Cluster profiles: presets parse and say they are uncalibrated; flags override a profile."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -8,6 +9,8 @@ import pytest
 from models import profile as network_profile
 from sim import compute, run
 from sim.cluster_profile import PRESETS, load_profile
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", ["polus-like", "lomonosov-2-like"])
@@ -204,3 +207,23 @@ def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):
     for bad in ("lognormal:-1", "uniform:2:1", "uniform:1", "lognormal:x", "0x", "fast"):
         with pytest.raises(ValueError):
             compute.node_speeds(bad, 4, seed=0)
+
+
+def test_a_ghost_on_a_profile_without_compute_is_communication_alone_and_says_so(tmp_path):
+    """An OSU table's profile (sim.calibrate --from-osu) has no [compute]: a ghost run on it
+    charges no compute, and says so in one line."""
+    import subprocess
+    import sys
+
+    profile = tmp_path / "osu.toml"
+    profile.write_text('[network]\nlatency = "1us"\nbandwidth = "10Gbps"\n')
+    cmd = [sys.executable, "-m", "sim.run", "--profile", str(profile), "--nodes", "4"]
+    cmd += ["--ghost", "resnet50", "--iterations", "2", "--out", str(tmp_path / "r")]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == [
+        f"python -m sim.run: --profile {profile} has no [compute]: the ghost's compute is free "
+        f"(communication alone)"
+    ]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["compute_s"] == 0 and summary["comm_s"] > 0

@@ -17,28 +17,34 @@ DATA = os.environ.get("TWINSGD_DATA")
 
 def run_notebook(name, figures, timeout_s=600):
     """Run notebook ``name`` at smoke size; its stdout. It must draw each of ``figures`` (file
-    names) into $TWINSGD_FIGURES, a fresh folder, and nothing else."""
-    drawn = Path(tempfile.mkdtemp(prefix="twinsgd-figures-"))
+    names) into $TWINSGD_FIGURES, a fresh folder, and nothing else. The notebook's own work
+    folders (``tempfile.mkdtemp``) go under a TMPDIR of the test's, removed afterwards."""
+    scratch = Path(tempfile.mkdtemp(prefix="twinsgd-notebook-"))
+    drawn = scratch / "figures"
+    drawn.mkdir()
     env = {
         **os.environ,
         "TWINSGD_SMOKE": "1",
         "OPENBLAS_NUM_THREADS": "1",
         "PYTHONPATH": str(ROOT),
         "TWINSGD_FIGURES": str(drawn),
+        "TMPDIR": str(scratch),
     }
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "notebooks" / name)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout_s,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "| the study's claim | measured | simulated | reproduced | why |" in done.stdout
-    assert sorted(p.name for p in drawn.iterdir()) == sorted(figures)
-    assert all(is_png_figure(drawn / f) for f in figures)
-    shutil.rmtree(drawn)
+    try:
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "notebooks" / name)],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "| the study's claim | measured | simulated | reproduced | why |" in done.stdout
+        assert sorted(p.name for p in drawn.iterdir()) == sorted(figures)
+        assert all(is_png_figure(drawn / f) for f in figures)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     return done.stdout
 
 

@@ -46,15 +46,16 @@ SETTINGS = settings(
 
 def run(flags):
     """Simulate ``flags`` into a fresh folder; (summary, final weights, steps.csv rows)."""
-    out = Path(tempfile.mkdtemp(prefix="twinsgd-prop-"))
-    cfg, cluster = parse_command(
-        [*COMMON, *flags, "--out", str(out / "run")], build_parser(CheckingParser)
-    )
-    summary = simulate(cfg, cluster, say=lambda _: None)
-    with np.load(out / "run" / "model.npz") as archive:
-        weights = np.concatenate([archive[k].ravel() for k in sorted(archive.files)])
-    with open(out / "run" / "steps.csv", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    with tempfile.TemporaryDirectory(prefix="twinsgd-prop-") as folder:  # hypothesis: no tmp_path
+        out = Path(folder) / "run"
+        cfg, cluster = parse_command(
+            [*COMMON, *flags, "--out", str(out)], build_parser(CheckingParser)
+        )
+        summary = simulate(cfg, cluster, say=lambda _: None)
+        with np.load(out / "model.npz") as archive:
+            weights = np.concatenate([archive[k].ravel() for k in sorted(archive.files)])
+        with open(out / "steps.csv", newline="") as fh:
+            rows = list(csv.DictReader(fh))
     return summary, weights, rows
 
 
