@@ -61,7 +61,8 @@ class ClosedFormAllreduce:
             released = self._run(op, sorted(bufs, key=lambda b: b[0]), size)
             self.env.timeout(released[0]).callbacks.append(lambda _: done.succeed(released))
         (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
-        log.charge("wait", self.env.now - seconds - entered)
+        waited = self.env.now - seconds - entered  # rounding may leave -1e-17 where 0
+        log.charge("wait", waited if waited > 0.0 else 0.0)
         log.charge("comm", seconds, *bytes_by_rank[rank])
         return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
 

@@ -197,7 +197,9 @@ def prepare_simulation(cfg, options, say=_note):
         saved = [load(cfg.resume, rank, step) for rank in range(size)]
         keep_logs_until(cfg.resume, step)
     folder = RunFolder(
-        Path(cfg.resume) if cfg.resume else claim_run_folder(cfg.out, cfg.run_name, cfg.overwrite)
+        Path(cfg.resume)
+        if cfg.resume
+        else claim_run_folder(cfg.out, _run_name(cfg, options), cfg.overwrite)
     )
     cfg.out = str(folder.path)
     if profile is not None:  # the profile as simulated, beside the run it made
@@ -360,6 +362,12 @@ def main(argv=None):
     )
     print(_report(summary, run.cluster.ranks, run.folder.path))
     return 0
+
+
+def _run_name(cfg, options):
+    """A default run folder's name: ``allreduce-mnist``, or ``allreduce-ghost-resnet50`` for a
+    ghost (which trains on no data set)."""
+    return f"{cfg.algorithm}-ghost-{options.ghost}" if options.ghost else cfg.run_name
 
 
 def _stopped(log, logs, why):

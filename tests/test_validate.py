@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from twinsgd.analysis import validate
+from twinsgd.analysis import prediction_table, validate
 
 ROOT = Path(__file__).resolve().parents[1]
 ITERATIONS = 1000  # with seconds in quarters, every ms per iteration below is exact in binary
@@ -390,3 +390,16 @@ def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
         timeout=60,
     )
     assert again.returncode == 0 and again.stdout == done.stdout
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (5.04, "missed (5.04 %)"),
+        (4.96, "met (4.96 %)"),
+        (5.0, "met (5.0 %)"),
+        (7.23, "missed (7.2 %)"),
+    ],
+)
+def test_a_target_missed_or_met_by_a_hair_shows_the_digit_that_decides(value, said):
+    assert prediction_table._target("median |error| <= 5 %", 5.0, value).endswith(said)

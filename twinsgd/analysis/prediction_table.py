@@ -255,7 +255,8 @@ def targets(rows):
 def _target(text, limit, value):
     if value is None:
         return f"{text}: not measured"
-    return f"{text}: {'met' if value <= limit else 'missed'} ({value:.1f} %)"
+    shown = f"{value:.1f}" if round(value, 1) != limit or value == limit else f"{value:.2f}"
+    return f"{text}: {'met' if value <= limit else 'missed'} ({shown} %)"
 
 
 def _measured(rows):
