@@ -10,7 +10,14 @@
 # %% [markdown]
 # # 4. Stragglers and the cost of synchrony
 #
-# The parallel-GD study prices a step's communication as bytes / bandwidth + latency and argues
+# ## The study as it was (a blog post)
+# It argues from a model, with no experiment of its own: data parallelism communicates gradients;
+# a step costs compute + bytes / bandwidth + latency; a synchronous step waits for its slowest
+# worker; model sizes are examples (ResNet-50: 25 M parameters). This notebook runs that model
+# three ways (below) rather than substituting for an experiment.
+#
+# ## The model, and what runs it
+# The study prices a step's communication as bytes / bandwidth + latency and argues
 # that a synchronous step is as slow as its slowest node: if each node's compute step is S times
 # slower with probability q, a step of p nodes is slowed with probability 1 − (1 − q)^p, so the
 # expected time per iteration is

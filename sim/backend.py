@@ -375,14 +375,18 @@ class Simulator:
         self._parked.add(node.rank)
         try:
             message = yield event
-            if not host.holds(node.rank):  # (a copy into it may have put it on one already)
-                yield from host.acquire(node.rank)
         except simpy.Interrupt:
+            self._parked.discard(node.rank)
             if not host.holds(node.rank):
                 yield from host.acquire(node.rank)  # it goes on (or fails) on a core
             raise
         finally:
+            # NOTE: parked no longer from the moment it wakes, before it waits for a core: a
+            # sender that put it on one with a pair grant (`_copy_on_cores`) may then no longer
+            # take that core back, which it may have gone on with already
             self._parked.discard(node.rank)
+        if not host.holds(node.rank):  # (a copy into it may have put it on one already)
+            yield from host.acquire(node.rank)
         return message
 
     def _compute(self, node, op):

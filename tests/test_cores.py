@@ -241,3 +241,94 @@ def test_a_server_and_workers_on_shared_cores_always_finish(workers, cores, stra
     sim.run([program(r) for r in range(size)])
     host = sim.cores[0]
     assert host.free == cores and not host.turn_ends and not host.ready
+
+
+def test_a_rank_woken_while_the_cores_are_busy_is_no_longer_parked_while_it_waits_for_one():
+    """A rank parked in a receive wakes when its message comes, then waits its turn for a core.
+    From the moment it wakes it is no longer parked: a sender that meanwhile puts it on a core
+    with a pair grant and finds the receive gone (`_copy_on_cores`) takes back the cores of
+    parked ranks only, and this one may go on with that core. (Counted as parked, it lost the
+    core it went on with, and computed with none: a KeyError in notebook 2's simulation.)"""
+    seen = {}
+
+    def program(rank):
+        buf = np.zeros(2, np.float32)
+        if rank == 0:
+            yield Recv(source=2, buf=buf)
+            yield Compute(lambda: None, samples=1)
+        elif rank == 1:
+            yield Compute(lambda: None, samples=10)
+        else:
+            yield Compute(lambda: None, samples=1)
+            yield Send(dest=0, payload=buf)  # eager: rank 0 wakes with both cores busy
+            yield Compute(lambda: None, samples=10)
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in range(3)],
+        1e-6,
+        1e9,
+        ComputeModel(seconds_per_sample=0.001),
+        eager_bytes=4096,
+        core_groups=((range(3), 2),),
+        time_slice_s=0.004,
+    )
+
+    def probe():
+        yield sim.env.timeout(0.002)  # rank 0's message came at 1 ms; both cores are busy
+        host = sim.cores[0]
+        seen.update(parked=0 in sim._parked, on_core=host.holds(0), waiting=bool(host.ready))
+
+    sim.env.process(probe())
+    sim.run([program(r) for r in range(3)])
+    assert seen == {"parked": False, "on_core": False, "waiting": True}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    workers=st.integers(2, 5),
+    cores=st.integers(2, 3),
+    straggle=st.floats(0.0, 0.9),
+    seed=st.integers(0, 1000),
+    update_s=st.floats(0.0, 0.006),
+    nbytes=st.sampled_from([2_000, 200_000]),
+)
+def test_an_asynchronous_server_on_shared_cores_never_runs_without_a_core(
+    workers, cores, straggle, seed, update_s, nbytes
+):
+    """An asynchronous server (each push from any source, an update on its core, a rendezvous
+    reply to that worker) and straggling workers on fewer cores than ranks, with eager and
+    rendezvous message sizes: every run ends and every core comes back."""
+    size, rounds = workers + 1, 6
+
+    def program(rank):
+        buf = np.zeros(nbytes // 4, np.float32)
+        for _ in range(rounds):
+            if rank == 0:
+                for _ in range(workers):
+                    got = yield Recv(source=-1, buf=buf)
+                    yield Compute(lambda: None, samples=update_s / 0.003)
+                    yield Send(dest=int(got[0]), payload=buf)
+            else:
+                yield Compute(lambda: None, samples=1)
+                buf[0] = rank
+                yield Send(dest=0, payload=buf)
+                yield Recv(source=0, buf=buf)
+
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in range(size)],
+        0.0,
+        1e9,
+        ComputeModel(
+            seconds_per_sample=0.003, straggle_probability=straggle, slowdown=3.0, seed=seed
+        ),
+        eager_bytes=4096,
+        core_groups=((range(size), cores),),
+        time_slice_s=0.004,
+    )
+    sim.run([program(r) for r in range(size)])
+    host = sim.cores[0]
+    assert host.free == cores and not host.turn_ends and not host.ready
