@@ -225,22 +225,7 @@ def test_a_server_and_workers_on_shared_cores_always_finish(workers, cores, stra
                 yield Send(dest=0, payload=buf)
                 yield Recv(source=0, buf=buf)
 
-    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    sim = Simulator(
-        nodes,
-        [ChargeLog() for _ in range(size)],
-        0.0,
-        1e9,
-        ComputeModel(
-            seconds_per_sample=0.003, straggle_probability=straggle, slowdown=3.0, seed=seed
-        ),
-        eager_bytes=4096,
-        core_groups=((range(size), cores),),
-        time_slice_s=0.004,
-    )
-    sim.run([program(r) for r in range(size)])
-    host = sim.cores[0]
-    assert host.free == cores and not host.turn_ends and not host.ready
+    _run_to_the_end_on_shared_cores(program, size, cores, straggle, seed)
 
 
 def test_a_rank_woken_while_the_cores_are_busy_is_no_longer_parked_while_it_waits_for_one():
@@ -263,17 +248,7 @@ def test_a_rank_woken_while_the_cores_are_busy_is_no_longer_parked_while_it_wait
             yield Send(dest=0, payload=buf)  # eager: rank 0 wakes with both cores busy
             yield Compute(lambda: None, samples=10)
 
-    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
-    sim = Simulator(
-        nodes,
-        [ChargeLog() for _ in range(3)],
-        1e-6,
-        1e9,
-        ComputeModel(seconds_per_sample=0.001),
-        eager_bytes=4096,
-        core_groups=((range(3), 2),),
-        time_slice_s=0.004,
-    )
+    sim = _on_shared_cores(3, 2, ComputeModel(seconds_per_sample=0.001), latency_s=1e-6)
 
     def probe():
         yield sim.env.timeout(0.002)  # rank 0's message came at 1 ms; both cores are busy
@@ -316,19 +291,32 @@ def test_an_asynchronous_server_on_shared_cores_never_runs_without_a_core(
                 yield Send(dest=0, payload=buf)
                 yield Recv(source=0, buf=buf)
 
+    _run_to_the_end_on_shared_cores(program, size, cores, straggle, seed)
+
+
+def _on_shared_cores(size, cores, compute, latency_s=0.0):
+    """A simulator of ``size`` bare nodes sharing ``cores`` cores, in turns of 4 ms, on a star
+    of 1 GB/s; 4 KiB eager limit."""
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    sim = Simulator(
+    return Simulator(
         nodes,
         [ChargeLog() for _ in range(size)],
-        0.0,
+        latency_s,
         1e9,
-        ComputeModel(
-            seconds_per_sample=0.003, straggle_probability=straggle, slowdown=3.0, seed=seed
-        ),
+        compute,
         eager_bytes=4096,
         core_groups=((range(size), cores),),
         time_slice_s=0.004,
     )
+
+
+def _run_to_the_end_on_shared_cores(program, size, cores, straggle, seed):
+    """Run ``program(rank)`` on every rank, with steps of 3 ms that straggle 3x at random;
+    every core must come back at the end."""
+    compute = ComputeModel(
+        seconds_per_sample=0.003, straggle_probability=straggle, slowdown=3.0, seed=seed
+    )
+    sim = _on_shared_cores(size, cores, compute)
     sim.run([program(r) for r in range(size)])
     host = sim.cores[0]
     assert host.free == cores and not host.turn_ends and not host.ready
