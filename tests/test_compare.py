@@ -147,6 +147,10 @@ def test_runs_on_different_profiles_say_so_and_the_profile_is_in_each_run_folder
     capsys.readouterr()
     compare.main([str(tmp_path / "a"), str(tmp_path / "b")])
     assert "differs" not in capsys.readouterr().out
+    measured = json.loads((tmp_path / "a" / "config.json").read_text())
+    measured["cluster"], measured["mpi"] = None, "MPICH Version: 5.0.2"  # as real.train's
+    simulated = json.loads((tmp_path / "b" / "config.json").read_text())
+    assert compare.provenance_rows([measured, simulated]) == []
     compare.main([str(tmp_path / "a"), str(tmp_path / "c")])
     (row,) = [r for r in capsys.readouterr().out.splitlines() if "differs" in r]
     digest = [hashlib.sha256((tmp_path / "a" / "profile.toml").read_bytes()).hexdigest()[:12]]

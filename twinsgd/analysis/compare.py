@@ -139,13 +139,14 @@ def _code(versions):
 
 
 def provenance_rows(configs):
-    """Rows of what made the runs, for each item on which two of them differ (the MPI library,
-    the launcher, the profile or its content, the code): a ratio of two runs of different
-    profiles or MPIs compares more than the algorithm."""
+    """Rows of what made the runs, for each item on which two runs that both say it differ (the
+    MPI library, the launcher, the profile or its content, the code): a ratio of two runs of
+    different profiles or MPIs compares more than the algorithm."""
     rows = []
     for label, get in PROVENANCE:
         values = [get(c) for c in configs]
-        if len({str(v) for v in values}) > 1:
+        known = {str(v) for v in values if v is not None}  # a measured run has no profile,
+        if len(known) > 1:  # a simulated one no MPI: that is no difference between them
             rows.append(f"| {label} (differs) | " + " | ".join(str(v or "-") for v in values))
     return rows
 
