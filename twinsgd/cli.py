@@ -31,11 +31,24 @@ class _Prefixed(logging.Formatter):
         return f"{self.prog}: {kind}{record.getMessage()}"
 
 
+class _Stderr(logging.StreamHandler):
+    """A handler that writes to ``sys.stderr`` as it is when a record comes, not as it was when
+    the handler was made (a caller that swaps stderr, as pytest does, gets the records)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _):
+        """The stream is always the current sys.stderr."""
+
+
 def set_up_logging(prog, level="normal"):
     """Send this project's log records to stderr as ``PROG: message`` at ``level`` (a key of
     `LEVELS`): "quiet" keeps warnings and errors, "verbose" adds debugging detail. Called once a
     command has parsed its flags; calling again replaces the earlier set-up."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = _Stderr()
     handler.setFormatter(_Prefixed(prog))
     handler.set_name("twinsgd")
     root = logging.getLogger()
