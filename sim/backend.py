@@ -348,7 +348,7 @@ class Simulator:
                 if traced:
                     self.timeline.trace(self.logs[rank], rank, type(op).__name__.lower(), start)
             except simpy.Interrupt as interrupt:
-                if self.faults.interrupted(interrupt.cause) == "killed":
+                if self.faults.killed(interrupt.cause):
                     program.close()
                     return None
                 notice = interrupt.cause  # PeerFailed, thrown into the program

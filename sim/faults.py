@@ -140,11 +140,10 @@ class SimulatedFaults:
         return involved or any_source or waiting[:1]
 
     @staticmethod
-    def interrupted(cause):
-        """What an interrupt of a node's process means: "killed" (its process ends), raises
-        `InjectedFault` for an exception fault at a time, or None (a notice for the program)."""
-        if isinstance(cause, Crash):
-            return "killed"
+    def killed(cause):
+        """Whether an interrupt of a node's process with ``cause`` ends it (a kill at a time);
+        raises `InjectedFault` for an exception fault at a time; False for a notice that the
+        program is told of (`PeerFailed`)."""
         if isinstance(cause, Fault):
             raise InjectedFault(cause.describe()) from None
-        return None
+        return isinstance(cause, Crash)

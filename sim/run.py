@@ -151,11 +151,7 @@ class Simulation:
     header: dict  # the run's config.json document
 
 
-def _note(note):
-    logger.info(note)
-
-
-def prepare_simulation(cfg, options, say=_note):
+def prepare_simulation(cfg, options, say=logger.info):
     """Check a simulated run and set it up: profile, data, the `Cluster` (its network made once,
     here), nodes, resume point, and last its run folder, so that bad input leaves no folder
     behind. ``options``: sim.run's cluster flags (`build_parser`'s "cluster" group). ValueError
@@ -319,7 +315,7 @@ def run_simulation(run):
     return folder.read_json("summary.json")
 
 
-def simulate(cfg, options, say=_note):
+def simulate(cfg, options, say=logger.info):
     """Simulate the run ``cfg`` (a `RunConfig`) on the cluster ``options`` (sim.run's flags) and
     write its run folder; returns its summary. `prepare_simulation`, then `run_simulation`
     (their errors: ValueError or `DataError` for bad input, `RunStopped` at a fault).

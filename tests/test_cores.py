@@ -269,7 +269,7 @@ def test_a_rank_woken_while_the_cores_are_busy_is_no_longer_parked_while_it_wait
     update_s=st.floats(0.0, 0.006),
     nbytes=st.sampled_from([2_000, 200_000]),
 )
-def test_an_asynchronous_server_on_shared_cores_never_runs_without_a_core(
+def test_an_asynchronous_server_on_shared_cores_finishes_with_every_core_back(
     workers, cores, straggle, seed, update_s, nbytes
 ):
     """An asynchronous server (each push from any source, an update on its core, a rendezvous

@@ -41,8 +41,3 @@ def launch_command(n, command, launcher=None):
         mpiexec = Path(sys.executable).parent / "mpiexec"
         launcher = [str(mpiexec) if mpiexec.exists() else "mpiexec"]
     return [*launcher, "-n", str(n), *command]
-
-
-def describe(launcher):
-    """The launcher as the table and logs name it."""
-    return "the venv's mpiexec" if launcher is None else shlex.join(launcher)
