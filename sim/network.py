@@ -41,6 +41,9 @@ from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
 
 
+_DROPPED = object()  # what an interrupted transfer leaves in its place in the order of its pair
+
+
 @dataclass(slots=True)
 class Message:
     """What lands in a mailbox: sender, tag, payload, and when its bytes began to move.
@@ -293,6 +296,7 @@ class RoutedNetwork:
         self.memory = memory
         self._memory_links = {}  # host -> the Link of its memory path, made on first use
         self.env = self._fluid = self.mailbox = None
+        self._in_flight = {}  # (source, dest) -> deque of [message or None] in the order sent
         if env is not None:
             self.attach(env)
         self._switches = set(graph).difference(hosts) if switches is None else set(switches)
@@ -318,14 +322,30 @@ class RoutedNetwork:
         ``mailbox[dest]`` the route's latency after its last byte left.
         ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
         where the network has them. Yields SimPy events; returns None.
+
+        Messages from one rank to another land in the order they were sent, as MPI's
+        non-overtaking rule promises: one whose draw of the jitter, or whose size, would bring it
+        in before an earlier one waits for it (a Sendrecv ring matches its steps' chunks by
+        arrival, and an overtaken chunk would be taken for the wrong step).
         """
         env, host_of = self.env, self.host_of
+        slot = [None]  # this message's place in the (source, dest) order, filled when it lands
+        in_flight = self._in_flight.get((source, dest))
+        if in_flight is None:
+            in_flight = self._in_flight[source, dest] = deque()
+        in_flight.append(slot)
         between_hosts = host_of[source] != host_of[dest]
         if self._fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
             started, shaped = env.now, self.shaping.patterns[pattern]
-            yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
+            try:
+                yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
+            except GeneratorExit:
+                raise
+            except BaseException:
+                self._land(in_flight, slot, dest, _DROPPED)
+                raise
             message = Message(source, tag, payload, started, taken)
-            arrival = env.timeout(shaped.alpha_s, (dest, message))
+            arrival = env.timeout(shaped.alpha_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
             return
         route = self._routes.get((source, dest)) or self.route(source, dest)
@@ -355,16 +375,29 @@ class RoutedNetwork:
             raise
         except BaseException:  # interrupted: leave the queue, give back what was held
             _abandon(route.links, held, turn)
+            self._land(in_flight, slot, dest, _DROPPED)
             raise
         for link in reversed(route.links):
             link.release()
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
-        arrival = env.timeout(latency_s, (dest, Message(source, tag, payload, started, taken)))
+        message = Message(source, tag, payload, started, taken)
+        arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
         arrival.callbacks.append(self._deliver)
 
     def _deliver(self, arrival):
-        dest, message = arrival.value
-        self.mailbox[dest].put(message)
+        self._land(*arrival.value)
+
+    def _land(self, in_flight, slot, dest, message):
+        """``message`` has arrived; put it, and any later ones of its (source, dest) that
+        arrived before it, into dest's mailbox in the order they were sent."""
+        slot[0] = message
+        if in_flight[0] is not slot:  # an earlier message of this pair is still on its way
+            return
+        mailbox = self.mailbox[dest]
+        while in_flight and in_flight[0][0] is not None:
+            landed = in_flight.popleft()[0]
+            if landed is not _DROPPED:
+                mailbox.put(landed)
 
     def route(self, source, dest):
         """The `Route` from rank source to rank dest, computed on first use, then cached."""

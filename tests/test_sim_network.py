@@ -15,6 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.network import Message, RoutedNetwork, make_network
+from twinsgd.calibration.costfit import PiecewiseCost
+from twinsgd.calibration.jitter import Jitter
 
 ALPHA = 1e-6  # seconds per hop
 BETA = 1e9  # bytes per second per link
@@ -417,3 +419,76 @@ def test_idle_message_takes_route_latency_plus_n_over_slowest_link(network_, dat
     assert times(run_messages(net, [(source, dest, nbytes)])) == pytest.approx(
         [alphas * ALPHA + nbytes / slowest_Bps], rel=1e-12
     )
+
+
+# -- MPI's non-overtaking rule ------------------------------------------------------------------
+
+SIZED = PiecewiseCost(  # a big message's alpha dwarfs a small one's, as fitted segments do
+    min_bytes=(0.0, 65536.0),
+    max_bytes=(65536.0, math.inf),
+    latency_s=(1e-6, 300e-6),
+    bandwidth_Bps=(1e9, 1e9),
+    latency_ci_s=((math.nan, math.nan),) * 2,
+    bandwidth_ci_Bps=((math.nan, math.nan),) * 2,
+    max_rel_residual=(math.nan, math.nan),
+)
+
+
+@pytest.mark.parametrize("jitter", [None, "spread"])
+def test_a_later_message_of_a_pair_never_lands_before_an_earlier_one(jitter):
+    """0 sends 100 kB, then 8 B, to 1: alone the small one would land after 1 us + 8 ns, the
+    big one after 300 us + 100 us. The small one waits, landing with the big one; a message
+    from another rank (2) is not held up. With jitter each draw may reorder landings too."""
+    draws = {"oneway": Jitter(np.linspace(0.2, 5.0, 101), seed=1)} if jitter else None
+    net = make_network(
+        simpy.Environment(), "star", 3, ALPHA, BETA, {"oneway": SIZED}, jitter=draws
+    )
+    env, landed = net.env, []
+
+    def sender(source, sizes):
+        for nbytes in sizes:
+            yield env.process(net.transfer(source, 1, nbytes, tag=0, payload=(source, nbytes)))
+
+    def receiver():
+        for _ in range(5):
+            message = yield net.mailbox[1].get()
+            landed.append((env.now, message.payload))
+
+    env.process(sender(0, [100_000, 8, 100_000, 8]))
+    env.process(sender(2, [8]))
+    env.process(receiver())
+    env.run()
+    from_0 = [payload for _, payload in landed if payload[0] == 0]
+    assert from_0 == [(0, 100_000), (0, 8), (0, 100_000), (0, 8)]
+    if jitter is None:  # each 8 B lands the moment the 100 kB sent before it does
+        times_ = [t for t, _ in landed]
+        assert landed[0][1] == (2, 8) and times_[0] < SIZED.seconds(100_000)
+        assert times_[1] == pytest.approx(SIZED.seconds(100_000), rel=1e-12)
+        assert times_[1] == times_[2] and times_[3] == times_[4]
+
+
+def test_an_interrupted_message_does_not_hold_back_the_ones_after_it():
+    net = network("star", 2)
+    env, landed = net.env, []
+
+    def lost():
+        try:
+            yield from net.transfer(0, 1, 10**6, tag=0, payload="lost")
+        except simpy.Interrupt:
+            return
+
+    first = env.process(lost())
+
+    def then():
+        yield env.timeout(1e-6)
+        first.interrupt()
+        yield env.process(net.transfer(0, 1, NBYTES, tag=0, payload="second"))
+
+    def receiver():
+        message = yield net.mailbox[1].get()
+        landed.append((env.now, message.payload))
+
+    env.process(then())
+    env.process(receiver())
+    env.run()
+    assert landed == [(pytest.approx(1e-6 + SEND + ALPHA, rel=1e-9), "second")]
