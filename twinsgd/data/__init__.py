@@ -10,7 +10,8 @@ The API the rest of twinsgd uses::
 
 Modules: ``idx`` and ``cifar`` (file formats), ``sources`` (mirrors, checksums), ``fetch`` (atomic
 verified download), ``locations`` (where to look), ``loader`` (``load_dataset``), ``dataset``
-(``Dataset``), ``subset`` (bundled MNIST subset), ``synthetic``, ``sharding``, ``download`` (CLI).
+(``Dataset``), ``subset`` (bundled MNIST subset), ``synthetic``, ``substitute`` (CIFAR-10's format
+made from Fashion-MNIST), ``sharding``, ``download`` (CLI).
 Only numpy and the standard library are imported.
 """
 

@@ -22,7 +22,7 @@ class Dataset:
     ----------
     name : str
         ``"mnist"``, ``"mnist-subset"``, ``"fashion-mnist"``, ``"cifar10"``, ``"cifar100"``,
-        ``"synthetic"``.
+        ``"synthetic"``, ``"cifar10-substitute"`` (`data.substitute`).
     train_images, test_images : (n, H, W, C) uint8 or float32
         uint8 pixels are standardised (see above); float32 pixels are used as they are.
     train_labels, test_labels : (n,) integer
@@ -143,6 +143,21 @@ class Dataset:
             y.flags.writeable = False
             self._test_cache = (X, y)
         return self._test_cache
+
+    def stored(self, split):
+        """One split as stored, (images (n, H, W, C) uint8 or float32, labels (n,) int64),
+        read-only views: for tools that re-encode a data set (`data.substitute`), not training.
+        """
+        if split not in ("train", "test"):
+            raise ValueError(f"{self.name}: split must be 'train' or 'test', got {split!r}")
+        images, labels = (
+            (self._train_images, self._train_labels)
+            if split == "train"
+            else (self._test_images, self._test_labels)
+        )
+        images, labels = images.view(), labels.view()
+        images.flags.writeable = labels.flags.writeable = False
+        return images, labels
 
     def _to_float(self, images, copy=True):
         """uint8 pixels -> new float32 array ``x * (1/(255 std)) - mean/std``; float32 pixels as

@@ -15,6 +15,8 @@ Resolution order for ``mnist``, ``fashion-mnist``, ``cifar10`` and ``cifar100``:
 If all of 2-4 fail for ``mnist``, the bundled subset (10,000 / 2,000 images) is returned as
 ``mnist-subset`` with a one-line ``note`` saying why; for the other data sets it is a DataError.
 Whatever is found is verified against the published checksums before use (see data/sources.py).
+An extracted CIFAR-10 folder that `data.substitute` wrote (Fashion-MNIST in CIFAR-10's format) is
+loaded as ``cifar10-substitute``, with a note saying what it is.
 """
 
 from pathlib import Path
@@ -27,7 +29,14 @@ from .dataset import Dataset
 from .errors import DataError
 from .fetch import DEFAULT_TIMEOUT_S, fetch_dataset
 from .idx import parse_idx
-from .locations import cache_root, env_data_dir, find_files, missing_file
+from .locations import (
+    SUBSTITUTE_NAME,
+    cache_root,
+    env_data_dir,
+    find_files,
+    missing_file,
+    substitute_note,
+)
 from .sources import SOURCES, read_verified, verify_archive
 from .subset import load_subset
 from .synthetic import DEFAULTS as SYNTHETIC_DEFAULTS
@@ -164,7 +173,13 @@ def _load_files(name, found):
             "test": _idx_pair(found[2], found[3], source),
         }
     (X_train, y_train), (X_test, y_test) = splits["train"], splits["test"]
-    return Dataset(name, X_train, y_train, X_test, y_test, n_classes=source.n_classes, files=paths)
+    dataset = Dataset(
+        name, X_train, y_train, X_test, y_test, n_classes=source.n_classes, files=paths
+    )
+    note = substitute_note(paths[0]) if name == "cifar10" else None
+    if note is not None:  # data.substitute wrote it: no run folder may call it CIFAR-10
+        dataset.name, dataset.note = SUBSTITUTE_NAME, note
+    return dataset
 
 
 def _idx_pair(images_found, labels_found, source):

@@ -17,6 +17,10 @@ from .cifar import LAYOUTS
 from .sources import SOURCES
 
 DATA_ENV = "TWINSGD_DATA"
+# An extracted CIFAR-10 folder holding this file is `data.substitute`'s Fashion-MNIST in CIFAR-10's
+# format: loaded under SUBSTITUTE_NAME, the file's first line its note
+SUBSTITUTE_MARKER = "SUBSTITUTE"
+SUBSTITUTE_NAME = "cifar10-substitute"
 SYSTEM_DIRS = (Path("/usr/share/datasets"),)
 
 
@@ -75,3 +79,12 @@ def _extracted_cifar(layout, folder):
         if all((candidate / member).is_file() for member in layout.train + layout.test):
             return candidate
     return None
+
+
+def substitute_note(path):
+    """The note of the CIFAR-10 substitute at ``path`` (its marker file's first line), or None
+    when ``path`` is not one (a tar.gz is the published archive, checked by MD5: never one)."""
+    marker = Path(path) / SUBSTITUTE_MARKER
+    if not Path(path).is_dir() or not marker.is_file():
+        return None
+    return marker.read_text().splitlines()[0] if marker.stat().st_size else SUBSTITUTE_NAME
