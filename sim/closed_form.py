@@ -48,20 +48,33 @@ class ClosedFormAllreduce:
         self._bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
         self._links = {}  # nbytes -> (alpha, beta), worked out once
 
-    def __call__(self, node, op):
-        rank, size, entered = node.rank, node.size, self.env.now
-        self._calls[rank] = key = self._calls[rank] + 1
+    def __call__(self, node, op, entered=None):
+        """``entered``: when the node reached the collective, if later than now (a compute
+        whose time the driver has not yet spent, `Simulator._drive`); else now."""
+        env, rank, size = self.env, node.rank, node.size
+        now = env.now
+        if entered is None:
+            entered = now
+        calls = self._calls
+        calls[rank] = key = calls[rank] + 1
         pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[key] = ([], self.env.event())
-        bufs, done = pending
+            pending = self._pending[key] = ([], [], env.event())
+        bufs, arrivals, done = pending
         bufs.append((rank, op.buf))
+        arrivals.append(entered)
         if len(bufs) == size:
             del self._pending[key]
             released = self._run(op, sorted(bufs, key=lambda b: b[0]), size)
-            self.env.timeout(released[0]).callbacks.append(lambda _: done.succeed(released))
-        (seconds, bytes_by_rank), log = (yield done), self.logs[rank]
-        waited = self.env.now - seconds - entered  # rounding may leave -1e-17 where 0
+            last = max(arrivals)
+            if last == now:
+                env.timeout(released[0]).callbacks.append(lambda _: done.succeed(released))
+            else:  # the last to arrive is one that has not spent its compute yet
+                ends = env.timeout(last + released[0] - now)
+                ends.callbacks.append(lambda _: _release_in_arrival_order(done, arrivals, released))
+        seconds, bytes_by_rank = yield done
+        log = self.logs[rank]
+        waited = env.now - seconds - entered  # rounding may leave -1e-17 where 0
         log.charge("wait", waited if waited > 0.0 else 0.0)
         log.charge("comm", seconds, *bytes_by_rank[rank])
         return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
@@ -98,3 +111,12 @@ class ClosedFormAllreduce:
         if link is None:
             link = self._links[nbytes] = self.network.ring_link(nbytes / size)
         return link
+
+
+def _release_in_arrival_order(done, arrivals, released):
+    """Succeed ``done`` with its waiters resumed in the order they reached the collective
+    (``arrivals[i]``: when the i-th to wait on it arrived; ties in the order they waited), the
+    order they resume in when every compute is spent before the collective is entered."""
+    order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
+    done.callbacks[:] = [done.callbacks[i] for i in order]
+    done.succeed(released)

@@ -40,7 +40,6 @@ from simpy.events import Event
 from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
 
-
 _DROPPED = object()  # what an interrupted transfer leaves in its place in the order of its pair
 
 

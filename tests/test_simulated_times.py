@@ -1,7 +1,8 @@
 """The simulator's times stay what they were unless a change means them to move: the ten
 configurations of the Lomonosov-2 study (the seven whose bytes do not depend on the gradients'
 values) and cluster variants, simulated with compute from a profile, hashed column by column
-(every time and byte count of steps.csv and metrics.csv, and summary.json's totals) against
+(every time and byte count of steps.csv and metrics.csv, summary.json's totals, and the whole
+timeline.json, times alone) against
 ``tests/simulated_times.json``.
 
 Losses, accuracies and weights are left out: they go through BLAS, whose last bits may differ
@@ -58,6 +59,36 @@ CASES = {
         "--ranks-per-host",
         "14",
     ],
+    "Local-SGD(4), closed form, stragglers, two speeds": [
+        "--algorithm",
+        "allreduce",
+        "--local-steps",
+        "4",
+        "--nodes",
+        "16",
+        "--collectives",
+        "closed-form",
+        "--stragglers",
+        "0.2:3x",
+        "--speeds",
+        "1x,2x",
+    ],
+    "ghost ResNet-18, 2,000 nodes, Local-SGD(3), closed form": [
+        "--algorithm",
+        "allreduce",
+        "--local-steps",
+        "3",
+        "--ghost",
+        "resnet18",
+        "--nodes",
+        "2000",
+        "--collectives",
+        "closed-form",
+        "--iterations",
+        "10",
+        "--batch-size",
+        "8",
+    ],
     "ring with gamma, MPI's allreduce as Open MPI": [
         "--algorithm",
         "allreduce",
@@ -87,6 +118,7 @@ def fingerprint(folder):
         "steps.csv": columns("steps.csv", STEPS_COLUMNS),
         "metrics.csv": columns("metrics.csv", METRICS_COLUMNS),
         "summary.json": hashlib.sha256(json.dumps(kept).encode()).hexdigest()[:16],
+        "timeline.json": hashlib.sha256((folder / "timeline.json").read_bytes()).hexdigest()[:16],
     }
 
 
