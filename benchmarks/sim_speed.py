@@ -24,7 +24,9 @@
    event per step.
 3. Scale: ``python -m sim.run`` in a subprocess; its wall and CPU seconds and peak RSS (its own,
    from ``wait4``). (a) ghost ResNet-50 allreduce SGD, closed-form collectives, 10,000 nodes, 100
-   iterations, target under 10 s; once more at 20 iterations to show that memory stays flat.
+   iterations, as a user types it (no sampling or evaluation flags), on 2 us / 100 Gbit/s links
+   and on the Lomonosov-2-like profile, target under 10 s each; once more at 20 iterations to
+   show that memory stays flat.
    (b) gossip on a ring of 210 nodes at message level, 100 iterations, target under 60 s: with
    ghost ResNet-18 payloads, and with the real MLP on the bundled MNIST subset at batch 16 (2
    steps per epoch, so 50 evaluations) with compute from a profile of 1e-5 s per sample.
@@ -337,13 +339,13 @@ def profile_cases(messages):
 
 
 def closed_form_run(nodes, iterations):
-    """Scale (a) in this process (`twinsgd.analysis.study.simulate`, which calls
-    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives."""
-    from twinsgd.analysis.study import simulate as simulate_run
+    """Scale (a) in this process (`twinsgd.analysis.study.simulate_point`, which calls
+    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives, as typed."""
+    from twinsgd.analysis.study import simulate_point as simulate_run
 
     flags = (
-        f"--iterations {iterations} --algorithm allreduce --ghost resnet50 "
-        "--collectives closed-form --steps-sample 100"
+        f"--iterations {iterations} --algorithm allreduce --allreduce ring --ghost resnet50 "
+        "--collectives closed-form --profile lomonosov-2-like"
     ).split()
     simulate_run(nodes, flags, Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-")) / "run")
 
@@ -377,27 +379,22 @@ def bare_barriers(nodes, iterations):
 def scale_runs(quick, profile_toml):
     """(name, nodes, iterations, sim.run argv, target wall s or None) of each scale run."""
     a_nodes, b_iters, real_nodes = (1000, 10, 42) if quick else (10_000, 100, 210)
-    allreduce = [
-        "--algorithm",
-        "allreduce",
-        "--ghost",
-        "resnet50",
-        "--collectives",
-        "closed-form",
-        "--steps-sample",
-        "100",
-        "--eval-every",
-        "50",
-    ]
+    # issue 26's commands as a user types them: no sampling or evaluation flags
+    allreduce = "--algorithm allreduce --allreduce ring --ghost resnet50 --collectives closed-form"
+    clusters = {
+        "2 us, 100 Gbit/s": "--latency 2us --bandwidth 100Gbps",
+        "lomonosov-2-like": "--profile lomonosov-2-like",
+    }
     gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
     runs = [
         (
-            "(a) allreduce, ghost resnet50, closed form",
+            f"(a) allreduce, ghost resnet50, {name}",
             a_nodes,
             it,
-            allreduce,
+            f"{allreduce} {flags}".split(),
             None if quick or it != 100 else 10.0,
         )
+        for name, flags in clusters.items()
         for it in (20, 100)
     ]
     analytic = [
@@ -496,29 +493,29 @@ def scale(quick, bare_event_s):
     toml.write_text("[compute]\nseconds_per_sample = 1e-5\n")
     print(f"\n3. Scale: python -m sim.run, one subprocess each{' (--quick sizes)' * quick}")
     print(
-        f"{'run':<42} {'nodes':>6} {'it':>4} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} "
+        f"{'run':<48} {'nodes':>6} {'it':>4} {'wall s':>7} {'CPU s':>6} {'peak MB':>8} "
         f"{'us/node-step':>12} {'/ bare event':>12} {'target s':>8} {'wall/target':>11}"
     )
     peaks = {}
     for i, (name, nodes, iterations, argv, target) in enumerate(scale_runs(quick, toml)):
         wall, cpu, peak_mb, summary = run_sim(nodes, iterations, argv, folder / f"run{i}")
         if isinstance(summary, str):
-            print(f"{name:<42} {nodes:>6} {iterations:>4} failed: {summary}")
+            print(f"{name:<48} {nodes:>6} {iterations:>4} failed: {summary}")
             continue
         per_step = wall / (nodes * summary["iterations"])
         peaks[name, iterations] = peak_mb
         print(
-            f"{name:<42} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
+            f"{name:<48} {nodes:>6} {iterations:>4} {wall:>7.1f} {cpu:>6.1f} {peak_mb:>8.0f} "
             f"{per_step * 1e6:>12.3g} {per_step / bare_event_s:>12.3g} "
             f"{target or '-':>8} {f'{wall / target:.2f}' if target else '-':>11}"
         )
-    a_runs = sorted((it, mb) for (name, it), mb in peaks.items() if name.startswith("(a)"))
-    if len(a_runs) == 2:
-        (low, low_mb), (high, high_mb) = a_runs
-        print(
-            f"(a) peak RSS at {low} and {high} iterations: {low_mb:.0f} MB and {high_mb:.0f} MB "
-            f"(ratio {high_mb / low_mb:.2f}; flat is 1.00)"
-        )
+    for name in sorted({name for name, _ in peaks if name.startswith("(a)")}):
+        low, high = peaks.get((name, 20)), peaks.get((name, 100))
+        if low and high:
+            print(
+                f"{name}: peak RSS at 20 and 100 iterations {low:.0f} MB and {high:.0f} MB "
+                f"(ratio {high / low:.2f}; flat is 1.00)"
+            )
 
 
 def main(argv=None):
