@@ -45,6 +45,7 @@ CASES = {
         "--stragglers",
         "0.1:3x",
     ],
+    "stale-synchronous PS (2)": ["--algorithm", "ps", "--mode", "ssp", "--staleness", "2"],
     "ghost ResNet-50, closed form, Lomonosov-2-like": [
         "--algorithm",
         "allreduce",
