@@ -64,9 +64,14 @@ def table_rows(text, first_cell):
     return [r for r in rows if re.fullmatch(first_cell, r[0])]
 
 
-RATES = ("1Gbit", "100Mbit")  # notebook 3's emulated networks
+RATES = ("1Gbit",)  # notebook 3's emulated networks at smoke size
 needs_mnist = pytest.mark.skipif(
     not DATA or not Path(DATA, "mnist").is_dir(), reason="the real MNIST (TWINSGD_DATA) is needed"
+)
+# notebooks 2 and 3 train on CIFAR-10, or on the substitute made from Fashion-MNIST
+needs_cifar_format = pytest.mark.skipif(
+    not DATA or not any(Path(DATA, d).is_dir() for d in ("cifar10", "fashion-mnist")),
+    reason="CIFAR-10 or Fashion-MNIST (TWINSGD_DATA) is needed",
 )
 
 
@@ -80,13 +85,17 @@ def test_parameter_server_study_twin_agrees_at_every_process_count():
     assert rows[0][3] == "1.00"  # the serial run is the speed-up's unit
 
 
-@needs_mnist
+@needs_cifar_format
 def test_sync_async_study_sync_runs_agree():
     out = run_notebook("02_sync_vs_async_ps.py", ["02_accuracy.png", "02_predicted.png"])
-    sync = [r for r in table_rows(out, r"[124]") if r[1] == "sync"]
-    assert len(sync) == 3
-    for r in sync:
+    measured = out.split("| workers | mode | gradients to target (measured)")[1]
+    sync = [r for r in table_rows(measured, r"[12]") if r[1] == "sync"]
+    assert sync
+    for r in sync:  # the same weights measured and simulated
         assert r[2] == r[3] and r[6] == r[7], r  # gradients to target and final accuracy
+    resnet = out.split("ResNet-18 ghost")[1].split("| workers | mode | gradients")[0]
+    speedups = {(r[0], r[1]): float(r[3]) for r in table_rows(resnet, r"[124]")}
+    assert speedups["1", "sync"] == 1.0 and 1.0 < speedups["2", "sync"] <= 2.0
 
 
 def test_straggler_study_meets_the_formulas():
@@ -103,7 +112,7 @@ def test_straggler_study_meets_the_formulas():
             assert abs(float(r[6])) < 1e-9  # T(p) given the simulator's own straggler draws
 
 
-@needs_mnist
+@needs_cifar_format
 def test_lomonosov_study_local_sgd_exchanges_less():
     emulated = os.geteuid() == 0 and shutil.which("ip") is not None
     per_rate = [f"03_{kind}_{rate}.png" for kind in ("breakdown", "predicted") for rate in RATES]

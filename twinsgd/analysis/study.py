@@ -93,9 +93,10 @@ def simulate_point(nodes, flags, out):
     return simulate_run(*parse_command(argv, build_parser(CheckingParser)), say=lambda _: None)
 
 
-def calibrate(out, cluster=False, timeout_s=600):
+def calibrate(out, cluster=False, timeout_s=600, models="mlp"):
     """Measure this machine (or the emulated cluster) on 2 ranks into profile ``out``
-    (``real.calibrate --quick --models mlp``); its path."""
+    (``real.calibrate --quick --models models``: the step times ``--compute empirical`` draws
+    from are those of ``models``, comma-separated); its path."""
     _run(
         [
             *_launch(2, cluster),
@@ -104,7 +105,7 @@ def calibrate(out, cluster=False, timeout_s=600):
             "real.calibrate",
             "--quick",
             "--models",
-            "mlp",
+            models,
             "--out",
             str(out),
         ],
@@ -113,39 +114,54 @@ def calibrate(out, cluster=False, timeout_s=600):
     return Path(out)
 
 
-# The Lomonosov-2 study's ten configurations (MLP, batch 32 per rank): Local-SGD(p) over
-# allreduce, over gossip with partners at a rotating distance, and over that gossip with
-# threshold sparsification (CHOCO per edge); and Local-SGD(32) over allreduce.
-LOMONOSOV_CONFIGURATIONS = [
-    *(
-        (f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
-        for p in ("1", "4", "16")
-    ),
-    *(
-        (
-            f"Local-SGD({p}), gossip",
-            ["--algorithm", "gossip", "--topology", "rotating", "--local-steps", p],
-        )
-        for p in ("1", "4", "16")
-    ),
-    *(
-        (
-            f"Local-SGD({p}), gossip + threshold",
-            [
-                "--algorithm",
-                "gossip",
-                "--topology",
-                "rotating",
-                "--local-steps",
-                p,
-                "--compress",
-                "threshold:0.01",
-            ],
-        )
-        for p in ("1", "4", "16")
-    ),
-    ("Local-SGD(32), allreduce", ["--algorithm", "allreduce", "--local-steps", "32"]),
-]
+def lomonosov_configurations(threshold):
+    """The Lomonosov-2 study's ten configurations as (name, flags): Local-SGD(p) over allreduce,
+    over gossip with partners at a rotating distance, and over that gossip with threshold
+    sparsification at ``threshold`` (CHOCO per edge: values whose magnitude is below it are not
+    sent); and Local-SGD(32) over allreduce."""
+    gossip = ["--algorithm", "gossip", "--topology", "rotating"]
+    return [
+        *((f"Local-SGD({p}), allreduce", ["--algorithm", "allreduce", "--local-steps", p])
+          for p in ("1", "4", "16")),
+        *((f"Local-SGD({p}), gossip", [*gossip, "--local-steps", p]) for p in ("1", "4", "16")),
+        *((f"Local-SGD({p}), gossip + threshold",
+           [*gossip, "--local-steps", p, "--compress", f"threshold:{threshold}"])
+          for p in ("1", "4", "16")),
+        ("Local-SGD(32), allreduce", ["--algorithm", "allreduce", "--local-steps", "32"]),
+    ]  # fmt: skip
+
+
+# The ten with the MNIST MLP's threshold (notebook 3's quick variant, the benchmarks): 0.01 drops
+# about 99 % of that MLP's values at the first step
+LOMONOSOV_CONFIGURATIONS = lomonosov_configurations("0.01")
+
+
+def cifar10_data(work):
+    """``--dataset``/``--data-dir`` flags for CIFAR-10-format runs, and the data set's name: the
+    real CIFAR-10 where ``TWINSGD_DATA`` holds its binaries, else `twinsgd.data.substitute`'s
+    Fashion-MNIST in CIFAR-10's format, written under folder ``work`` (about 185 MB)."""
+    from twinsgd.data.locations import SUBSTITUTE_NAME, env_data_dir, find_files
+    from twinsgd.data.substitute import write_substitute
+
+    root = env_data_dir()
+    if root is not None and any(find_files("cifar10", d) for d in (root / "cifar10", root)):
+        return ["--dataset", "cifar10", "--data-dir", str(root)], "cifar10"
+    out = write_substitute(Path(work) / SUBSTITUTE_NAME, root)
+    return ["--dataset", "cifar10", "--data-dir", str(out)], SUBSTITUTE_NAME
+
+
+def simulate_points(points, workers=None):
+    """`simulate_point` for each (nodes, flags, out) of ``points``, on a pool of ``workers``
+    processes (default: this machine's cores; 1: in this process); their summaries, in order.
+    A simulated time does not depend on the process that computed it, only the wall time does."""
+    points = list(points)
+    workers = workers or os.cpu_count() or 1
+    if workers == 1 or len(points) < 2:
+        return [simulate_point(*p) for p in points]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(min(workers, len(points))) as pool:
+        return list(pool.map(simulate_point, *zip(*points, strict=True)))
 
 
 @dataclass
@@ -211,4 +227,14 @@ def iterations_to_target(folder, target):
         for row in csv.DictReader(f):
             if row["test_accuracy"] and float(row["test_accuracy"]) >= target:
                 return int(row["iteration"])
+    return None
+
+
+def time_to_accuracy(folder, accuracy):
+    """The time (seconds, the run's clock) of the first evaluation of run ``folder`` whose test
+    accuracy reaches ``accuracy`` (a fraction), or None: metrics.csv's rows in order."""
+    with open(Path(folder) / "metrics.csv", newline="") as f:
+        for row in csv.DictReader(f):
+            if row["test_accuracy"] and float(row["test_accuracy"]) >= accuracy:
+                return float(row["time_s"])
     return None
