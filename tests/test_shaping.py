@@ -219,7 +219,8 @@ def test_messages_in_flight_share_a_nic_and_finish_together():
     original = sim.network._deliver
 
     def deliver(arrival):
-        times[arrival.value[0]] = sim.env.now
+        _, _, dest, _ = arrival.value  # (its pair's order, its place in it, dest, message)
+        times[dest] = sim.env.now
         original(arrival)
 
     sim.network._deliver = deliver
