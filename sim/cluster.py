@@ -472,9 +472,11 @@ def core_groups(options, profile, ranks, ranks_per_host):
 def network_slowdown(options, profile):
     """How many times more ranks share each core of a one-machine profile in this run than
     when it was measured (its step times' ranks, else 2, the calibration's pair), if more: the
-    measured network costs slow by it (`sim.cluster_profile.Slowed`). 1 elsewhere."""
+    measured network costs slow by it (`sim.cluster_profile.Slowed`). 1 elsewhere. The run's
+    cores are ``--cores-per-host`` where given (as the compute's share takes them), else the
+    profile's."""
     if not profile.one_machine or not profile.cores:
         return 1.0
     measured = next(iter(profile.step_times.values())).ranks if profile.step_times else 2
-    now = max(1.0, options.nodes / profile.cores)
+    now = max(1.0, options.nodes / (options.cores_per_host or profile.cores))
     return max(1.0, now / max(1.0, measured / profile.cores))

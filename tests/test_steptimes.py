@@ -436,14 +436,22 @@ def test_gradients_alone_leave_each_programs_own_code_to_be_timed(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("nodes", "one_machine", "slowdown"),
-    [(2, True, 1.0), (4, True, 2.0), (8, True, 4.0), (8, False, 1.0)],
+    ("nodes", "one_machine", "slowdown", "cores"),
+    [
+        (2, True, 1.0, None),
+        (4, True, 2.0, None),
+        (8, True, 4.0, None),
+        (8, False, 1.0, None),
+        (8, True, 1.0, 8),
+        (8, True, 2.0, 4),
+    ],
 )
 def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
-    tmp_path, nodes, one_machine, slowdown
+    tmp_path, nodes, one_machine, slowdown, cores
 ):
     """Calibrated with 2 ranks on 2 cores: 4 ranks on them get half a core each, for moving
-    bytes as for computing (MPICH's blocking calls spin)."""
+    bytes as for computing (MPICH's blocking calls spin); ``--cores-per-host`` says how many
+    cores this run's ranks have, as it does for their compute."""
     from sim.cluster import network_slowdown
     from sim.run import build_parser
 
@@ -457,7 +465,8 @@ def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
             )
         )
     )
-    cluster = build_parser().parse_known_args(["--nodes", str(nodes)])[0]
+    argv = ["--nodes", str(nodes), *(["--cores-per-host", str(cores)] if cores else [])]
+    cluster = build_parser().parse_known_args(argv)[0]
     assert network_slowdown(cluster, profile) == slowdown
     slowed = profile.slowed_costs(slowdown)["sendrecv"]
     assert slowed.alpha_s(8) == pytest.approx(SENDRECV.alpha_s(8) * slowdown)
