@@ -440,9 +440,7 @@ def test_a_later_message_of_a_pair_never_lands_before_an_earlier_one(jitter):
     big one after 300 us + 100 us. The small one waits, landing with the big one; a message
     from another rank (2) is not held up. With jitter each draw may reorder landings too."""
     draws = {"oneway": Jitter(np.linspace(0.2, 5.0, 101), seed=1)} if jitter else None
-    net = make_network(
-        simpy.Environment(), "star", 3, ALPHA, BETA, {"oneway": SIZED}, jitter=draws
-    )
+    net = make_network(simpy.Environment(), "star", 3, ALPHA, BETA, {"oneway": SIZED}, jitter=draws)
     env, landed = net.env, []
 
     def sender(source, sizes):
