@@ -23,6 +23,11 @@ Sources (published figures, cited in each profile's ``source``):
 - VGG-16 (CIFAR): kuangliu/pytorch-cifar ``models/vgg.py``, ``VGG('VGG16')``: the 13 convolutions
   of Simonyan & Zisserman's configuration D (arXiv:1409.1556), each 3x3 with bias, BatchNorm and
   ReLU, and one 512 -> 10 classifier; 14,728,266 parameters and 0.31 G multiply-adds.
+- cnn-cifar: not a published network but this project's own numpy ``cnn`` on 32x32x3 input, 10
+  classes (`models.networks`), so that a simulation can time it at hundreds of ranks without
+  computing its gradients: 34,538 parameters, and the same forward multiply-adds as the real
+  model's ``flops_per_sample`` counts (its convolutions and dense layer), so a preset that charges
+  compute from FLOPs charges the ghost exactly what it charges the real ``cnn``.
 
 Examples
 --------
@@ -160,6 +165,18 @@ def _vgg16_cifar(n_classes=10):
     return t
 
 
+def _cnn_cifar(n_classes=10):
+    """``models``' numpy ``cnn`` on 32x32x3 (`models.build_model`): 5x5 convolutions with bias
+    and zero padding 2, each followed by 2x2 max pooling (and ReLU), then one dense layer."""
+    t = _Table((32, 32, 3))
+    t.conv("conv1", 16, 5, padding=2, bias=True)
+    t.pool(2, 2)
+    t.conv("conv2", 32, 5, padding=2, bias=True)
+    t.pool(2, 2)
+    t.linear("dense1", n_classes)
+    return t
+
+
 def _resnet50_imagenet(n_classes=1000):
     t = _Table((224, 224, 3))
     t.conv("conv1", 64, 7, stride=2, padding=3)
@@ -206,6 +223,14 @@ _NETWORKS = {
         "ResNet-50 v1.5, torchvision resnet50, ImageNet 224x224; published 25,557,032 "
         "params, 4.09 GMACs (torchvision's 4.09 GFLOPS)",
     ),
+    "cnn-cifar": (
+        _cnn_cifar,
+        (32, 32, 3),
+        10,
+        "this project's numpy cnn (models.build_model('cnn', (32, 32, 3), 10)): conv 5x5 3->16, "
+        "pool, conv 5x5 16->32, pool, dense 2048->10; 34,538 params, 4.53 M MACs, the same "
+        "count as its flops_per_sample",
+    ),
 }
 PROFILES = tuple(_NETWORKS)
 
@@ -215,7 +240,7 @@ def profile(name):
 
     Parameters
     ----------
-    name : {"resnet18", "vgg16", "resnet50"}
+    name : {"resnet18", "vgg16", "resnet50", "cnn-cifar"}
 
     Returns
     -------

@@ -52,7 +52,7 @@ def test_profile_fields():
 def test_unknown_profile_is_one_line_error():
     with pytest.raises(
         ValueError,
-        match=r"^profile must be one of resnet18, vgg16, resnet50, "
+        match=r"^profile must be one of resnet18, vgg16, resnet50, cnn-cifar, "
         r"got 'alexnet'$",
     ):
         profile("alexnet")

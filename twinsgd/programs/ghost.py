@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from models import PROFILES
 from models import profile as network_profile
 
 # Training examples of the data sets a ghost run may stand in for (epochs need a data set size).
@@ -169,16 +170,16 @@ class GhostOptimizer:
 
 
 def ghost_model(spec):
-    """The `GhostModel` of ``--ghost SPEC``: a network's name (resnet18, vgg16, resnet50) or a
-    bare parameter count; and the data set its profile was made for (None for a count).
-    ValueError for anything else."""
+    """The `GhostModel` of ``--ghost SPEC``: a network's name (`models.PROFILES`: resnet18,
+    vgg16, resnet50, cnn-cifar) or a bare parameter count; and the data set its profile was made
+    for (None for a count). ValueError for anything else."""
     if spec.isdigit() and int(spec) > 0:
         return GhostModel(int(spec)), None
     try:
         p = network_profile(spec)
     except (KeyError, ValueError) as err:
         raise ValueError(
-            f"--ghost: expected resnet18, vgg16, resnet50 or a parameter count, got {spec!r}"
+            f"--ghost: expected {', '.join(PROFILES)} or a parameter count, got {spec!r}"
         ) from err
     data = (
         "imagenet" if p.input_shape[0] == 224 else "cifar100" if p.n_classes == 100 else "cifar10"
