@@ -325,7 +325,7 @@ class Simulator:
         # waits it out first (`_wait_out`), at the same simulated times in the same order.
         lazy = (
             self.collectives == "closed-form"
-            and host is None
+            and not self.cores  # no host's cores shared: every node alike
             and not measured
             and not self.faults.active
         )
