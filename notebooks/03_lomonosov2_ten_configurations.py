@@ -115,7 +115,6 @@ from twinsgd.analysis.study import (
     lomonosov_configurations,
     markdown,
     measure,
-    simulate_point,
     simulate_points,
     verdict_table,
 )
@@ -253,7 +252,8 @@ for cluster, n in WHERE:
 # ## Measured on an emulated cluster (root only)
 # On each emulated network: calibrate it (`real.calibrate` on 2 of its hosts), predict the ten
 # on that profile with measured step times (`--compute empirical`) and rank them by predicted
-# time to the target, as `twinsgd.analysis.recommend` does; then measure the ten.
+# time to the target, as `twinsgd.analysis.recommend` does (the ten predictions on a pool of
+# 2 processes, before anything is measured); then measure the ten, one at a time.
 
 # %%
 def emulated(rate):
@@ -263,10 +263,14 @@ def emulated(rate):
     subprocess.run(up, check=True, stdout=subprocess.DEVNULL)
     try:
         profile = calibrate(work / f"emulated-{rate}.toml", cluster=True, models=CALIBRATED)
-        predicted = rank([(name, flags, simulate_point(HOSTS, [*COMMON, *flags, "--profile",
-                                                         str(profile), "--compute", "empirical"],
-                                                 work / f"predicted-{rate}-{i}"), "done")
-                          for i, (name, flags) in enumerate(CONFIGURATIONS)])
+        # the ten predictions on a pool of this machine's cores (their simulated times do not
+        # depend on it), before anything is measured
+        predictions = simulate_points(
+            [(HOSTS, [*COMMON, *flags, "--profile", str(profile), "--compute", "empirical"],
+              work / f"predicted-{rate}-{i}") for i, (name, flags) in enumerate(CONFIGURATIONS)],
+            workers=1 if SMOKE else None)
+        predicted = rank([(name, flags, s, "done")
+                          for (name, flags), s in zip(CONFIGURATIONS, predictions, strict=True)])
         return {(rate, name): measure(HOSTS, [*COMMON, *flags], work / f"real-{rate}-{i}",
                                       cluster=True)
                 for i, (name, flags) in enumerate(CONFIGURATIONS)}, predicted
