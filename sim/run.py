@@ -101,7 +101,8 @@ def build_parser(parser_class=OneLineParser):
         default=None,
         metavar="MODEL|PARAMS",
         help="size-only payloads, no math, no accuracy: resnet18, vgg16, "
-        "resnet50, or a parameter count (compute from --profile, else free)",
+        "resnet50, cnn-cifar (our numpy cnn), or a parameter count (compute from --profile, "
+        "else free)",
     )
     cluster.add_argument(
         "--fail",
