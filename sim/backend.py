@@ -357,7 +357,7 @@ class Simulator:
                         yield env.timeout(own)
                     else:
                         yield from self._on_core(host, rank, own)
-                if due[rank] is not None:
+                if lazy and due[rank] is not None:
                     if type(op) is Allreduce and self._ended[rank] is None:
                         start, due[rank] = due[rank], None
                         reply = yield from closed_form(node, op, start)
