@@ -51,41 +51,62 @@ class ClosedFormAllreduce:
     def __call__(self, node, op, entered=None):
         """``entered``: when the node reached the collective, if later than now (a compute
         whose time the driver has not yet spent, `Simulator._drive`); else now."""
+        yield self.enter(node, op, self.env.now if entered is None else entered)
+        return self.reduced(op, node.size)
+
+    def enter(self, node, op, entered):
+        """Put ``node``'s buffer into its next collective, which it reached at ``entered``; the
+        event to wait on, after which `reduced` is its result. The driver calls the two itself
+        where it can (no generator a node and step: `Simulator._drive`)."""
         env, rank, size = self.env, node.rank, node.size
-        now = env.now
-        if entered is None:
-            entered = now
         calls = self._calls
         calls[rank] = key = calls[rank] + 1
         pending = self._pending.get(key)
         if pending is None:
-            pending = self._pending[key] = ([], [], env.event())
-        bufs, arrivals, done = pending
-        bufs.append((rank, op.buf))
+            pending = self._pending[key] = ([], [], [None] * size, env.event())
+        ranks, arrivals, bufs, done = pending  # ranks and arrivals in the order they came
+        ranks.append(rank)
         arrivals.append(entered)
-        if len(bufs) == size:
+        bufs[rank] = op.buf
+        if len(ranks) == size:
             del self._pending[key]
-            released = self._run(op, sorted(bufs, key=lambda b: b[0]), size)
-            last = max(arrivals)
-            if last == now:
-                env.timeout(released[0]).callbacks.append(lambda _: done.succeed(released))
-            else:  # the last to arrive is one that has not spent its compute yet
-                ends = env.timeout(last + released[0] - now)
-                ends.callbacks.append(lambda _: _release_in_arrival_order(done, arrivals, released))
-        seconds, bytes_by_rank = yield done
-        log = self.logs[rank]
-        waited = env.now - seconds - entered  # rounding may leave -1e-17 where 0
-        log.charge("wait", waited if waited > 0.0 else 0.0)
-        log.charge("comm", seconds, *bytes_by_rank[rank])
+            seconds, by_rank = self._run(op, bufs, size)
+            last, now = max(arrivals), env.now
+            ends = env.timeout(seconds if last == now else last + seconds - now)
+            ends.callbacks.append(
+                lambda _: self._release(done, ranks, arrivals, seconds, by_rank, last != now)
+            )
+        return done
+
+    @staticmethod
+    def reduced(op, size):
+        """The reduced buffer a node gets back from ``op`` over ``size`` ranks."""
         return op.buf if type(op.buf) is GhostArray else finish_reduction(op.buf, op.op, size)
 
+    def _release(self, done, ranks, arrivals, seconds, bytes_by_rank, reorder):
+        """Charge every node its wait (from its arrival to the last one's) and the algorithm's
+        ``seconds`` and bytes, all at once, then wake them: in the order they reached the
+        collective if ``reorder`` (the last to arrive was a node whose compute the driver had
+        not yet spent), else in the order they waited."""
+        now, logs = self.env.now, self.logs
+        for rank, entered in zip(ranks, arrivals, strict=True):
+            waited = now - seconds - entered  # rounding may leave -1e-17 where 0
+            logs[rank].charge_collective(
+                waited if waited > 0.0 else 0.0, seconds, *bytes_by_rank[rank]
+            )
+        if reorder:
+            order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
+            done.callbacks[:] = [done.callbacks[i] for i in order]
+        done.succeed()
+
     def _run(self, op, bufs, size):
-        """Add every rank's buffer (``bufs``: (rank, buf) in rank order) as the algorithm does;
-        return (its seconds, every rank's (sent, received) bytes)."""
+        """Add every rank's buffer (``bufs[rank]``) as the algorithm does; return (its
+        seconds, every rank's (sent, received) bytes)."""
         algorithm = simulated_allreduce(op.algo, op.buf, size, self.mpi)
         if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
             run_lockstep(
-                [ALLREDUCES[algorithm](buf, rank, size) for rank, buf in bufs], buffered=True
+                [ALLREDUCES[algorithm](buf, rank, size) for rank, buf in enumerate(bufs)],
+                buffered=True,
             )
         nbytes = op.buf.nbytes
         seconds = alpha_beta_time(
@@ -111,12 +132,3 @@ class ClosedFormAllreduce:
         if link is None:
             link = self._links[nbytes] = self.network.ring_link(nbytes / size)
         return link
-
-
-def _release_in_arrival_order(done, arrivals, released):
-    """Succeed ``done`` with its waiters resumed in the order they reached the collective
-    (``arrivals[i]``: when the i-th to wait on it arrived; ties in the order they waited), the
-    order they resume in when every compute is spent before the collective is entered."""
-    order = sorted(range(len(arrivals)), key=arrivals.__getitem__)
-    done.callbacks[:] = [done.callbacks[i] for i in order]
-    done.succeed(released)

@@ -365,10 +365,10 @@ def _topology(spec, path):
     working folder, as the flag's); ValueError naming the key."""
     if spec is None:
         return None
-    from sim.network_graphs import physical_network
+    from sim.network_graphs import check_network_spec
 
     try:
-        physical_network(str(spec), 1)
+        check_network_spec(str(spec))
     except ValueError as err:
         message = str(err).removeprefix("--network").lstrip(": ")
         raise ValueError(f"[network] topology: {message}") from None

@@ -27,7 +27,7 @@ import numpy as np
 from models import build_model
 from models.threads import one_blas_thread
 from sim.analytic import check_analytic, run_analytic
-from sim.backend import Simulator
+from sim.backend import Simulator, rare_collections
 from sim.cluster import Cluster, add_network_arguments, build_cluster, parse_steps_sample
 from sim.cluster_profile import load_profile
 from sim.compute import parse_stragglers
@@ -332,33 +332,35 @@ def simulate(cfg, options, say=logger.info):
     >>> summary["nodes"], summary["iterations"], summary["time_s"] > 0
     (8, 5, True)
     """
-    return run_simulation(prepare_simulation(cfg, options, say))
+    with rare_collections():  # the set-up makes as many long-lived objects as the run
+        return run_simulation(prepare_simulation(cfg, options, say))
 
 
 @one_line_on_interrupt("python -m sim.run")
 def main(argv=None):
     parser = build_parser()
     cfg, options = parse_command(argv, parser)
-    try:
-        run = prepare_simulation(cfg, options)
-    except (DataError, ValueError) as err:
-        parser.error(str(err))
-    started = perf_counter()
-    try:
-        summary = run_simulation(run)
-    except OSError as err:
-        if err.errno not in DISK_FULL:
-            raise
-        logger.error(f"failed: {failure_status(err)}")
-        return 1
-    except RunStopped as stop:
-        logger.error(f"run stopped: {stop} (run folder {run.folder.path})")
-        return 3
-    logger.debug(
-        f"simulated {summary['time_s']:.6g} s of training in {perf_counter() - started:.2f} s"
-    )
-    print(_report(summary, run.cluster.ranks, run.folder.path))
-    return 0
+    with rare_collections():  # the set-up makes as many long-lived objects as the run
+        try:
+            run = prepare_simulation(cfg, options)
+        except (DataError, ValueError) as err:
+            parser.error(str(err))
+        started = perf_counter()
+        try:
+            summary = run_simulation(run)
+        except OSError as err:
+            if err.errno not in DISK_FULL:
+                raise
+            logger.error(f"failed: {failure_status(err)}")
+            return 1
+        except RunStopped as stop:
+            logger.error(f"run stopped: {stop} (run folder {run.folder.path})")
+            return 3
+        logger.debug(
+            f"simulated {summary['time_s']:.6g} s of training in {perf_counter() - started:.2f} s"
+        )
+        print(_report(summary, run.cluster.ranks, run.folder.path))
+        return 0
 
 
 def _run_name(cfg, options):

@@ -22,6 +22,10 @@ class TracedLog:
         self.charges.append((kind, seconds))
         self._log.charge(kind, seconds, bytes_sent, bytes_recv)
 
+    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+        self.charges += (("wait", wait), ("comm", comm))
+        self._log.charge_collective(wait, comm, bytes_sent, bytes_recv)
+
     def __getattr__(self, name):
         return getattr(self._log, name)
 

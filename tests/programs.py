@@ -3,6 +3,7 @@
 import numpy as np
 
 from twinsgd.programs.ops import Recv, Send
+from twinsgd.run.runlog import Charges
 
 
 def ping_pong(nbytes):
@@ -36,7 +37,7 @@ def faults_file(tmp_path, *faults):
     return str(path)
 
 
-class ChargeLog:
+class ChargeLog(Charges):
     """A run log that only adds up the seconds charged to each kind (compute, comm, wait): what
     a Simulator's logs need in a test that looks at the split alone."""
 

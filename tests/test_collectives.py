@@ -30,6 +30,7 @@ from twinsgd.programs.collectives import (
 )
 from twinsgd.programs.lockstep import Deadlock
 from twinsgd.programs.ops import Recv, Send
+from twinsgd.run.runlog import Charges
 
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second: round numbers, visible in failures
 SIZES = range(1, 10)
@@ -402,7 +403,7 @@ def test_simulator_runs_the_same_messages(size):
             assert sim.env.now <= closed_form * (1 + 1e-9)
 
 
-class _Log:
+class _Log(Charges):
     """Counts the bytes the simulator charges."""
 
     sent = received = 0

@@ -18,6 +18,7 @@ from sim.network import MemoryPath, make_network
 from sim.run import build_parser, simulate
 from twinsgd.programs.ops import Allreduce
 from twinsgd.run.config import parse_command
+from twinsgd.run.runlog import Charges
 
 ALPHA, BETA = 2e-6, 1e9  # the network: seconds a hop, bytes per second a link
 MEMORY = MemoryPath(latency_s=3e-7, bandwidth_Bps=4e9, channels=2)
@@ -190,7 +191,7 @@ def test_closed_form_ring_on_hosts_is_its_slowest_step_and_bounds_the_message_le
     assert low * (1 - 1e-9) <= times["message"] <= times["closed-form"] * (1 + 1e-9)
 
 
-class _Log:
+class _Log(Charges):
     def __init__(self):
         self.sent = self.received = 0
 

@@ -14,6 +14,7 @@ from sim.compute import ComputeModel
 from sim.fairshare import FluidStar
 from sim.shaping import ShapedPattern, Shaping
 from twinsgd.programs.ops import Recv, Send, SendRecv
+from twinsgd.run.runlog import Charges
 
 RATE, BURST = 125e6, 125_000.0  # 1 Gbit/s, 125 KB: what real.cluster sets up
 EFF, LINE, ALPHA = 0.956, 240e6, 15e-6
@@ -93,7 +94,7 @@ def test_in_series_the_slower_bucket_decides():
 
 
 # ---------------------------------------------------------------------------- in the simulator
-class _Log:
+class _Log(Charges):
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         pass
 

@@ -15,6 +15,7 @@ from sim.backend import Simulator
 from sim.compute import ComputeModel
 from tests.programs import ping_pong
 from twinsgd.programs.ops import Allreduce, Exchange, Recv, Send
+from twinsgd.run.runlog import Charges
 
 ROOT = Path(__file__).resolve().parents[1]
 MPIEXEC = str(Path(sys.executable).parent / "mpiexec")
@@ -22,7 +23,7 @@ ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHO
 ALPHA, BETA = 5e-6, 1.25e9  # 5 us, 10 Gb/s
 
 
-class _Log:
+class _Log(Charges):
     """Collects what the simulator charges, per kind."""
 
     def __init__(self):

@@ -23,6 +23,7 @@ from tests.programs import ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.steptimes import GRID, StepTimes, read_run_steps, step_times_from_run
 from twinsgd.programs.ops import Allreduce, Recv, Send, SendRecv
+from twinsgd.run.runlog import Charges
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1", "PYTHONPATH": str(ROOT)}
@@ -285,7 +286,7 @@ ONEWAY = PiecewiseCost(
 SENDRECV = PiecewiseCost.constant(20e-6, 119e6)
 
 
-class _Log:
+class _Log(Charges):
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         pass
 

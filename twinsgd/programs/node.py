@@ -183,10 +183,10 @@ class Node:
         for the row that closes the run's metrics."""
         if step.last_in_run:
             return True
-        if getattr(self.model, "ghost", False):
-            return False
         every = self.cfg.eval_every
-        return step.iteration % every == 0 if every else step.last_in_epoch
+        if every:
+            return step.iteration % every == 0 and not getattr(self.model, "ghost", False)
+        return step.last_in_epoch and not getattr(self.model, "ghost", False)
 
     def maybe_evaluate(self, step, average=False, collective=True, force=False):
         """Yield an `Evaluate` of the current model if one is due after ``step``.

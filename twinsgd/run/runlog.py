@@ -30,7 +30,17 @@ TOTALS = ("compute_s", "comm_s", "wait_s", "bytes_sent", "bytes_recv")
 STEPS_FLUSH_S = 1.0  # steps.csv rows reach the disk at least this often, and at each evaluation
 
 
-class RunLog:
+class Charges:
+    """What the simulator asks of a node's log besides ``charge(kind, seconds, bytes_sent=0,
+    bytes_recv=0)``: ``charge_collective``, a collective's wait and comm in one call, by default
+    two charges. (A test's stand-in log inherits it.)"""
+
+    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+        self.charge("wait", wait)
+        self.charge("comm", comm, bytes_sent, bytes_recv)
+
+
+class RunLog(Charges):
     """Accumulates the steps, metrics and summary of one rank of a run inside a `RunFolder`.
 
     Parameters
@@ -97,6 +107,16 @@ class RunLog:
         if bytes_sent or bytes_recv:
             step["bytes_sent"] += bytes_sent
             step["bytes_recv"] += bytes_recv
+
+    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+        """`charge` of a collective's ``wait`` and ``comm`` seconds and its bytes, in one call
+        (the simulator's closed form charges one per node and collective: at 10,000 nodes, a
+        million calls fewer a hundred steps)."""
+        step = self._current
+        step["wait_s"] += wait
+        step["comm_s"] += comm
+        step["bytes_sent"] += bytes_sent
+        step["bytes_recv"] += bytes_recv
 
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
