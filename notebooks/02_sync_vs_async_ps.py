@@ -114,7 +114,7 @@ print(f"{os.cpu_count()} cores; run folders in {work}")
 DATA, data_name = cifar10_data(work)
 ON = f"on {data_name}" + ("" if data_name == "cifar10" else ", not CIFAR-10")
 print(f"CIFAR-format data: {data_name}")
-profile = calibrate(work / "this-machine.toml", models="cnn")
+profile = calibrate(work / "this-machine.toml", models="cnn", data=DATA)
 COMMON = [*DATA, "--model", "cnn", "--optimizer", "sgd", "--lr-schedule", "constant",
           "--batch-size", "100", "--seed", "0", "--target-accuracy", str(TARGET)]
 

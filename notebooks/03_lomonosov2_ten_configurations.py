@@ -268,7 +268,8 @@ def emulated(rate):
     up = [sys.executable, "-m", "real.cluster", "up", "--hosts", str(HOSTS), "--bandwidth", rate]
     subprocess.run(up, check=True, stdout=subprocess.DEVNULL)
     try:
-        profile = calibrate(work / f"emulated-{rate}.toml", cluster=True, models=CALIBRATED)
+        profile = calibrate(work / f"emulated-{rate}.toml", cluster=True, models=CALIBRATED,
+                            data=DATA)
         # the ten predictions on a pool of this machine's cores (their simulated times do not
         # depend on it), before anything is measured
         predictions = simulate_points(

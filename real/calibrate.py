@@ -638,6 +638,7 @@ def _finish(args, measured, work, started):
             "seconds_per_update": per_update,
             "batch_size": args.batch_size,
             "dataset": dataset.name,
+            "input_shape": list(dataset.input_shape),  # what the steps were timed on
             "flops_per_sample": flops,
             "gamma_s_per_byte": measured["gamma"],
             "finish": finish.to_dict(),

@@ -115,6 +115,7 @@ class ClusterProfile:
     seconds_per_step: dict = field(default_factory=dict)  # the same keys: a step's fixed part
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
+    timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
@@ -159,6 +160,17 @@ class ClusterProfile:
             efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
             patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown, efficiency)
         return Shaping(self.shaper, float(line) / slowdown, patterns)
+
+    def check_timed_on(self, model, input_shape):
+        """ValueError if this profile timed ``model``'s steps on images of another shape than
+        ``input_shape`` (H, W, C): a cnn's step on 28x28x1 is not its step on 32x32x3."""
+        measured = model in self.step_times or model in self.seconds_per_sample
+        if measured and self.timed_on is not None and self.timed_on != tuple(input_shape):
+            have, want = ("x".join(map(str, s)) for s in (self.timed_on, input_shape))
+            raise ValueError(
+                f"--profile {self.path} timed {model} on {have} images, this run's are {want}: "
+                f"calibrate on the run's data (real.calibrate --dataset, --data-dir)"
+            )
 
     def compute_step_times(self, model):
         """The `StepTimes` measured for ``model``; ValueError if the profile has none."""
@@ -270,6 +282,7 @@ def load_profile(name_or_path):
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
             },
+            timed_on=_timed_on(compute),
             costs={
                 pattern: PiecewiseCost.from_dict(network[pattern])
                 for pattern in PATTERNS
@@ -358,6 +371,26 @@ def _value(table, key, parse, where):
         return parse(table[key])
     except (ValueError, TypeError, AttributeError) as err:
         raise ValueError(f"{where} {key}: {err}") from None
+
+
+def _timed_on(compute):
+    """``[compute] input_shape`` as a tuple; else the shape of ``[compute] dataset`` where its
+    name says it (profiles written before the shape was); None if neither does."""
+    if "input_shape" in compute:
+        shape = compute["input_shape"]
+        if not (
+            isinstance(shape, list)
+            and len(shape) == 3
+            and all(isinstance(x, int) and x > 0 for x in shape)
+        ):
+            raise ValueError(f"[compute] input_shape must be [H, W, C], got {shape!r}")
+        return tuple(shape)
+    name = str(compute.get("dataset", ""))
+    if "mnist" in name:  # mnist, mnist-subset, fashion-mnist
+        return (28, 28, 1)
+    if name.startswith("cifar"):  # cifar10, cifar100, cifar10-substitute
+        return (32, 32, 3)
+    return None
 
 
 def _topology(spec, path):

@@ -163,6 +163,8 @@ def prepare_simulation(cfg, options, say=logger.info):
     cfg.check_size(options.nodes)
     dataset, shared_model = _data_and_model(cfg, options)
     name, flops_per_sample, params = _model_size(cfg, dataset, shared_model)
+    if profile is not None and shared_model is None and options.compute in ("profile", "empirical"):
+        profile.check_timed_on(name, dataset.input_shape)
     cluster = build_cluster(options, profile, cfg, name, flops_per_sample)
     logger.debug(f"cluster: {cluster.describe()}")
     size, analytic, network = cluster.ranks, cluster.engine == "analytic", None

@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -593,3 +594,30 @@ def test_closed_form_refuses_token_buckets_in_one_line(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2 and "token-bucket" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("timed_on", "key"), [([32, 32, 3], "input_shape"), ("cifar10", "dataset")]
+)
+def test_steps_timed_on_other_images_are_refused_in_one_line(tmp_path, timed_on, key):
+    """A cnn's step on CIFAR's 32x32x3 is not its step on 28x28x1 (notebooks 2 and 3 once
+    predicted CIFAR runs from steps timed on the bundled MNIST): a profile that says what it
+    timed on (its shape, or a data set's name where an older profile has no shape) is refused
+    for a run on images of another shape, and taken for one on the same."""
+    profile = _profile(tmp_path / "p.toml", 3e-3)
+    document = tomllib.loads(profile.read_text())
+    document["compute"][key] = timed_on
+    profile.write_text(tomli_w.dumps(document))
+    argv = ["--nodes", "2", "--algorithm", "allreduce", "--iterations", "2", "--profile"]
+    done = subprocess.run(
+        [sys.executable, "-m", "sim.run", "--dataset", "synthetic", "--no-progress", *argv,
+         str(profile), "--compute", "empirical", "--out", str(tmp_path / "o")],
+        cwd=ROOT, env=ENV, timeout=60, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert "timed mlp on 32x32x3 images, this run's are 28x28x1" in done.stderr
+    document["compute"][key] = [28, 28, 1] if key == "input_shape" else "mnist-subset"
+    profile.write_text(tomli_w.dumps(document))
+    summary, _ = _sim_run(tmp_path, *argv, str(profile), "--compute", "empirical")
+    assert summary["compute_s"] / summary["iterations"] == pytest.approx(3e-3, rel=1e-9)

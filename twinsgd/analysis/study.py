@@ -93,10 +93,12 @@ def simulate_point(nodes, flags, out):
     return simulate_run(*parse_command(argv, build_parser(CheckingParser)), say=lambda _: None)
 
 
-def calibrate(out, cluster=False, timeout_s=600, models="mlp"):
+def calibrate(out, cluster=False, timeout_s=600, models="mlp", data=()):
     """Measure this machine (or the emulated cluster) on 2 ranks into profile ``out``
     (``real.calibrate --quick --models models``: the step times ``--compute empirical`` draws
-    from are those of ``models``, comma-separated); its path."""
+    from are those of ``models``, comma-separated, timed on ``data``, the runs' ``--dataset``
+    and ``--data-dir`` flags: a cnn's step on CIFAR's 32x32x3 is not its step on the bundled
+    MNIST); its path."""
     _run(
         [
             *_launch(2, cluster),
@@ -106,6 +108,7 @@ def calibrate(out, cluster=False, timeout_s=600, models="mlp"):
             "--quick",
             "--models",
             models,
+            *data,
             "--out",
             str(out),
         ],
