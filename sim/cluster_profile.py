@@ -83,6 +83,7 @@ from sim.shaping import ShapedPattern, Shaping
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
 from twinsgd.calibration.steptimes import StepTimes
+from twinsgd.data.sources import SOURCES
 from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
@@ -385,12 +386,9 @@ def _timed_on(compute):
         ):
             raise ValueError(f"[compute] input_shape must be [H, W, C], got {shape!r}")
         return tuple(shape)
-    name = str(compute.get("dataset", ""))
-    if "mnist" in name:  # mnist, mnist-subset, fashion-mnist
-        return (28, 28, 1)
-    if name.startswith("cifar"):  # cifar10, cifar100, cifar10-substitute
-        return (32, 32, 3)
-    return None
+    # the bundled subset is MNIST's, the substitute CIFAR-10's format
+    name = str(compute.get("dataset", "")).removesuffix("-subset").removesuffix("-substitute")
+    return SOURCES[name].input_shape if name in SOURCES else None
 
 
 def _topology(spec, path):

@@ -184,9 +184,8 @@ class Node:
         if step.last_in_run:
             return True
         every = self.cfg.eval_every
-        if every:
-            return step.iteration % every == 0 and not getattr(self.model, "ghost", False)
-        return step.last_in_epoch and not getattr(self.model, "ghost", False)
+        due = step.iteration % every == 0 if every else step.last_in_epoch
+        return due and not getattr(self.model, "ghost", False)  # (asked only when due: a step)
 
     def maybe_evaluate(self, step, average=False, collective=True, force=False):
         """Yield an `Evaluate` of the current model if one is due after ``step``.
