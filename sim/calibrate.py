@@ -23,8 +23,12 @@ What each table determines:
 - a bandwidth table (``osu_bw``): ``[network] bandwidth`` (the largest measured rate, a link's
   and a NIC's: one rank a host measured it); ``osu_bibw`` is read and reported, not used;
 - a collective table of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
-  and total bandwidth = channels x bandwidth), searched to minimise the squared log error of the
-  simulated table over its sizes, as the library's algorithm runs (``--mpi``).
+  and total bandwidth = channels x bandwidth), searched to minimise the absolute log error of the
+  simulated table over its sizes, as the library's algorithm runs (``--mpi``). Absolute, not
+  squared: a library switches protocol at sizes of its own (eager to rendezvous, a copy through
+  a buffer to a single copy), and a table's sizes on the far side of a switch it did not fit
+  would pull a least-squares rate off the rest; the least absolute error fits the sizes that
+  agree, the median's estimator, which is also what the held-out check scores.
 
 What it cannot determine it says, with what it assumed.
 """
@@ -139,8 +143,9 @@ def fit_memory(document, tables, mpi="mpich"):
     """(MemoryPath, median |relative error|) that best reproduces ``tables`` (collectives of
     several ranks a host) at sizes >= ``FIT_MIN_BYTES`` on the network of ``document``: for
     each count of channels (powers of two up to the ranks a host) the one copy's bandwidth of
-    least squared log error (a bounded search over its log); the best pair wins. At those sizes
-    a copy's latency does not show: it stays `ASSUMED_MEMORY`'s."""
+    least absolute log error (a bounded search over its log; robust to a protocol switch inside
+    the table, see the module's notes); the best pair wins. At those sizes a copy's latency does
+    not show: it stays `ASSUMED_MEMORY`'s."""
     points = [(t, n, s) for t in tables for n, s in zip(t.sizes, t.seconds, strict=True)]
     points = [(t, int(n), s) for t, n, s in points if n >= FIT_MIN_BYTES]
     if not points:
@@ -158,7 +163,7 @@ def fit_memory(document, tables, mpi="mpich"):
 
         def loss(log_Bps, channels=channels):
             memory = MemoryPath(ASSUMED_MEMORY.latency_s, math.exp(log_Bps), channels)
-            return float(np.sum(errors(memory) ** 2))
+            return float(np.sum(np.abs(errors(memory))))
 
         result = minimize_scalar(
             loss, bounds=(math.log(1e8), math.log(1e12)), method="bounded", options={"xatol": 0.01}
