@@ -179,15 +179,13 @@ def prepare_simulation(cfg, options, say=logger.info):
         say(dataset.note)
     if shared_model is not None and cfg.eval_every:
         say(f"--ghost has no values to evaluate: --eval-every {cfg.eval_every} ignored")
+    built = []  # the first node's model, whose scratch the others share
     nodes = prepare_nodes(
         range(1 if analytic else size),
         size,
         cfg,
         dataset,
-        lambda _: (
-            shared_model
-            or build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
-        ),
+        lambda _: shared_model or node_model(cfg, dataset, built),
         say,
     )
     saved = []
@@ -216,6 +214,17 @@ def prepare_simulation(cfg, options, say=logger.info):
         versions={"simpy": importlib.metadata.version("simpy")},
     )
     return Simulation(cfg, cluster, nodes, network, folder, saved, header)
+
+
+def node_model(cfg, dataset, built):
+    """A simulated node's model: its own weights, and the scratch arrays of the first one made
+    (kept in ``built``): the nodes of one process compute one at a time (`Model.share_scratch`)."""
+    model = build_model(cfg.model, dataset.input_shape, dataset.n_classes, seed=cfg.seed)
+    if built:
+        model.share_scratch(built[0])
+    else:
+        built.append(model)
+    return model
 
 
 def run_simulation(run):

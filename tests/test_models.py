@@ -245,3 +245,31 @@ def test_mlp_with_adam_fits_a_separable_problem_quickly():
     assert final < first / 20
     assert accuracy == 1.0
     assert time.perf_counter() - start < 2.0
+
+
+def test_models_that_share_scratch_compute_what_they_compute_alone():
+    """The simulator's nodes share one set of scratch arrays: two cnns of different weights,
+    taking turns on batches of two sizes, give the gradients they give alone, bit for bit, and
+    the second one allocates no scratch of its own."""
+    rng = np.random.default_rng(1)
+    alone = [build_model("cnn", (32, 32, 3), 10, seed=s) for s in (0, 1)]
+    shared = [build_model("cnn", (32, 32, 3), 10, seed=s) for s in (0, 1)]
+    shared[1].share_scratch(shared[0])
+    for n in (8, 5, 8):
+        X = rng.standard_normal((n, 32, 32, 3)).astype(np.float32)
+        y = rng.integers(0, 10, n)
+        for a, s in zip(alone, shared, strict=True):
+            loss_a, grad_a = a.loss_and_gradient(X, y)
+            loss_s, grad_s = s.loss_and_gradient(X, y)
+            assert loss_a == loss_s and np.array_equal(grad_a, grad_s)
+        assert shared[0].evaluate(X, y) == alone[0].evaluate(X, y)
+    held = [sum(layer.ws.nbytes() for _, layer in m.layers) for m in (*alone, *shared)]
+    assert held[2] == held[0] > 0 and held[3] == held[2]  # one set, seen from both
+    assert len({id(layer.ws) for m in shared for _, layer in m.layers}) == len(shared[0].layers)
+
+
+def test_scratch_is_shared_only_between_the_same_network():
+    with pytest.raises(ValueError, match="same layers"):
+        build_model("cnn", (32, 32, 3), 10).share_scratch(build_model("mlp", (32, 32, 3), 10))
+    with pytest.raises(ValueError, match="same layers"):
+        build_model("cnn", (32, 32, 3), 10).share_scratch(build_model("cnn", (28, 28, 1), 10))
