@@ -136,7 +136,7 @@ class Simulator:
         messages) and an empty token with every peer before an Exchange, their whole time
         charged as wait. It costs real time in a measured run, so the prediction of that run
         pays it too. Message-level collectives only.
-    mpi : {"mpich", "openmpi"}
+    mpi : {"mpich", "openmpi", "openmpi-4.1"}
         The MPI library whose allreduce ``--allreduce mpi`` runs (`programs.mpi_choices`).
     gamma : float
         The reduction's arithmetic, seconds per byte combined: a receive marked ``reduces``

@@ -220,8 +220,8 @@ def build_parser():
         "--mpi",
         choices=LIBRARIES,
         default="mpich",
-        help="whose algorithm choices: MPICH's (and Intel MPI's) or Open MPI 4.0's "
-        "(default: mpich)",
+        help="whose algorithm choices: MPICH's (and Intel MPI's), Open MPI 4.0's (openmpi) or "
+        "4.1's (openmpi-4.1) (default: mpich)",
     )
     parser.add_argument("--out", required=True, metavar="FILE.toml", help="the profile to write")
     return parser

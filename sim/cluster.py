@@ -224,7 +224,8 @@ def add_network_arguments(group):
         choices=LIBRARIES,
         default=None,
         help="whose algorithm choices --allreduce mpi (and sim.osu) runs: MPICH's (and Intel "
-        "MPI's) or Open MPI 4.0's (default: the profile's [cluster] mpi, else mpich)",
+        "MPI's), Open MPI 4.0's (openmpi) or 4.1's (openmpi-4.1) (default: the profile's "
+        "[cluster] mpi, else mpich)",
     )
     group.add_argument(
         "--ranks-per-host",

@@ -14,7 +14,7 @@ The format::
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
     time_slice_s = 0.004           # a turn on a core when more ranks share them (measured)
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
-    mpi = "openmpi"                # default of --mpi: whose algorithm choices (mpich, openmpi)
+    mpi = "openmpi"                # default of --mpi: whose choices (mpich, openmpi, openmpi-4.1)
 
     [network]                      # defaults for --network, --latency, --bandwidth
     topology = "fat-tree:4"

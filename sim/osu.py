@@ -20,10 +20,10 @@ simulation is deterministic and a barrier starts every rank of a call together, 
 an idle network is every call of OSU's loop: collectives are timed once (``--iterations`` sets
 the point-to-point loops, which an emulated cluster's token buckets can make differ).
 
-The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH or Open MPI 4.0
-picks it; allgather around a ring and alltoall by pairwise exchange, the libraries' choice for
-large blocks (small blocks: Bruck's, recursive doubling or Open MPI's neighbour exchange, not
-modelled); bcast as a binomial tree.
+The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
+Open MPI 4.1 picks it; allgather around a ring and alltoall by pairwise exchange, the libraries'
+choice for large blocks (small blocks: Bruck's, recursive doubling or Open MPI's neighbour
+exchange, not modelled); bcast as a binomial tree.
 """
 
 import argparse

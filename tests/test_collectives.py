@@ -25,10 +25,13 @@ from twinsgd.programs.collectives import (
     rabenseifner_bytes,
     recursive_doubling_allreduce,
     recursive_doubling_bytes,
+    reduce_bcast_allreduce,
+    reduce_bcast_bytes,
     ring_allreduce,
     ring_allreduce_bytes,
 )
 from twinsgd.programs.lockstep import Deadlock
+from twinsgd.programs.mpi_choices import allreduce_algorithm
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.runlog import Charges
 
@@ -268,6 +271,58 @@ def test_mpi_is_simulated_as_what_mpich_picks(n, size, picked):
     assert alpha_beta_time("mpi", 4 * n, size, 1e-6, 1e9, 4) == alpha_beta_time(
         picked, 4 * n, size, 1e-6, 1e9, 4
     )
+
+
+# -- reduce + broadcast (Open MPI's nonoverlapping) ----------------------------------------------
+
+
+@pytest.mark.parametrize("n", [0, 7, 64])
+@pytest.mark.parametrize("size", SIZES)
+def test_reduce_bcast_sums_bytes_and_time(size, n):
+    contributions = np.random.default_rng([size, n, 2]).standard_normal((size, n))
+    bufs = list(contributions.astype(np.float32))
+    run = _allreduce(reduce_bcast_allreduce, bufs)
+    _assert_bit_identical(bufs)
+    _assert_sum_within_roundoff(bufs[0], contributions.astype(np.float32))
+    for rank in range(size):
+        assert (run.sent[rank], run.received[rank]) == reduce_bcast_bytes(n, 4, rank, size)
+    expected = alpha_beta_time("reduce-bcast", 4 * n, size, ALPHA, BETA, itemsize=4)
+    if size & (size - 1) == 0:  # a power of two: log2 p rounds each way, exactly
+        assert max(run.finished) == pytest.approx(expected, rel=1e-12)
+    else:
+        assert max(run.finished) <= expected * (1 + 1e-12)
+
+
+def test_reduce_bcast_moves_the_buffer_log_p_times_through_rank_0():
+    """p = 8: rank 0 receives from 1, 2 and 4 and sends to them again; a leaf once each way."""
+    assert reduce_bcast_bytes(100, 4, 0, 8) == (3 * 400, 3 * 400)
+    assert reduce_bcast_bytes(100, 4, 7, 8) == (400, 400)
+    assert alpha_beta_time("reduce-bcast", 400, 8, 1.0, 100.0, 4, gamma=0.01) == pytest.approx(
+        3 * (2 * (1.0 + 4.0) + 4.0)
+    )
+
+
+@pytest.mark.parametrize(
+    ("library", "count", "size", "picked"),
+    [  # v4.1.x coll_tuned_decision_fixed.c, float32 sums, read off its table
+        ("openmpi-4.1", 1, 2, "recursive-doubling"),  # < 8 B: the ring, but 1 element < 2 ranks
+        ("openmpi-4.1", 1023, 2, "recursive-doubling"),  # < 4,096 B
+        ("openmpi-4.1", 1500, 2, "ring"),  # 4,096 .. 8,191 B
+        ("openmpi-4.1", 65535, 2, "ring"),  # 65,536 .. 262,143 B: the segmented ring
+        ("openmpi-4.1", 65536, 2, "rabenseifner"),
+        ("openmpi-4.1", 65535, 64, "recursive-doubling"),  # 64 .. 127 ranks: < 262,144 B
+        ("openmpi-4.1", 65536, 64, "rabenseifner"),
+        ("openmpi-4.1", 32767, 200, "reduce-bcast"),  # 128 .. 255 ranks: < 131,072 B
+        ("openmpi-4.1", 32768, 200, "recursive-doubling"),
+        ("openmpi-4.1", 511, 5000, "reduce-bcast"),  # 4,096+ ranks: < 2,048 B
+        ("openmpi-4.1", 512, 5000, "recursive-doubling"),  # the segmented ring: fewer than p
+        ("openmpi-4.1", 8192, 5000, "rabenseifner"),  # 32,768 B: 8,192 >= p' = 4,096
+        ("openmpi", 2500, 64, "ring"),  # v4.0.x: 10,000 B and more elements than ranks
+        ("openmpi", 2500, 2500, "reduce-bcast"),  # ... not more: nonoverlapping
+    ],
+)
+def test_open_mpi_picks_as_its_fixed_rules_say(library, count, size, picked):
+    assert allreduce_algorithm(library, count, 4, size) == picked
 
 
 # -- binomial broadcast --------------------------------------------------------------------------

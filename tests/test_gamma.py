@@ -50,10 +50,18 @@ def test_the_ring_formula_adds_p_minus_1_chunks_of_gamma():
 
 @pytest.mark.parametrize(
     ("algo", "size"),
-    [("ring", 2), ("ring", 5), ("recursive-doubling", 4), ("recursive-doubling", 8)],
+    [
+        ("ring", 2),
+        ("ring", 5),
+        ("recursive-doubling", 4),
+        ("recursive-doubling", 8),
+        ("reduce-bcast", 2),
+        ("reduce-bcast", 8),
+    ],
 )
 def test_message_level_charges_gamma_as_the_closed_form(algo, size):
-    """Exact cases (ring: p divides n; recursive doubling: p a power of two): the message level
+    """Exact cases (ring: p divides n; recursive doubling and reduce + broadcast: p a power of
+    two): the message level
     with gamma takes the formula's time, and gamma adds exactly its term."""
     n = 1000 * size
     message = _simulated(algo, size, n, "message", GAMMA)

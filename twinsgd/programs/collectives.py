@@ -511,6 +511,77 @@ def binomial_bcast_bytes(n, itemsize, rank, root, size):
     return children * n * itemsize, (n * itemsize if vrank else 0)
 
 
+def reduce_bcast_allreduce(buf, rank, size, tag=0):
+    """Sum ``buf`` over all ranks in place: a binomial-tree reduce to rank 0, then a
+    `binomial_bcast` of the sum from it (Open MPI's ``nonoverlapping`` allreduce, a reduce and
+    then a broadcast, here with binomial trees for both).
+
+    The reduce is MPICH's binomial one for commutative operations: with mask = 1, 2, 4, ..., a
+    rank whose bit ``mask`` is clear `Recv`s the partial sum of rank + mask (if that rank exists)
+    and adds it to its own (``own + incoming``); a rank whose bit is set `Send`s its partial sum
+    to rank - mask and is done. Rank 0 ends with the sum and broadcasts it, so every rank ends
+    with rank 0's bits.
+
+    Yields Send and Recv operations; gets back None and the filled receive buffer. Returns
+    ``buf``. Collective: every rank must run it with the same n and tag.
+
+    Cost on the alpha-beta-gamma model: ``ceil(log2 p)(2(alpha + n/beta) + n gamma)``, the
+    reduce's rounds (each a message and its add) and the broadcast's; exact when p is a power
+    of two, an upper bound otherwise. Every rank but 0 sends and receives n once in each half,
+    and a rank with c children sends and receives n c times more (`reduce_bcast_bytes`):
+    ``log2 p`` times the buffer through rank 0, where the ring moves 2 (p-1)/p of it. The
+    choice of a library for small buffers on many ranks.
+
+    Parameters
+    ----------
+    buf : (n,) ndarray, contiguous
+        This rank's contribution; holds the sum over ranks on return.
+    rank, size : int
+        This rank and the number of ranks, 0 <= rank < size.
+    tag : int
+        Tag of every message.
+
+    Raises
+    ------
+    ValueError
+        If size < 1 or rank is not in [0, size).
+
+    Examples
+    --------
+    >>> buf = np.zeros(4, np.float32)
+    >>> next(reduce_bcast_allreduce(buf, 0, 4)).source, next(reduce_bcast_allreduce(buf, 3, 4)).dest
+    (1, 2)
+    """
+    _check_rank(rank, size)
+    return _reduce_bcast(buf, rank, size, tag)
+
+
+def _reduce_bcast(buf, rank, size, tag):
+    scratch, mask = np.empty_like(buf), 1
+    while mask < size:  # the binomial reduce to rank 0
+        if rank & mask:
+            yield Send(dest=rank - mask, payload=buf, tag=tag)
+            break
+        if rank + mask < size:
+            yield Recv(source=rank + mask, tag=tag, buf=scratch, reduces=True)
+            np.add(buf, scratch, out=buf)
+        mask <<= 1
+    yield from _binomial_bcast(buf, 0, rank, size, tag)
+    return buf
+
+
+def reduce_bcast_bytes(n, itemsize, rank, size):
+    """Bytes ``(sent, received)`` by ``rank`` in `reduce_bcast_allreduce` of ``n`` elements:
+    the reduce mirrors the broadcast (what a rank receives from its children there it sends to
+    them here), so each is the broadcast's sent plus received.
+
+    >>> [reduce_bcast_bytes(1000, 4, rank, size=8) for rank in (0, 4, 7)]
+    [(12000, 12000), (12000, 12000), (4000, 4000)]
+    """
+    sent, received = binomial_bcast_bytes(n, itemsize, rank, 0, size)
+    return sent + received, sent + received
+
+
 def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0):
     """Seconds a collective over ``n_bytes`` on ``size`` ranks takes on the alpha-beta-gamma
     model.
@@ -525,13 +596,16 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0
       n gamma)``, p' the largest power of two <= p, plus ``2(alpha + n/beta) + n gamma`` when p
       is not a power of two.
     - ``"binomial-bcast"`` (`binomial_bcast`): ``ceil(log2 p)(alpha + n/beta)``.
+    - ``"reduce-bcast"`` (`reduce_bcast_allreduce`): ``ceil(log2 p)(2(alpha + n/beta) +
+      n gamma)``.
 
     Thakur et al. write beta as seconds per byte (``alpha + n beta``); here it is the bandwidth.
     gamma is the reduction's arithmetic, seconds per byte combined.
 
     Parameters
     ----------
-    algorithm : {"ring", "recursive-doubling", "rabenseifner", "mpi", "binomial-bcast"}
+    algorithm : {"ring", "recursive-doubling", "rabenseifner", "reduce-bcast", "mpi", \
+"binomial-bcast"}
         ("mpi": what MPICH picks, `mpich_allreduce`)
     n_bytes : int
         The buffer's size in bytes, a multiple of ``itemsize``.
@@ -564,9 +638,9 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0
     >>> alpha_beta_time("binomial-bcast", 4000, 6, alpha=1.0, beta=1000.0)
     15.0
     """
-    if algorithm not in ("ring", "recursive-doubling", "rabenseifner", "mpi", "binomial-bcast"):
+    if algorithm not in (*ALLREDUCES, "mpi", "binomial-bcast"):
         raise ValueError(
-            f"algorithm must be ring, recursive-doubling, rabenseifner, mpi or "
+            f"algorithm must be ring, recursive-doubling, rabenseifner, reduce-bcast, mpi or "
             f"binomial-bcast, got {algorithm!r}"
         )
     if itemsize < 1:
@@ -595,6 +669,8 @@ def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize, gamma=0.0)
         chunk = -(-n_bytes // itemsize // size) * itemsize  # the largest of chunk_bounds' chunks
         return 2 * (size - 1) * (alpha + chunk / beta) + (size - 1) * chunk * gamma
     message = alpha + n_bytes / beta
+    if algorithm == "reduce-bcast":
+        return (size - 1).bit_length() * (2 * message + n_bytes * gamma)
     if algorithm == "recursive-doubling":
         rounds = size.bit_length() - 1
         folds = 0 if size & (size - 1) == 0 else 2 * message + n_bytes * gamma
@@ -613,6 +689,7 @@ ALLREDUCES = {
     "ring": ring_allreduce,
     "recursive-doubling": recursive_doubling_allreduce,
     "rabenseifner": rabenseifner_allreduce,
+    "reduce-bcast": reduce_bcast_allreduce,
 }
 """``--allreduce`` name -> the generator both backends run (``mpi``: the MPI library's own)."""
 
@@ -626,4 +703,6 @@ def allreduce_bytes(algorithm, n, itemsize, rank, size):
         return rabenseifner_bytes(n, itemsize, rank, size)
     if algorithm == "recursive-doubling":
         return recursive_doubling_bytes(n, itemsize, rank, size)
+    if algorithm == "reduce-bcast":
+        return reduce_bcast_bytes(n, itemsize, rank, size)
     return ring_allreduce_bytes(n, itemsize, rank, size)

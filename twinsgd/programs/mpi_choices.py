@@ -2,45 +2,92 @@
 the name of the node program (`programs.collectives`, `programs.block_collectives`) that does
 what the library does, so the simulator can run the library's choice.
 
-Libraries:
+Libraries (``--mpi``, a profile's ``[cluster] mpi``):
 
 - ``mpich`` (and MPICH-derived: Intel MPI, MVAPICH, Cray MPICH by default): allreduce
   `collectives.mpich_allreduce` (``MPIR_Allreduce_intra_auto``: recursive doubling up to 2 KiB,
   Rabenseifner's above); allgather around a ring for long messages (``MPIR_CVAR_ALLGATHER_
   LONG_MSG_SIZE``, 512 KiB in all); alltoall by pairwise exchange from 32 KiB a block.
-- ``openmpi`` (Open MPI 4.0's ``coll/tuned`` fixed decisions, ``ompi_coll_tuned_allreduce_intra_
+- ``openmpi``: Open MPI 4.0's ``coll/tuned`` fixed decisions (``ompi_coll_tuned_allreduce_intra_
   dec_fixed`` in ``ompi/mca/coll/tuned/coll_tuned_decision_fixed.c``, v4.0.x): allreduce by
   recursive doubling below 10,000 bytes (``intermediate_message``), else around a ring (segmented
-  into 1 MiB pieces past ``size`` MiB, the same alpha-beta cost); alltoall pairwise from 3,000
+  into 1 MiB pieces past ``size`` MiB, the same alpha-beta cost) when there are more elements
+  than ranks, else a reduce and a broadcast (``nonoverlapping``); alltoall pairwise from 3,000
   bytes a block; allgather: neighbour exchange (even sizes) or a ring from 50,000 bytes in all.
-  Open MPI 4.1 changed these rules (Rabenseifner's for large allreduces); they are not here.
+- ``openmpi-4.1``: Open MPI 4.1's rewritten fixed decisions for allreduce (the same file, v4.1.x,
+  as SimGrid 3.32 mirrors them in ``src/smpi/colls/smpi_openmpi_selector.cpp``,
+  ``allreduce__ompi``): a table of message-size thresholds per communicator size, choosing among
+  recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
+  cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
+  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both). Its allgather and
+  alltoall rules (linear, Bruck, sparbit) are not here.
 
-Allgather and alltoall are simulated as a ring and pairwise exchange (`sim.osu`), the choice of
-both libraries for large blocks; for small blocks they run Bruck's, recursive doubling or Open
-MPI's neighbour exchange, which have no program here yet.
+Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
+ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
+does. Allgather and alltoall are simulated as a ring and pairwise exchange (`sim.osu`), the choice
+of both libraries for large blocks; for small blocks they run Bruck's, recursive doubling or
+Open MPI's neighbour exchange, which have no program here yet.
 """
+
+import math
 
 from twinsgd.programs.collectives import mpich_allreduce
 
-LIBRARIES = ("mpich", "openmpi")
+LIBRARIES = ("mpich", "openmpi", "openmpi-4.1")
 OPENMPI_ALLREDUCE_INTERMEDIATE_BYTES = 10_000  # v4.0.x coll_tuned_decision_fixed.c
+
+# Open MPI 4.1's allreduce for commutative operations (v4.1.x coll_tuned_decision_fixed.c,
+# ompi_coll_tuned_allreduce_intra_dec_fixed): for communicators of fewer than the first number
+# of ranks, the first algorithm whose bound (bytes in all, exclusive) the message is under.
+# "segmented-ring" is simulated as "ring".
+OPENMPI_41_ALLREDUCE = (
+    (4, ((8, "ring"), (4096, "recursive-doubling"), (8192, "ring"),
+         (16384, "recursive-doubling"), (65536, "ring"), (262144, "segmented-ring"),
+         (math.inf, "rabenseifner"))),
+    (8, ((16, "ring"), (8192, "recursive-doubling"), (math.inf, "rabenseifner"))),
+    (16, ((8192, "recursive-doubling"), (math.inf, "rabenseifner"))),
+    (32, ((64, "segmented-ring"), (4096, "recursive-doubling"), (math.inf, "rabenseifner"))),
+    (64, ((128, "segmented-ring"), (math.inf, "rabenseifner"))),
+    (128, ((262144, "recursive-doubling"), (math.inf, "rabenseifner"))),
+    (256, ((131072, "nonoverlapping"), (262144, "recursive-doubling"),
+           (math.inf, "rabenseifner"))),
+    (512, ((4096, "nonoverlapping"), (math.inf, "rabenseifner"))),
+    (2048, ((2048, "nonoverlapping"), (16384, "recursive-doubling"),
+            (math.inf, "rabenseifner"))),
+    (4096, ((2048, "nonoverlapping"), (4096, "segmented-ring"), (16384, "recursive-doubling"),
+            (math.inf, "rabenseifner"))),
+    (math.inf, ((2048, "nonoverlapping"), (16384, "segmented-ring"),
+                (32768, "recursive-doubling"), (math.inf, "rabenseifner"))),
+)  # fmt: skip
+PROGRAM = {"segmented-ring": "ring", "nonoverlapping": "reduce-bcast"}  # Open MPI's -> ours
 
 
 def allreduce_algorithm(library, count, itemsize, size):
-    """The allreduce program (``ring``, ``recursive-doubling``, ``rabenseifner``) ``library``
-    runs for ``count`` elements of ``itemsize`` bytes on ``size`` ranks.
+    """The allreduce program (``ring``, ``recursive-doubling``, ``rabenseifner``,
+    ``reduce-bcast``) ``library`` runs for ``count`` elements of ``itemsize`` bytes on ``size``
+    ranks (a sum: commutative).
 
     >>> allreduce_algorithm("openmpi", 2500, 4, 64), allreduce_algorithm("mpich", 2500, 4, 64)
     ('ring', 'rabenseifner')
-    >>> allreduce_algorithm("openmpi", 2499, 4, 64)
-    'recursive-doubling'
+    >>> allreduce_algorithm("openmpi", 2499, 4, 64), allreduce_algorithm("openmpi", 2500, 4, 4096)
+    ('recursive-doubling', 'reduce-bcast')
+    >>> [allreduce_algorithm("openmpi-4.1", n, 4, 64) for n in (65535, 65536)]
+    ['recursive-doubling', 'rabenseifner']
     """
     _check(library)
     if library == "mpich":
         return mpich_allreduce(count, itemsize, size)
-    return (
-        "recursive-doubling" if count * itemsize < OPENMPI_ALLREDUCE_INTERMEDIATE_BYTES else "ring"
-    )
+    nbytes = count * itemsize
+    if library == "openmpi":
+        if nbytes < OPENMPI_ALLREDUCE_INTERMEDIATE_BYTES:
+            return "recursive-doubling"
+        return "ring" if count > size else "reduce-bcast"
+    rules = next(rules for ranks, rules in OPENMPI_41_ALLREDUCE if size < ranks)
+    algorithm = PROGRAM.get(chosen := next(a for bound, a in rules if nbytes < bound), chosen)
+    pof2 = 1 << (max(size, 1).bit_length() - 1)
+    if (algorithm == "ring" and count < size) or (algorithm == "rabenseifner" and count < pof2):
+        return "recursive-doubling"  # both fall back (ompi_coll_base_allreduce_intra_*)
+    return algorithm
 
 
 def _check(library):

@@ -31,7 +31,7 @@ ALGORITHMS = ("auto", "serial", "ps", "allreduce", "gossip")
 MIXINGS = ("uniform", "metropolis")
 GOSSIP_PAYLOADS = ("weights", "grad")
 PS_MODES = ("sync", "async", "ssp")
-ALLREDUCE_ALGOS = ("ring", "recursive-doubling", "rabenseifner", "mpi")
+ALLREDUCE_ALGOS = ("ring", "recursive-doubling", "rabenseifner", "reduce-bcast", "mpi")
 DATASETS = ("mnist", "mnist-subset", "fashion-mnist", "cifar10", "cifar100", "synthetic")
 MODELS = ("mlp", "cnn")
 OPTIMIZERS = ("sgd", "momentum", "adam")
@@ -106,9 +106,9 @@ class RunConfig:
     allreduce: str = field(
         default="ring",
         metadata=_flag(
-            "allreduce implementation: ring, recursive-doubling or rabenseifner (ours: the "
-            "simulator adds exactly as they do) or mpi (the MPI library's; simulated as what "
-            "MPICH picks)",
+            "allreduce implementation: ring, recursive-doubling, rabenseifner or reduce-bcast "
+            "(ours: the simulator adds exactly as they do) or mpi (the MPI library's; simulated "
+            "as what --mpi picks)",
             choices=ALLREDUCE_ALGOS,
             group="algorithm",
         ),
