@@ -96,6 +96,7 @@ from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.steptimes import step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
+from twinsgd.programs.mpi_choices import library_for
 
 logger = logging.getLogger(__name__)
 
@@ -607,6 +608,7 @@ def _finish(args, measured, work, started):
             "source": f"python -m real.calibrate, {_mpi_library()}, {measured['ranks']} ranks "
             f"({_where(hosts, one_machine)})",
             "cores": os.cpu_count() or 1,
+            "mpi": library_for(_mpi_library()),  # whose choices --allreduce mpi simulates
             "one_machine": one_machine,
             "hosts": hosts,
             **(

@@ -87,6 +87,7 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert p["cluster"]["calibrated"] is True
     assert p["cluster"]["name"].startswith("measured from ")
     assert "MPICH" in p["cluster"]["source"] or "MPI" in p["cluster"]["source"]
+    assert p["cluster"]["mpi"] == ("mpich" if "MPICH" in p["cluster"]["source"] else "openmpi-4.1")
     assert p["cluster"]["cores"] == os.cpu_count()
     assert p["cluster"]["one_machine"] is True and len(p["cluster"]["hosts"]) == 2
     assert p["network"]["topology"] == "star"

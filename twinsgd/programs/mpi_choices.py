@@ -30,6 +30,7 @@ Open MPI's neighbour exchange, which have no program here yet.
 """
 
 import math
+import re
 
 from twinsgd.programs.collectives import mpich_allreduce
 
@@ -88,6 +89,23 @@ def allreduce_algorithm(library, count, itemsize, size):
     if (algorithm == "ring" and count < size) or (algorithm == "rabenseifner" and count < pof2):
         return "recursive-doubling"  # both fall back (ompi_coll_base_allreduce_intra_*)
     return algorithm
+
+
+def library_for(version):
+    """The `LIBRARIES` name of the MPI library ``version`` names (the first line of
+    ``MPI_Get_library_version``): Open MPI before 4.1 ``openmpi`` (the fixed rules of 1.x to
+    4.0 are one set), 4.1 and later ``openmpi-4.1`` (5.0 kept 4.1's rules); anything else
+    ``mpich``, whose choices MPICH-derived libraries (Intel MPI, MVAPICH, Cray MPICH) keep.
+
+    >>> library_for("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4")
+    'openmpi-4.1'
+    >>> library_for("Open MPI v4.0.3, package: Open MPI spack"), library_for("MPICH Version: 4.2.1")
+    ('openmpi', 'mpich')
+    """
+    found = re.search(r"Open MPI v?(\d+)\.(\d+)", version)
+    if found is None:
+        return "mpich"
+    return "openmpi" if (int(found[1]), int(found[2])) < (4, 1) else "openmpi-4.1"
 
 
 def _check(library):
