@@ -69,7 +69,7 @@
 #     checked against their real runs;
 #   - the three with a threshold at every point: what a threshold sends depends on the
 #     gradient's values, so a ghost cannot run it (sim.run refuses `--compress` with `--ghost`);
-#     their 29,000 real gradients at 60 and 210 ranks are most of this notebook's time.
+#     their 31,680 real gradients at 60 and 210 ranks are most of this notebook's time.
 #   The measured side (below) trains the real cnn throughout.
 # - Threshold 0.0015 where the study had 1, chosen as the study's was described: it drops about
 #   95 % of the values. What a threshold drops depends on the optimizer and the model: with Adam
