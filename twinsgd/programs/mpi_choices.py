@@ -19,8 +19,8 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   ``allreduce__ompi``): a table of message-size thresholds per communicator size, choosing among
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
-  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both). Its allgather and
-  alltoall rules (linear, Bruck, sparbit) are not here.
+  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both). Its allgather,
+  alltoall, bcast and reduce rules are not here.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
@@ -94,8 +94,9 @@ def allreduce_algorithm(library, count, itemsize, size):
 def library_for(version):
     """The `LIBRARIES` name of the MPI library ``version`` names (the first line of
     ``MPI_Get_library_version``): Open MPI before 4.1 ``openmpi`` (the fixed rules of 1.x to
-    4.0 are one set), 4.1 and later ``openmpi-4.1`` (5.0 kept 4.1's rules); anything else
-    ``mpich``, whose choices MPICH-derived libraries (Intel MPI, MVAPICH, Cray MPICH) keep.
+    4.0 are one set), 4.1 and later ``openmpi-4.1`` (the rules 4.1 brought; whether a later
+    release changed them is not checked here); anything else ``mpich``, whose choices
+    MPICH-derived libraries (Intel MPI, MVAPICH, Cray MPICH) keep.
 
     >>> library_for("Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4")
     'openmpi-4.1'
