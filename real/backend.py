@@ -47,15 +47,24 @@ MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when 
 
 
 def run_collective_mpi(comm, program):
-    """Carry out a collective generator of `programs.collectives` (Send, Recv, SendRecv) with
-    one blocking MPI call per operation. Collective. Returns the bytes ``(sent, received)``."""
+    """Carry out a collective generator of `programs.collectives` (Send, Recv, SendRecv, and an
+    Exchange of arrays) with one blocking MPI call per operation (an Exchange: Irecv and Isend
+    with each peer, then Waitall). Collective. Returns the bytes ``(sent, received)``."""
     reply, sent, received = None, 0, 0
     while True:
         try:
             op = program.send(reply)
         except StopIteration:
             return sent, received
-        if isinstance(op, SendRecv):
+        if isinstance(op, Exchange) and op.payloads:
+            peers = list(op.payloads)
+            requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
+            requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
+            requests[0].Waitall(requests)  # a class method of mpi4py's Request
+            sent += sum(op.payloads[p].nbytes for p in peers)
+            received += sum(op.bufs[p].nbytes for p in peers)
+            reply = {p: op.bufs[p] for p in peers}
+        elif isinstance(op, SendRecv):
             comm.Sendrecv(
                 op.payload,
                 dest=op.dest,

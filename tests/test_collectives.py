@@ -31,7 +31,7 @@ from twinsgd.programs.collectives import (
     ring_allreduce_bytes,
 )
 from twinsgd.programs.lockstep import Deadlock
-from twinsgd.programs.mpi_choices import allreduce_algorithm
+from twinsgd.programs.mpi_choices import allreduce_algorithm, alltoall_algorithm
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.runlog import Charges
 
@@ -323,6 +323,31 @@ def test_reduce_bcast_moves_the_buffer_log_p_times_through_rank_0():
 )
 def test_open_mpi_picks_as_its_fixed_rules_say(library, count, size, picked):
     assert allreduce_algorithm(library, count, 4, size) == picked
+
+
+@pytest.mark.parametrize(
+    ("library", "block", "size", "picked"),
+    [  # MPICH's MPIR_Alltoall_intra_auto defaults; Open MPI v4.0.x and v4.1.x fixed rules
+        ("mpich", 256, 8, "bruck"),
+        ("mpich", 256, 7, "linear"),  # Bruck's from 8 ranks
+        ("mpich", 32768, 64, "linear"),
+        ("mpich", 32769, 64, "pairwise"),
+        ("openmpi", 199, 13, "bruck"),
+        ("openmpi", 199, 12, "linear"),  # Bruck's on more than 12 ranks
+        ("openmpi", 2999, 64, "linear"),
+        ("openmpi", 3000, 64, "pairwise"),
+        ("openmpi", 10, 2, "pairwise"),  # two_procs
+        ("openmpi-4.1", 511, 32, "bruck"),  # 32 .. 63 ranks: < 512 B
+        ("openmpi-4.1", 524287, 32, "linear"),
+        ("openmpi-4.1", 524288, 32, "linear"),  # linear_sync, simulated as linear
+        ("openmpi-4.1", 262144, 64, "pairwise"),  # 64 .. 127 ranks: from 262,144 B
+        ("openmpi-4.1", 100, 4, "linear"),  # 3 .. 7 ranks: linear_sync below 8,192 B
+        ("openmpi-4.1", 600_000, 4, "pairwise"),  # 524,288 .. 1,048,575 B
+        ("openmpi-4.1", 100, 5000, "bruck"),
+    ],
+)
+def test_alltoall_is_picked_as_each_librarys_rules_say(library, block, size, picked):
+    assert alltoall_algorithm(library, block, size) == picked
 
 
 # -- binomial broadcast --------------------------------------------------------------------------

@@ -49,10 +49,30 @@ def test_simulated_osu_bw_is_a_window_back_to_back_then_a_reply():
 @pytest.mark.parametrize("bench", ["osu_allgather", "osu_alltoall"])
 @pytest.mark.parametrize("ranks", [2, 5, 8])
 def test_simulated_block_collectives_on_a_star_take_p_minus_1_steps(bench, ranks):
-    """One rank a host, no link shared within a step: (p - 1)(alpha + m / beta) for every rank."""
-    m = 10_000
+    """One rank a host, no link shared within a step: (p - 1)(alpha + m / beta) for every rank
+    (blocks of 40,000 bytes: MPICH's alltoall is pairwise past 32 KiB)."""
+    m = 40_000
     seconds = simulate_benchmark(bench, cluster(bench, "--ranks", str(ranks)), m)
     np.testing.assert_allclose(seconds, (ranks - 1) * (ALPHA + m / BETA), rtol=1e-9)
+
+
+@pytest.mark.parametrize("ranks", [2, 5, 8])
+def test_a_linear_alltoall_sends_back_to_back_and_waits_one_latency(ranks):
+    """MPICH's medium blocks go all at once: every rank's p - 1 sends leave its NIC back to back,
+    to rank + 1, + 2, ... (each round a permutation: no receiver shared), the last arriving
+    alpha after: (p - 1) m / beta + alpha."""
+    m = 10_000
+    seconds = simulate_benchmark("osu_alltoall", cluster("osu_alltoall", "--ranks", str(ranks)), m)
+    np.testing.assert_allclose(seconds, (ranks - 1) * m / BETA + ALPHA, rtol=1e-9)
+
+
+@pytest.mark.parametrize(("ranks", "steps", "blocks"), [(8, 3, 4), (16, 4, 8)])
+def test_a_bruck_alltoall_takes_log_p_steps_of_half_the_blocks(ranks, steps, blocks):
+    """Small blocks (MPICH: at most 256 bytes on 8 ranks or more): log2 p steps, each moving the
+    blocks whose position has that step's bit set, half of them at a power of two."""
+    m = 100
+    seconds = simulate_benchmark("osu_alltoall", cluster("osu_alltoall", "--ranks", str(ranks)), m)
+    np.testing.assert_allclose(seconds, steps * (ALPHA + blocks * m / BETA), rtol=1e-9)
 
 
 def test_the_reader_knows_osu_and_imb_headers_and_turns_values_into_seconds(tmp_path):

@@ -1,6 +1,7 @@
 """Under mpiexec: our allreduces against MPI's Allreduce (exact on integers, close on floats,
-the same bits on every rank, bytes as counted), our binomial broadcast against MPI's Bcast, and
-our ring allgather and pairwise alltoall against MPI's Allgather and Alltoall.
+the same bits on every rank, bytes as counted), our binomial broadcast against MPI's Bcast, our
+ring allgather against MPI's Allgather, and our pairwise, linear and Bruck alltoalls against MPI's
+Alltoall (bytes as counted).
 
 Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts the job) otherwise.
 """
@@ -9,7 +10,11 @@ import numpy as np
 from mpi4py import MPI
 
 from real.backend import run_collective_mpi
-from twinsgd.programs.block_collectives import pairwise_alltoall, ring_allgather
+from twinsgd.programs.block_collectives import (
+    ALLTOALLS,
+    alltoall_bytes,
+    ring_allgather,
+)
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -22,14 +27,14 @@ rank, size = comm.rank, comm.size
 
 
 def run_collective_mpi_result(program):
-    """What ``program`` returns, carried out under MPI."""
+    """(What ``program`` returns, the bytes it sent and received), carried out under MPI."""
     out = {}
 
     def keep():
         out["value"] = yield from program
 
-    run_collective_mpi(comm, keep())
-    return out["value"]
+    counted = run_collective_mpi(comm, keep())
+    return out["value"], counted
 
 
 for algorithm, allreduce in ALLREDUCES.items():
@@ -53,15 +58,17 @@ for algorithm, allreduce in ALLREDUCES.items():
 
 for m in (0, 1, 7, 1000):
     mine = np.random.default_rng([m, rank]).standard_normal(m).astype(np.float32)
-    gathered = run_collective_mpi_result(ring_allgather(mine.copy(), rank, size))
+    gathered, _ = run_collective_mpi_result(ring_allgather(mine.copy(), rank, size))
     theirs = np.empty((size, m), np.float32)
     comm.Allgather(mine, theirs)
     np.testing.assert_array_equal(np.array(gathered).reshape(size, m), theirs)
     blocks = np.random.default_rng([m, rank, 1]).standard_normal((size, m)).astype(np.float32)
-    received = run_collective_mpi_result(pairwise_alltoall(list(blocks.copy()), rank, size))
     theirs = np.empty_like(blocks)
     comm.Alltoall(blocks, theirs)
-    np.testing.assert_array_equal(np.array(received).reshape(size, m), theirs)
+    for algorithm, alltoall in ALLTOALLS.items():
+        received, counted = run_collective_mpi_result(alltoall(list(blocks.copy()), rank, size))
+        np.testing.assert_array_equal(np.array(received).reshape(size, m), theirs)
+        assert counted == alltoall_bytes(algorithm, 4 * m, rank, size), (algorithm, counted)
 
 for root in range(size):
     values = np.random.default_rng(root).standard_normal(1001).astype(np.float32)

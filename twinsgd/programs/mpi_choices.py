@@ -19,14 +19,15 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   ``allreduce__ompi``): a table of message-size thresholds per communicator size, choosing among
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
-  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both). Its allgather,
-  alltoall, bcast and reduce rules are not here.
+  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
+  rules too (`alltoall_algorithm`). Its allgather, bcast and reduce rules are not here.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
-does. Allgather and alltoall are simulated as a ring and pairwise exchange (`sim.osu`), the choice
-of both libraries for large blocks; for small blocks they run Bruck's, recursive doubling or
-Open MPI's neighbour exchange, which have no program here yet.
+does. Alltoall: each library's choice among pairwise exchange, all at once (linear) and Bruck's
+(`alltoall_algorithm`). Allgather is simulated around a ring (`sim.osu`), both libraries' choice
+for large blocks; for small blocks they run Bruck's, recursive doubling or Open MPI's neighbour
+exchange, which have no program here yet.
 """
 
 import math
@@ -89,6 +90,69 @@ def allreduce_algorithm(library, count, itemsize, size):
     if (algorithm == "ring" and count < size) or (algorithm == "rabenseifner" and count < pof2):
         return "recursive-doubling"  # both fall back (ompi_coll_base_allreduce_intra_*)
     return algorithm
+
+
+# Alltoall, by the bytes of one block (exclusive bounds, as above). MPICH's MPIR_Alltoall_intra_
+# auto: Bruck's up to MPIR_CVAR_ALLTOALL_SHORT_MSG_SIZE (256) on 8 ranks or more, "scattered"
+# (all at once, 32 requests at a time) up to MPIR_CVAR_ALLTOALL_MEDIUM_MSG_SIZE (32768), else
+# pairwise. Open MPI 4.0 (v4.0.x ompi_coll_tuned_alltoall_intra_dec_fixed): Bruck's below 200
+# bytes on more than 12 ranks, basic_linear below 3,000, else pairwise. Open MPI 4.1 (v4.1.x,
+# as SimGrid 3.32's alltoall__ompi mirrors it): the table below; "linear-sync" (linear with a
+# bound on the requests in flight) and "two-procs" (two ranks' exchange) are simulated as
+# "linear" and "pairwise".
+OPENMPI_41_ALLTOALL = (
+    (3, ((2, "pairwise"), (4, "two-procs"), (16, "pairwise"), (64, "two-procs"),
+         (256, "pairwise"), (4096, "two-procs"), (32768, "pairwise"), (262144, "linear-sync"),
+         (1048576, "two-procs"), (math.inf, "pairwise"))),
+    (8, ((8192, "linear-sync"), (16384, "linear"), (65536, "linear-sync"), (524288, "linear"),
+         (1048576, "pairwise"), (math.inf, "linear"))),
+    (16, ((262144, "linear-sync"), (math.inf, "linear"))),
+    (32, ((4, "linear-sync"), (512, "bruck"), (8192, "linear-sync"), (32768, "linear"),
+          (262144, "linear-sync"), (524288, "linear"), (math.inf, "linear-sync"))),
+    (64, ((512, "bruck"), (524288, "linear"), (math.inf, "linear-sync"))),
+    (128, ((1024, "bruck"), (2048, "linear"), (4096, "linear-sync"), (262144, "linear"),
+           (math.inf, "pairwise"))),
+    (256, ((1024, "bruck"), (2048, "linear-sync"), (262144, "linear"), (math.inf, "pairwise"))),
+    (512, ((1024, "bruck"), (8192, "linear-sync"), (32768, "linear"), (math.inf, "pairwise"))),
+    (1024, ((512, "bruck"), (8192, "linear-sync"), (16384, "linear"), (131072, "linear-sync"),
+            (262144, "linear"), (math.inf, "pairwise"))),
+    (2048, ((512, "bruck"), (1024, "linear-sync"), (2048, "linear"), (16384, "linear-sync"),
+            (262144, "linear"), (math.inf, "linear-sync"))),
+    (4096, ((1024, "bruck"), (4096, "linear-sync"), (8192, "linear"), (131072, "linear-sync"),
+            (math.inf, "linear"))),
+    (math.inf, ((2048, "bruck"), (8192, "linear-sync"), (16384, "linear"),
+                (32768, "linear-sync"), (65536, "linear"), (math.inf, "linear-sync"))),
+)  # fmt: skip
+ALLTOALL_PROGRAM = {"linear-sync": "linear", "two-procs": "pairwise"}  # Open MPI's -> ours
+
+
+def alltoall_algorithm(library, block_bytes, size):
+    """The alltoall program (``pairwise``, ``linear``, ``bruck``; `block_collectives.ALLTOALLS`)
+    ``library`` runs for blocks of ``block_bytes`` on ``size`` ranks.
+
+    >>> [alltoall_algorithm("mpich", n, 64) for n in (256, 257, 32768, 32769)]
+    ['bruck', 'linear', 'linear', 'pairwise']
+    >>> [alltoall_algorithm("openmpi", n, 64) for n in (199, 200, 3000)]
+    ['bruck', 'linear', 'pairwise']
+    >>> [alltoall_algorithm("openmpi-4.1", n, 64) for n in (1023, 1024, 262143, 262144)]
+    ['bruck', 'linear', 'linear', 'pairwise']
+    """
+    _check(library)
+    if size < 2:
+        return "pairwise"
+    if library == "mpich":
+        if block_bytes <= 256 and size >= 8:
+            return "bruck"
+        return "linear" if block_bytes <= 32768 else "pairwise"
+    if library == "openmpi":
+        if size == 2:
+            return "pairwise"  # two_procs
+        if block_bytes < 200 and size > 12:
+            return "bruck"
+        return "linear" if block_bytes < 3000 else "pairwise"
+    rules = next(rules for ranks, rules in OPENMPI_41_ALLTOALL if size < ranks)
+    chosen = next(a for bound, a in rules if block_bytes < bound)
+    return ALLTOALL_PROGRAM.get(chosen, chosen)
 
 
 def library_for(version):
