@@ -21,10 +21,8 @@ an idle network is every call of OSU's loop: collectives are timed once (``--ite
 the point-to-point loops, which an emulated cluster's token buckets can make differ).
 
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
-Open MPI 4.1 picks it; alltoall by pairwise exchange, all at once or by Bruck's steps, as the
-library picks it; allgather around a ring, the libraries' choice for large blocks (small blocks:
-Bruck's, recursive doubling or Open MPI's neighbour exchange, not modelled); bcast as a binomial
-tree.
+Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
+doubling, Bruck's, neighbour exchange) as the library picks them; bcast as a binomial tree.
 """
 
 import argparse
@@ -38,10 +36,14 @@ from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from twinsgd.calibration.osu_tables import format_table, osu_sizes
 from twinsgd.cli import OneLineParser
-from twinsgd.programs.block_collectives import ALLTOALLS, ring_allgather
+from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS
 from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast
 from twinsgd.programs.ghost import GhostArray
-from twinsgd.programs.mpi_choices import allreduce_algorithm, alltoall_algorithm
+from twinsgd.programs.mpi_choices import (
+    allgather_algorithm,
+    allreduce_algorithm,
+    alltoall_algorithm,
+)
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.units import flag_type, parse_size_range
@@ -90,8 +92,9 @@ def osu_allreduce(nbytes, rank, size, iterations=1, mpi="mpich"):
 
 
 def osu_allgather(nbytes, rank, size, iterations=1, mpi="mpich"):
-    """One allgather of ``nbytes`` a rank, around a ring."""
-    yield from ring_allgather(GhostArray(nbytes, np.uint8), rank, size)
+    """One allgather of ``nbytes`` a rank, as the library ``mpi`` picks it."""
+    algorithm = allgather_algorithm(mpi, nbytes, size)
+    yield from ALLGATHERS[algorithm](GhostArray(nbytes, np.uint8), rank, size)
 
 
 def osu_alltoall(nbytes, rank, size, iterations=1, mpi="mpich"):

@@ -14,6 +14,7 @@ from sim.calibrate import fit_profile, profile_of, simulated_seconds
 from sim.cluster import build_cluster
 from sim.osu import build_parser, machine_options, osu_value, simulate_benchmark
 from twinsgd.calibration.osu_tables import read_table
+from twinsgd.programs.mpi_choices import allgather_algorithm
 
 # real clusters' tables beside the data sets (../shared/osu by the Makefile's TWINSGD_DATA)
 OSU = (
@@ -50,8 +51,9 @@ def test_simulated_osu_bw_is_a_window_back_to_back_then_a_reply():
 @pytest.mark.parametrize("ranks", [2, 5, 8])
 def test_simulated_block_collectives_on_a_star_take_p_minus_1_steps(bench, ranks):
     """One rank a host, no link shared within a step: (p - 1)(alpha + m / beta) for every rank
-    (blocks of 40,000 bytes: MPICH's alltoall is pairwise past 32 KiB)."""
-    m = 40_000
+    (blocks of 80,000 bytes: MPICH's alltoall is pairwise past 32 KiB, its allgather a ring from
+    512 KiB in all, and recursive doubling on 2 ranks is one exchange)."""
+    m = 80_000
     seconds = simulate_benchmark(bench, cluster(bench, "--ranks", str(ranks)), m)
     np.testing.assert_allclose(seconds, (ranks - 1) * (ALPHA + m / BETA), rtol=1e-9)
 
@@ -64,6 +66,24 @@ def test_a_linear_alltoall_sends_back_to_back_and_waits_one_latency(ranks):
     m = 10_000
     seconds = simulate_benchmark("osu_alltoall", cluster("osu_alltoall", "--ranks", str(ranks)), m)
     np.testing.assert_allclose(seconds, (ranks - 1) * m / BETA + ALPHA, rtol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("mpi", "m", "ranks", "algorithm", "alphas"),
+    [
+        ("mpich", 1000, 8, "recursive-doubling", 3),
+        ("mpich", 1000, 6, "bruck", 3),
+        ("openmpi", 10_000, 12, "neighbor-exchange", 6),
+    ],
+)
+def test_allgathers_but_the_ring_take_fewer_steps_for_its_bytes(mpi, m, ranks, algorithm, alphas):
+    """MPICH's recursive doubling on a power of two and Bruck's elsewhere for short blocks, Open
+    MPI 4.0's neighbour exchange for long ones on an even count: log2 p (or p / 2) latencies and
+    the ring's (p - 1) m bytes."""
+    assert allgather_algorithm(mpi, m, ranks) == algorithm
+    bench = cluster("osu_allgather", "--ranks", str(ranks), "--mpi", mpi)
+    seconds = simulate_benchmark("osu_allgather", bench, m, mpi=mpi)
+    np.testing.assert_allclose(seconds, alphas * ALPHA + (ranks - 1) * m / BETA, rtol=1e-9)
 
 
 @pytest.mark.parametrize(("ranks", "steps", "blocks"), [(8, 3, 4), (16, 4, 8)])

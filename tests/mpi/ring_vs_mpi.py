@@ -1,7 +1,7 @@
 """Under mpiexec: our allreduces against MPI's Allreduce (exact on integers, close on floats,
 the same bits on every rank, bytes as counted), our binomial broadcast against MPI's Bcast, our
-ring allgather against MPI's Allgather, and our pairwise, linear and Bruck alltoalls against MPI's
-Alltoall (bytes as counted).
+allgathers (ring, recursive doubling, Bruck's, neighbour exchange) against MPI's Allgather, and
+our pairwise, linear and Bruck alltoalls against MPI's Alltoall (bytes as counted).
 
 Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts the job) otherwise.
 """
@@ -10,11 +10,7 @@ import numpy as np
 from mpi4py import MPI
 
 from real.backend import run_collective_mpi
-from twinsgd.programs.block_collectives import (
-    ALLTOALLS,
-    alltoall_bytes,
-    ring_allgather,
-)
+from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS, alltoall_bytes
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -58,10 +54,16 @@ for algorithm, allreduce in ALLREDUCES.items():
 
 for m in (0, 1, 7, 1000):
     mine = np.random.default_rng([m, rank]).standard_normal(m).astype(np.float32)
-    gathered, _ = run_collective_mpi_result(ring_allgather(mine.copy(), rank, size))
     theirs = np.empty((size, m), np.float32)
     comm.Allgather(mine, theirs)
-    np.testing.assert_array_equal(np.array(gathered).reshape(size, m), theirs)
+    for algorithm, allgather in ALLGATHERS.items():
+        if (algorithm == "recursive-doubling" and size & (size - 1)) or (
+            algorithm == "neighbor-exchange" and size % 2
+        ):
+            continue  # a power of two, an even count only
+        gathered, counted = run_collective_mpi_result(allgather(mine.copy(), rank, size))
+        np.testing.assert_array_equal(np.array(gathered).reshape(size, m), theirs)
+        assert counted == ((size - 1) * 4 * m,) * 2, (algorithm, counted)
     blocks = np.random.default_rng([m, rank, 1]).standard_normal((size, m)).astype(np.float32)
     theirs = np.empty_like(blocks)
     comm.Alltoall(blocks, theirs)

@@ -20,6 +20,8 @@ Examples
 [2.0, 12.0, 22.0]
 """
 
+import functools
+
 import numpy as np
 
 from twinsgd.programs.ghost import GhostArray
@@ -148,6 +150,127 @@ def _unpack(message, count):
     if isinstance(message, GhostArray):
         return [None] * count
     return [part.copy() for part in np.split(message, count)]
+
+
+def recursive_doubling_allgather(block, rank, size, tag=0):
+    """Every rank's ``block``, in rank order, on every rank, in log2 p exchanges (MPICH's and
+    Open MPI's choice for short messages on a power of two ranks): in the step of bit k a rank
+    swaps the k blocks it holds (those of its group of k ranks) with rank ^ k. Returns the
+    list of ``size`` blocks. ``size`` must be a power of two (ValueError otherwise).
+
+    Cost on the alpha-beta model: ``log2 p alpha + (p - 1) m / beta``; a rank sends and
+    receives ``(p - 1) m`` bytes, as around the ring.
+    """
+    if size & (size - 1):
+        raise ValueError(f"recursive doubling allgather needs a power of two ranks, got {size}")
+    blocks = [block if r == rank else block.copy() for r in range(size)]
+    bit = 1
+    while bit < size:
+        mine, theirs = rank & ~(bit - 1), (rank ^ bit) & ~(bit - 1)
+        incoming = yield SendRecv(
+            dest=rank ^ bit,
+            payload=_pack(blocks[mine : mine + bit]),
+            source=rank ^ bit,
+            buf=_pack(blocks[theirs : theirs + bit]),
+            tag=tag,
+        )
+        for i, part in enumerate(_unpack(incoming, bit)):
+            if part is not None:
+                blocks[theirs + i] = part.reshape(block.shape)
+        bit <<= 1
+    return blocks
+
+
+def bruck_allgather(block, rank, size, tag=0):
+    """Every rank's ``block``, in rank order, on every rank, in ceil(log2 p) steps for any p
+    (Bruck et al. 1997; MPICH's and Open MPI's choice for short messages on other counts): a
+    rank holds the blocks of rank, rank + 1, ...; in the step of distance d = 1, 2, 4, ... it
+    sends the first min(d, p - d) of them to rank - d and appends as many from rank + d.
+    Returns the list of ``size`` blocks.
+
+    Cost on the alpha-beta model: ``ceil(log2 p) alpha + (p - 1) m / beta``.
+    """
+    held, distance = [block], 1
+    while distance < size:
+        count = min(distance, size - distance)
+        incoming = yield SendRecv(
+            dest=(rank - distance) % size,
+            payload=_pack(held[:count]),
+            source=(rank + distance) % size,
+            buf=_pack([block] * count),
+            tag=tag,
+        )
+        held += [
+            block.copy() if part is None else part.reshape(block.shape)
+            for part in _unpack(incoming, count)
+        ]
+        distance <<= 1
+    return [held[(r - rank) % size] for r in range(size)]
+
+
+def neighbor_exchange_allgather(block, rank, size, tag=0):
+    """Every rank's ``block``, in rank order, on every rank, in p / 2 steps for an even p (Chen
+    et al. 2005, Open MPI's ``neighbor_exchange`` for long messages on an even count): ranks pair
+    up (2i, 2i + 1) and swap their blocks; then, alternately with the other neighbour and the
+    first, each rank forwards the pair of blocks it got last and gets its neighbour's. Returns
+    the list of ``size`` blocks. ``size`` must be even (ValueError otherwise).
+
+    Cost on the alpha-beta model: ``(p / 2) alpha + (p - 1) m / beta``: the ring's bytes in half
+    its steps.
+    """
+    if size % 2:
+        raise ValueError(f"neighbour exchange needs an even number of ranks, got {size}")
+    blocks = [block if r == rank else block.copy() for r in range(size)]
+    latest = _latest_pairs(size)  # latest[i][q]: the first block of the pair q got at step i
+    neighbours = _neighbours(rank, size)
+    partner = neighbours[0]
+    blocks[partner] = yield SendRecv(
+        dest=partner, payload=block, source=partner, buf=blocks[partner], tag=tag
+    )
+    for step in range(1, size // 2):
+        partner = neighbours[step % 2]
+        mine, theirs = latest[step - 1][rank], latest[step - 1][partner]
+        incoming = yield SendRecv(
+            dest=partner,
+            payload=_pack(blocks[mine : mine + 2]),
+            source=partner,
+            buf=_pack(blocks[theirs : theirs + 2]),
+            tag=tag,
+        )
+        for i, part in enumerate(_unpack(incoming, 2)):
+            if part is not None:
+                blocks[theirs + i] = part.reshape(block.shape)
+    return blocks
+
+
+def _neighbours(rank, size):
+    """(first, second) neighbour of ``rank`` in the neighbour exchange: its pair's other rank,
+    then the adjacent rank of the next pair over."""
+    if rank % 2 == 0:
+        return (rank + 1) % size, (rank - 1) % size
+    return (rank - 1) % size, (rank + 1) % size
+
+
+@functools.lru_cache(maxsize=8)
+def _latest_pairs(size):
+    """For each step of the neighbour exchange, the first block of the pair each rank received
+    last (step 0: its own pair's): what it forwards at the next step. Shape (p/2, p)."""
+    ranks = np.arange(size)
+    first = ranks - ranks % 2
+    partners = [np.array([_neighbours(r, size)[k] for r in ranks]) for k in (0, 1)]
+    latest = [first]
+    for step in range(1, size // 2):
+        latest.append(latest[-1][partners[step % 2]])
+    return np.array(latest)
+
+
+ALLGATHERS = {
+    "ring": ring_allgather,
+    "recursive-doubling": recursive_doubling_allgather,
+    "bruck": bruck_allgather,
+    "neighbor-exchange": neighbor_exchange_allgather,
+}
+"""Allgather name -> the generator both backends run."""
 
 
 ALLTOALLS = {

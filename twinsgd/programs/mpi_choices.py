@@ -20,14 +20,15 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
   broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
-  rules too (`alltoall_algorithm`). Its allgather, bcast and reduce rules are not here.
+  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast and reduce
+  rules are not here.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
 does. Alltoall: each library's choice among pairwise exchange, all at once (linear) and Bruck's
-(`alltoall_algorithm`). Allgather is simulated around a ring (`sim.osu`), both libraries' choice
-for large blocks; for small blocks they run Bruck's, recursive doubling or Open MPI's neighbour
-exchange, which have no program here yet.
+(`alltoall_algorithm`); allgather among the ring, recursive doubling, Bruck's and neighbour
+exchange (`allgather_algorithm`). A broadcast is simulated as a binomial tree whatever the
+library (`sim.osu`).
 """
 
 import math
@@ -153,6 +154,73 @@ def alltoall_algorithm(library, block_bytes, size):
     rules = next(rules for ranks, rules in OPENMPI_41_ALLTOALL if size < ranks)
     chosen = next(a for bound, a in rules if block_bytes < bound)
     return ALLTOALL_PROGRAM.get(chosen, chosen)
+
+
+# Allgather, by the bytes of one rank's block. MPICH's MPIR_Allgather_intra_auto: recursive
+# doubling on a power of two ranks below MPIR_CVAR_ALLGATHER_LONG_MSG_SIZE (524288 bytes in
+# all), Bruck's below MPIR_CVAR_ALLGATHER_SHORT_MSG_SIZE (81920 in all), else the ring. Open MPI
+# 4.0 (v4.0.x ompi_coll_tuned_allgather_intra_dec_fixed): below 50,000 bytes in all recursive
+# doubling (a power of two) or Bruck's, else neighbour exchange (even) or the ring (odd). Open
+# MPI 4.1 (v4.1.x, as SimGrid 3.32's allgather__ompi mirrors it): the table below, with Open
+# MPI's fall-backs (recursive doubling to Bruck's off a power of two, neighbour exchange to the
+# ring on an odd count); "two-procs" on 2 ranks is one exchange, the ring's.
+OPENMPI_41_ALLGATHER = (
+    (3, ((math.inf, "two-procs"),)),
+    (32, ((math.inf, "recursive-doubling"),)),
+    (64, ((1024, "recursive-doubling"), (65536, "neighbor-exchange"), (math.inf, "ring"))),
+    (128, ((512, "recursive-doubling"), (65536, "neighbor-exchange"), (math.inf, "ring"))),
+    (256, ((512, "recursive-doubling"), (131072, "neighbor-exchange"), (524288, "ring"),
+           (1048576, "neighbor-exchange"), (math.inf, "ring"))),
+    (512, ((32, "recursive-doubling"), (128, "bruck"), (1024, "recursive-doubling"),
+           (131072, "neighbor-exchange"), (524288, "ring"), (1048576, "neighbor-exchange"),
+           (math.inf, "ring"))),
+    (1024, ((64, "recursive-doubling"), (256, "bruck"), (2048, "recursive-doubling"),
+            (math.inf, "neighbor-exchange"))),
+    (2048, ((4, "recursive-doubling"), (8, "bruck"), (16, "recursive-doubling"), (32, "bruck"),
+            (256, "recursive-doubling"), (512, "bruck"), (4096, "recursive-doubling"),
+            (math.inf, "neighbor-exchange"))),
+    (4096, ((32, "bruck"), (128, "recursive-doubling"), (512, "bruck"),
+            (4096, "recursive-doubling"), (math.inf, "neighbor-exchange"))),
+    (math.inf, ((2, "recursive-doubling"), (8, "bruck"), (16, "recursive-doubling"),
+                (512, "bruck"), (4096, "recursive-doubling"), (math.inf, "neighbor-exchange"))),
+)  # fmt: skip
+
+
+def allgather_algorithm(library, block_bytes, size):
+    """The allgather program (``ring``, ``recursive-doubling``, ``bruck``,
+    ``neighbor-exchange``; `block_collectives.ALLGATHERS`) ``library`` runs for blocks of
+    ``block_bytes`` a rank on ``size`` ranks.
+
+    >>> [allgather_algorithm("mpich", n, 64) for n in (8191, 8192)]
+    ['recursive-doubling', 'ring']
+    >>> [allgather_algorithm("mpich", n, 60) for n in (1365, 1366)]
+    ['bruck', 'ring']
+    >>> [allgather_algorithm("openmpi", n, 64) for n in (781, 782)]
+    ['recursive-doubling', 'neighbor-exchange']
+    >>> [allgather_algorithm("openmpi-4.1", n, 64) for n in (511, 65535, 65536)]
+    ['recursive-doubling', 'neighbor-exchange', 'ring']
+    """
+    _check(library)
+    total, power_of_two = block_bytes * size, size & (size - 1) == 0
+    if size < 2:
+        return "ring"
+    if library == "mpich":
+        if total < 524288 and power_of_two:
+            return "recursive-doubling"
+        return "bruck" if total < 81920 else "ring"
+    if library == "openmpi":
+        if size == 2:
+            return "ring"  # two_procs: one exchange
+        if total < 50000:
+            return "recursive-doubling" if power_of_two else "bruck"
+        return "ring" if size % 2 else "neighbor-exchange"
+    rules = next(rules for ranks, rules in OPENMPI_41_ALLGATHER if size < ranks)
+    chosen = next(a for bound, a in rules if block_bytes < bound)
+    if chosen == "two-procs" or (chosen == "neighbor-exchange" and size % 2):
+        return "ring"
+    if chosen == "recursive-doubling" and not power_of_two:
+        return "bruck"
+    return chosen
 
 
 def library_for(version):
