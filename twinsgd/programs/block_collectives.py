@@ -1,10 +1,12 @@
-"""Collectives that move blocks without combining them, as node programs: allgather around a ring,
-and alltoall by pairwise exchange (the libraries' choice for large blocks), all at once (linear:
-for medium blocks) or by Bruck's log p steps (for small blocks).
+"""Collectives that move blocks without combining them, as node programs, the algorithms MPICH and
+Open MPI choose among (`programs.mpi_choices`): allgather around a ring, by recursive doubling,
+by Bruck's steps or by neighbour exchange (`ALLGATHERS`); alltoall by pairwise exchange, all at
+once (linear) or by Bruck's steps (`ALLTOALLS`).
 
-Like the allreduces of `programs.collectives`, each is a generator of `SendRecv` steps, so the
-same code runs under MPI (``real/``) and in the simulator (``sim/``, where ``sim.osu`` times
-them as the OSU micro-benchmarks time the library's own).
+Like the allreduces of `programs.collectives`, each is a generator of `SendRecv` steps (the
+linear alltoall: one `Exchange`), so the same code runs under MPI (``real/``) and in the
+simulator (``sim/``, where ``sim.osu`` times them as the OSU micro-benchmarks time the library's
+own).
 
 Examples
 --------
