@@ -180,22 +180,24 @@ def simulate_case(case, messages, runlog):
     program, size, per_round = CASES[case]
     rounds = max(1, messages // per_round)
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    logs = _runlogs(size) if runlog else [_CountingLog() for _ in range(size)]
-    sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
-    sim.run([program(node, rounds) for node in nodes])
-    if runlog:
-        logs[0].steps.close()
-        sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
-    else:
-        sent = sum(log.messages for log in logs)
+    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
+        logs = _runlogs(folder, size) if runlog else [_CountingLog() for _ in range(size)]
+        sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
+        sim.run([program(node, rounds) for node in nodes])
+        if runlog:
+            logs[0].steps.close()
+            sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
+        else:
+            sent = sum(log.messages for log in logs)
     if sent != rounds * per_round:
         raise RuntimeError(f"{case}: {sent} messages sent, expected {rounds * per_round}")
     return sent, _events(sim.env)
 
 
-def _runlogs(size):
-    """One RunLog per rank on a fresh run folder, sharing one steps.csv writer (as sim.run does)."""
-    folder, header = RunFolder(tempfile.mkdtemp(prefix="twinsgd-simspeed-")), {"config": {}}
+def _runlogs(path, size):
+    """One RunLog per rank on a fresh run folder at ``path`` (removed by the caller), sharing one
+    steps.csv writer (as sim.run does)."""
+    folder, header = RunFolder(path), {"config": {}}
     first = RunLog(folder, header)
     return [first] + [
         RunLog(folder, header, reporter=False, steps=first.steps) for _ in range(size - 1)
@@ -347,7 +349,8 @@ def closed_form_run(nodes, iterations):
         f"--iterations {iterations} --algorithm allreduce --allreduce ring --ghost resnet50 "
         "--collectives closed-form --profile lomonosov-2-like"
     ).split()
-    simulate_run(nodes, flags, Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-")) / "run")
+    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
+        simulate_run(nodes, flags, Path(folder) / "run")
 
 
 def bare_barriers(nodes, iterations):
@@ -488,7 +491,11 @@ def run_sim(nodes, iterations, argv, out):
 
 def scale(quick, bare_event_s):
     """Run every scale case once; print the table and the memory check of (a)."""
-    folder = Path(tempfile.mkdtemp(prefix="twinsgd-simspeed-"))
+    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
+        _scale(Path(folder), quick, bare_event_s)
+
+
+def _scale(folder, quick, bare_event_s):
     toml = folder / "profile.toml"
     toml.write_text("[compute]\nseconds_per_sample = 1e-5\n")
     print(f"\n3. Scale: python -m sim.run, one subprocess each{' (--quick sizes)' * quick}")
