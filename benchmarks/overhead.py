@@ -99,11 +99,12 @@ def machinery_only(comm, steps=20_000):
     cfg.iterations, node.model = steps, _NullModel()
     node.optimizer.step = lambda params, grad: None
     node.dataset.train_batch = lambda indices: (None, indices)
-    log = RunLog(RunFolder(tempfile.mkdtemp()), {"config": cfg.as_dict()}, rank=0)
-    driver = Driver(node, log, comm.Split(comm.rank, 0), False)
-    t0 = perf_counter()
-    driver.run(allreduce_sgd(node))
-    return (perf_counter() - t0) / steps
+    with tempfile.TemporaryDirectory() as folder:
+        log = RunLog(RunFolder(folder), {"config": cfg.as_dict()}, rank=0)
+        driver = Driver(node, log, comm.Split(comm.rank, 0), False)
+        t0 = perf_counter()
+        driver.run(allreduce_sgd(node))
+        return (perf_counter() - t0) / steps
 
 
 def measure():

@@ -336,12 +336,14 @@ def simulate(cfg, options, say=logger.info):
     --------
     >>> import tempfile
     >>> from twinsgd.run.config import parse_command
+    >>> folder = tempfile.TemporaryDirectory()
     >>> cfg, cluster = parse_command(["--nodes", "8", "--algorithm", "allreduce", "--ghost",
     ...                               "resnet50", "--iterations", "5", "--no-progress",
-    ...                               "--out", tempfile.mkdtemp()], build_parser())
+    ...                               "--out", folder.name], build_parser())
     >>> summary = simulate(cfg, cluster)
     >>> summary["nodes"], summary["iterations"], summary["time_s"] > 0
     (8, 5, True)
+    >>> folder.cleanup()
     """
     with rare_collections():  # the set-up makes as many long-lived objects as the run
         return run_simulation(prepare_simulation(cfg, options, say))

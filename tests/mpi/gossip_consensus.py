@@ -6,6 +6,7 @@ distance measured at each evaluation (every round) must shrink by |lambda_2| = 1
 Prints "measured predicted" on rank 0.
 """
 
+import shutil
 import sys
 import tempfile
 
@@ -67,6 +68,7 @@ comm.Barrier()
 log = log or RunLog(folder, {"config": cfg.as_dict()}, reporter=False)
 Driver(node, log, comm).run(gossip_sgd(node))
 log.finish("done")
+comm.Barrier()  # every rank's rows written before rank 0 reads them and removes the folder
 if comm.rank == 0:
     import csv
 
@@ -77,3 +79,4 @@ if comm.rank == 0:
     ratios = usable[1:] / usable[:-1]
     measured = float(np.exp(np.mean(np.log(ratios))))
     print(measured, 1.0 - node.schedule.spectral_gap())
+    shutil.rmtree(out)

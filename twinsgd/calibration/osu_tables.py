@@ -15,12 +15,14 @@ time a message, ``n / bandwidth`` (for ``osu_bibw`` per direction: half the sum)
 Examples
 --------
 >>> import tempfile, pathlib
->>> path = pathlib.Path(tempfile.mkdtemp()) / "lat.txt"
+>>> folder = tempfile.TemporaryDirectory()
+>>> path = pathlib.Path(folder.name) / "lat.txt"
 >>> _ = path.write_text("# OSU MPI Latency Test v5.6.2\\n# Size          Latency (us)\\n"
 ...                     "0                       1.50\\n1024                    2.27\\n")
 >>> table = read_table(str(path))
 >>> table.bench, table.ranks, table.ranks_per_host, table.sizes.tolist(), table.seconds.tolist()
 ('osu_latency', 2, 1, [0, 1024], [1.5e-06, 2.27e-06])
+>>> folder.cleanup()
 """
 
 import re

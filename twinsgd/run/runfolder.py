@@ -74,10 +74,12 @@ def claim_run_folder(out, name, overwrite=False, runs="runs"):
     Examples
     --------
     >>> import tempfile
-    >>> first = claim_run_folder(None, "serial-mnist", runs=tempfile.mkdtemp())
+    >>> runs = tempfile.TemporaryDirectory()
+    >>> first = claim_run_folder(None, "serial-mnist", runs=runs.name)
     >>> second = claim_run_folder(None, "serial-mnist", runs=first.parent)
     >>> second.name == first.name + "-2" or second.name[:15] != first.name[:15]
     True
+    >>> runs.cleanup()
     """
     try:
         return _claim(out, name, overwrite, runs)
@@ -139,10 +141,12 @@ class RunFolder:
     Examples
     --------
     >>> import tempfile
-    >>> run = RunFolder(tempfile.mkdtemp())
+    >>> folder = tempfile.TemporaryDirectory()
+    >>> run = RunFolder(folder.name)
     >>> run.write_json("summary.json", {"time_s": 1.5})
     >>> json.loads((run.path / "summary.json").read_text())
     {'time_s': 1.5}
+    >>> folder.cleanup()
     """
 
     def __init__(self, path):
