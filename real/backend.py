@@ -46,6 +46,17 @@ TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's ent
 MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
+def exchange_arrays(comm, payloads, bufs, tag):
+    """Irecv ``bufs[p]`` from and Isend ``payloads[p]`` to every peer p, then wait for all (an
+    `Exchange` of arrays: no order of the peers can block); returns ``{p: bufs[p]}``."""
+    peers = list(payloads)
+    requests = [comm.Irecv(bufs[p], source=p, tag=tag) for p in peers]
+    requests += [comm.Isend(payloads[p], dest=p, tag=tag) for p in peers]
+    if requests:
+        requests[0].Waitall(requests)  # a class method of mpi4py's Request
+    return {p: bufs[p] for p in peers}
+
+
 def run_collective_mpi(comm, program):
     """Carry out a collective generator of `programs.collectives` (Send, Recv, SendRecv, and an
     Exchange of arrays) with one blocking MPI call per operation (an Exchange: Irecv and Isend
@@ -56,14 +67,10 @@ def run_collective_mpi(comm, program):
             op = program.send(reply)
         except StopIteration:
             return sent, received
-        if isinstance(op, Exchange) and op.payloads:
-            peers = list(op.payloads)
-            requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
-            requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
-            requests[0].Waitall(requests)  # a class method of mpi4py's Request
-            sent += sum(op.payloads[p].nbytes for p in peers)
-            received += sum(op.bufs[p].nbytes for p in peers)
-            reply = {p: op.bufs[p] for p in peers}
+        if isinstance(op, Exchange):
+            reply = exchange_arrays(comm, op.payloads, op.bufs, op.tag)
+            sent += sum(payload.nbytes for payload in op.payloads.values())
+            received += sum(buf.nbytes for buf in reply.values())
         elif isinstance(op, SendRecv):
             comm.Sendrecv(
                 op.payload,
@@ -315,19 +322,12 @@ class Driver:
         """
         MPI, comm, peers = self.MPI, self.comm, list(op.payloads)
         if self.measure_wait and peers:
-            token, tokens = np.empty(0, np.uint8), [np.empty(0, np.uint8) for _ in peers]
-            requests = [
-                comm.Irecv(t, source=p, tag=op.tag + TOKEN_TAG)
-                for t, p in zip(tokens, peers, strict=True)
-            ]
-            requests += [comm.Isend(token, dest=p, tag=op.tag + TOKEN_TAG) for p in peers]
-            MPI.Request.Waitall(requests)
+            token = np.empty(0, np.uint8)
+            tokens = {p: np.empty(0, np.uint8) for p in peers}
+            exchange_arrays(comm, dict.fromkeys(peers, token), tokens, op.tag + TOKEN_TAG)
             t0 = self._charge_wait(t0)
         if all(op.bufs.get(p) is not None for p in peers):  # arrays, straight into the buffers
-            requests = [comm.Irecv(op.bufs[p], source=p, tag=op.tag) for p in peers]
-            requests += [comm.Isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
-            MPI.Request.Waitall(requests)
-            got = {p: op.bufs[p] for p in peers}
+            got = exchange_arrays(comm, op.payloads, op.bufs, op.tag)
         else:  # objects (compressed payloads): pickled; sends posted first, so no order blocks
             requests = [comm.isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
             got = {p: comm.recv(source=p, tag=op.tag) for p in peers}

@@ -85,8 +85,8 @@ def allreduce_algorithm(library, count, itemsize, size):
         if nbytes < OPENMPI_ALLREDUCE_INTERMEDIATE_BYTES:
             return "recursive-doubling"
         return "ring" if count > size else "reduce-bcast"
-    rules = next(rules for ranks, rules in OPENMPI_41_ALLREDUCE if size < ranks)
-    algorithm = PROGRAM.get(chosen := next(a for bound, a in rules if nbytes < bound), chosen)
+    chosen = _look_up(OPENMPI_41_ALLREDUCE, size, nbytes)
+    algorithm = PROGRAM.get(chosen, chosen)
     pof2 = 1 << (max(size, 1).bit_length() - 1)
     if (algorithm == "ring" and count < size) or (algorithm == "rabenseifner" and count < pof2):
         return "recursive-doubling"  # both fall back (ompi_coll_base_allreduce_intra_*)
@@ -151,8 +151,7 @@ def alltoall_algorithm(library, block_bytes, size):
         if block_bytes < 200 and size > 12:
             return "bruck"
         return "linear" if block_bytes < 3000 else "pairwise"
-    rules = next(rules for ranks, rules in OPENMPI_41_ALLTOALL if size < ranks)
-    chosen = next(a for bound, a in rules if block_bytes < bound)
+    chosen = _look_up(OPENMPI_41_ALLTOALL, size, block_bytes)
     return ALLTOALL_PROGRAM.get(chosen, chosen)
 
 
@@ -214,8 +213,7 @@ def allgather_algorithm(library, block_bytes, size):
         if total < 50000:
             return "recursive-doubling" if power_of_two else "bruck"
         return "ring" if size % 2 else "neighbor-exchange"
-    rules = next(rules for ranks, rules in OPENMPI_41_ALLGATHER if size < ranks)
-    chosen = next(a for bound, a in rules if block_bytes < bound)
+    chosen = _look_up(OPENMPI_41_ALLGATHER, size, block_bytes)
     if chosen == "two-procs" or (chosen == "neighbor-exchange" and size % 2):
         return "ring"
     if chosen == "recursive-doubling" and not power_of_two:
@@ -239,6 +237,14 @@ def library_for(version):
     if found is None:
         return "mpich"
     return "openmpi" if (int(found[1]), int(found[2])) < (4, 1) else "openmpi-4.1"
+
+
+def _look_up(table, size, nbytes):
+    """The algorithm an Open MPI 4.1 ``table`` names for ``size`` ranks and ``nbytes``: the
+    first row whose rank bound ``size`` is under, then its first byte bound ``nbytes`` is under
+    (both exclusive, as the source's ``<``)."""
+    rules = next(rules for ranks, rules in table if size < ranks)
+    return next(algorithm for bound, algorithm in rules if nbytes < bound)
 
 
 def _check(library):
