@@ -29,6 +29,7 @@ from twinsgd.programs.collectives import (
     finish_reduction,
     ring_allreduce,
 )
+from twinsgd.programs.compression.wire import from_wire, to_wire
 from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
@@ -55,6 +56,44 @@ def exchange_arrays(comm, payloads, bufs, tag):
     if requests:
         requests[0].Waitall(requests)  # a class method of mpi4py's Request
     return {p: bufs[p] for p in peers}
+
+
+def receive_message(comm, MPI, source, tag, status):
+    """Receive one compressed `Message` sent as its wire bytes (`send_message`): probe for its
+    size, receive the bytes, read them; the status names the sender."""
+    comm.Probe(source=source, tag=tag, status=status)
+    wire = np.empty(status.Get_count(MPI.BYTE), np.uint8)
+    comm.Recv(wire, source=status.Get_source(), tag=tag, status=status)
+    return from_wire(wire)
+
+
+def exchange_messages(comm, MPI, payloads, tag):
+    """An `Exchange` of compressed messages: Isend each peer its message's wire bytes, then
+    receive each peer's (their sizes vary, so each is probed first), then wait for the sends;
+    returns ``{p: Message}``."""
+    wires = {p: to_wire(payloads[p]) for p in payloads}  # kept alive until the sends complete
+    requests = [comm.Isend(wire, dest=p, tag=tag) for p, wire in wires.items()]
+    status = MPI.Status()
+    got = {p: receive_message(comm, MPI, p, tag, status) for p in payloads}
+    if requests:
+        requests[0].Waitall(requests)
+    return got
+
+
+def allgather_messages(comm, message):
+    """Every rank's compressed message, in rank order (an `Allgather` of messages): an Allgather
+    of the sizes, then an Allgatherv of the wire bytes. This rank's own entry is ``message``."""
+    wire = to_wire(message)
+    counts = np.empty(comm.Get_size(), np.int64)
+    comm.Allgather(np.array([len(wire)], np.int64), counts)
+    gathered = np.empty(int(counts.sum()), np.uint8)
+    comm.Allgatherv(wire, [gathered, counts])
+    ends = np.cumsum(counts)
+    rank = comm.Get_rank()
+    return [
+        message if r == rank else from_wire(gathered[end - count : end])
+        for r, (count, end) in enumerate(zip(counts.tolist(), ends.tolist(), strict=True))
+    ]
 
 
 def run_collective_mpi(comm, program):
@@ -258,13 +297,12 @@ class Driver:
 
     def _send(self, op, t0):
         payload = op.payload
+        data = payload if isinstance(payload, np.ndarray) else to_wire(payload)
         if op.buffered:
-            self._attach_for(payload.nbytes)
-            self.comm.Bsend(payload, dest=op.dest, tag=op.tag)
-        elif isinstance(payload, np.ndarray):
-            self.comm.Send(payload, dest=op.dest, tag=op.tag)
+            self._attach_for(data.nbytes)
+            self.comm.Bsend(data, dest=op.dest, tag=op.tag)
         else:
-            self.comm.send(payload, dest=op.dest, tag=op.tag)
+            self.comm.Send(data, dest=op.dest, tag=op.tag)
         self._charge("comm", t0, perf_counter(), f"send to {op.dest}", sent=payload.nbytes)
 
     def _attach_for(self, nbytes):
@@ -290,7 +328,7 @@ class Driver:
             self.comm.Recv(op.buf, source=source, tag=op.tag, status=status)
             payload = op.buf
         else:
-            payload = self.comm.recv(source=source, tag=op.tag, status=status)
+            payload = receive_message(self.comm, MPI, source, op.tag, status)
         source = status.Get_source()
         self._charge("comm", t0, perf_counter(), f"recv from {source}", received=payload.nbytes)
         return source, payload
@@ -328,10 +366,8 @@ class Driver:
             t0 = self._charge_wait(t0)
         if all(op.bufs.get(p) is not None for p in peers):  # arrays, straight into the buffers
             got = exchange_arrays(comm, op.payloads, op.bufs, op.tag)
-        else:  # objects (compressed payloads): pickled; sends posted first, so no order blocks
-            requests = [comm.isend(op.payloads[p], dest=p, tag=op.tag) for p in peers]
-            got = {p: comm.recv(source=p, tag=op.tag) for p in peers}
-            MPI.Request.waitall(requests)
+        else:  # compressed messages, as their wire bytes
+            got = exchange_messages(comm, MPI, op.payloads, op.tag)
         sent = sum(op.payloads[p].nbytes for p in peers)
         received = sum(got[p].nbytes for p in peers)
         self._charge("comm", t0, perf_counter(), "exchange", sent, received)
@@ -339,7 +375,7 @@ class Driver:
 
     def _allgather(self, op, t0):
         t0 = self._enter_collective(t0)
-        payloads = self.comm.allgather(op.payload) if self.size > 1 else [op.payload]
+        payloads = allgather_messages(self.comm, op.payload) if self.size > 1 else [op.payload]
         received = sum(p.nbytes for i, p in enumerate(payloads) if i != self.rank)
         self._charge(
             "comm",

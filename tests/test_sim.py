@@ -171,6 +171,9 @@ def _simulated(n, out, argv):
         (3, ["--algorithm", "allreduce", "--local-steps", "4", "--optimizer", "sgd"]),
         (4, ["--algorithm", "gossip", "--topology", "ring"]),
         (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
+        (3, ["--algorithm", "ps", "--compress", "qsgd:16"]),  # messages sent and received
+        (4, ["--algorithm", "gossip", "--topology", "ring", "--compress", "threshold:0.001"]),
+        (3, ["--algorithm", "gossip", "--topology", "ring", "--compress", "sign"]),
     ],
 )
 def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv):

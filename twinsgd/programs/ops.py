@@ -62,8 +62,8 @@ class Send:
     """Send ``payload`` to rank ``dest``; gets back None.
 
     An ndarray payload goes as a raw buffer (the receiver names a ``buf`` of the same size and
-    dtype); any other payload must know its ``nbytes`` and is sent as an object. Bytes on the wire:
-    ``payload.nbytes``.
+    dtype); any other payload is a compressed `Message`, sent as its wire bytes
+    (`compression.wire`) and received without a ``buf``. Bytes on the wire: ``payload.nbytes``.
 
     ``buffered`` (MPI's Bsend): the message is copied aside and the send returns at once, however
     busy the receiver. A server replying to many workers that may themselves be blocked sending to
@@ -130,8 +130,8 @@ class Exchange:
     """Send ``payloads[peer]`` to every peer and receive one message from each; gets back
     ``{peer: payload}``, what each peer sent, the same way in every backend: with a ``bufs[peer]``
     array for every peer, those arrays, filled (as a Recv fills its ``buf``); with ``bufs`` of
-    None (message objects, such as compressed payloads), the messages themselves, to be read
-    only.
+    None (compressed `Message` payloads, which travel as their wire bytes), the messages
+    themselves, to be read only.
 
     The neighbour exchange of gossip: all transfers proceed together, so no ordering of the nodes
     deadlocks. Every peer must name this node in its own Exchange of the same round.
@@ -146,7 +146,8 @@ class Exchange:
 class Allgather:
     """Every rank's ``payload``, in rank order, to every rank; gets back that list. Collective.
 
-    For payloads of different sizes, such as compressed gradients. Bytes counted as each rank
+    For compressed gradients (`Message`, whose sizes may differ from rank to rank; they travel
+    as their wire bytes, an Allgatherv after an Allgather of the sizes). Bytes counted as each rank
     sending its payload to each other rank: ``(size - 1) * payload.nbytes`` sent, the others'
     ``nbytes`` received.
     """

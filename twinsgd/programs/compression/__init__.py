@@ -24,8 +24,8 @@ spec               nbytes                                      decodes to
 
 Unbiased (E[decode] = g): ``none``, ``randomk``, ``qsgd``. `ErrorFeedback` sends the biased,
 contractive variant of those two (see its docstring). The messages are small frozen dataclasses
-of numpy arrays in their wire dtypes, so they pickle (mpi4py's ``send``/``allgather``) to about
-``nbytes`` plus a few hundred bytes.
+of numpy arrays in their wire dtypes; `wire.to_wire` writes one as exactly ``nbytes`` bytes and
+`wire.from_wire` reads it back, which is how the real backend sends them.
 """
 
 from twinsgd.programs.compression.base import HEADER_NBYTES, Codec, Message, index_dtype

@@ -2,8 +2,8 @@
 
 A `Message` holds a compressed gradient as the few numpy arrays a binary encoding would put on the
 wire, already in their wire dtypes (float32 or float16 values, the narrowest unsigned indices,
-packed bits), so that its pickle (mpi4py's ``send``/``allgather``) is as small as the message and
-``nbytes`` is the size of that binary encoding, counted the same way by the real and the simulated
+packed bits), and ``nbytes`` is the size of that binary encoding (`compression.wire` writes and
+reads it; the real backend sends those bytes), counted the same way by the real and the simulated
 backend.
 
 Wire format of every codec but ``none``: a fixed ``HEADER_NBYTES = 12``-byte header, then the
