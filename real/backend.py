@@ -29,7 +29,7 @@ from twinsgd.programs.collectives import (
     finish_reduction,
     ring_allreduce,
 )
-from twinsgd.programs.compression.wire import from_wire, to_wire
+from twinsgd.programs.compression.wire import from_wire, size_varies, to_wire
 from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
@@ -82,18 +82,34 @@ def exchange_messages(comm, MPI, payloads, tag):
 
 def allgather_messages(comm, message):
     """Every rank's compressed message, in rank order (an `Allgather` of messages): an Allgather
-    of the sizes, then an Allgatherv of the wire bytes. This rank's own entry is ``message``."""
-    wire = to_wire(message)
-    counts = np.empty(comm.Get_size(), np.int64)
-    comm.Allgather(np.array([len(wire)], np.int64), counts)
-    gathered = np.empty(int(counts.sum()), np.uint8)
-    comm.Allgatherv(wire, [gathered, counts])
-    ends = np.cumsum(counts)
-    rank = comm.Get_rank()
-    return [
+    of the wire bytes, or where sizes vary (`size_varies`) an Allgather of the 8-byte sizes,
+    then an Allgatherv of the bytes. This rank's own entry is ``message``.
+
+    Returns ``(messages, sent, received)``, the bytes as the simulator moves them: ``(p - 1) m``
+    each way for one size m (every algorithm the libraries pick moves that); with sizes, 8 bytes
+    to and from each other rank, then around the ring, where a rank forwards every block but its
+    right neighbour's and receives every block but its own.
+    """
+    wire, size, rank = to_wire(message), comm.Get_size(), comm.Get_rank()
+    if size_varies(message):
+        counts = np.empty(size, np.int64)
+        comm.Allgather(np.array([len(wire)], np.int64), counts)
+        gathered = np.empty(int(counts.sum()), np.uint8)
+        comm.Allgatherv(wire, [gathered, counts])
+        total, sizes_bytes = int(counts.sum()), (size - 1) * counts.itemsize
+        sent = sizes_bytes + total - int(counts[(rank + 1) % size])
+        received = sizes_bytes + total - len(wire)
+    else:
+        counts = np.full(size, len(wire), np.int64)
+        gathered = np.empty(size * len(wire), np.uint8)
+        comm.Allgather(wire, gathered)
+        sent = received = (size - 1) * len(wire)
+    ends = np.cumsum(counts).tolist()
+    messages = [
         message if r == rank else from_wire(gathered[end - count : end])
-        for r, (count, end) in enumerate(zip(counts.tolist(), ends.tolist(), strict=True))
+        for r, (count, end) in enumerate(zip(counts.tolist(), ends, strict=True))
     ]
+    return messages, sent, received
 
 
 def run_collective_mpi(comm, program):
@@ -375,16 +391,11 @@ class Driver:
 
     def _allgather(self, op, t0):
         t0 = self._enter_collective(t0)
-        payloads = allgather_messages(self.comm, op.payload) if self.size > 1 else [op.payload]
-        received = sum(p.nbytes for i, p in enumerate(payloads) if i != self.rank)
-        self._charge(
-            "comm",
-            t0,
-            perf_counter(),
-            "allgather",
-            sent=(self.size - 1) * op.payload.nbytes,
-            received=received,
-        )
+        if self.size == 1:
+            payloads, sent, received = [op.payload], 0, 0
+        else:
+            payloads, sent, received = allgather_messages(self.comm, op.payload)
+        self._charge("comm", t0, perf_counter(), "allgather", sent, received)
         return payloads
 
     def _allreduce(self, op, t0):

@@ -36,11 +36,14 @@ from sim.cores import DEFAULT_SLICE_S, shared_cores
 from sim.faults import Killed, SimulatedFaults
 from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
+from twinsgd.programs.block_collectives import ALLGATHERS, ring_allgather
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     evaluate_for_log,
     finish_reduction,
 )
+from twinsgd.programs.compression.wire import from_wire, size_varies, to_wire
+from twinsgd.programs.mpi_choices import allgather_algorithm
 from twinsgd.programs.ops import (
     ANY_SOURCE,
     Allgather,
@@ -666,14 +669,7 @@ class Simulator:
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
         algorithm = simulated_allreduce(op.algo, op.buf, node.size, self.mpi)
-        program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
-        reply = None
-        while True:
-            try:
-                step = program.send(reply)
-            except StopIteration:
-                break
-            reply = yield from self._handlers[type(step)](node, step)
+        yield from self._collective(node, ALLREDUCES[algorithm](op.buf, node.rank, node.size))
         finishing = self._finishing(op, node.size)
         if finishing:  # comm, as the real backend's clock counts it
             yield self.env.timeout(finishing)
@@ -712,14 +708,34 @@ class Simulator:
         return {peer: m.payload for peer, m in messages.items()}  # objects: read-only copies
 
     def _allgather(self, node, op):
+        """The real backend's allgather of compressed messages: their wire bytes gathered by
+        the algorithm the MPI library picks for blocks of that size; where the sizes vary
+        (``threshold``), an allgather of the sizes, then the bytes around the ring (MPICH's
+        Allgatherv picks as its Allgather does; the ring stands for all of its choices)."""
         yield from self._enter_collective(node)
-        others = [r for r in range(node.size) if r != node.rank]
-        got = yield from self._exchange(
-            node,
-            Exchange(dict.fromkeys(others, op.payload), dict.fromkeys(others), tag=-1),
-            token=False,
-        )
-        return [op.payload if r == node.rank else got[r] for r in range(node.size)]
+        rank, size, wire = node.rank, node.size, to_wire(op.payload)
+        if size_varies(op.payload):
+            length = np.array([len(wire)], np.int64)
+            lengths = yield from self._collective(
+                node, ALLGATHERS[allgather_algorithm(self.mpi, 8, size)](length, rank, size)
+            )
+            program = ring_allgather(wire, rank, size, lengths=[int(n[0]) for n in lengths])
+        else:
+            algorithm = allgather_algorithm(self.mpi, len(wire), size)
+            program = ALLGATHERS[algorithm](wire, rank, size)
+        blocks = yield from self._collective(node, program)
+        return [op.payload if r == rank else from_wire(blocks[r]) for r in range(size)]
+
+    def _collective(self, node, program):
+        """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;
+        return what it returns."""
+        reply = None
+        while True:
+            try:
+                step = program.send(reply)
+            except StopIteration as done:
+                return done.value
+            reply = yield from self._handlers[type(step)](node, step)
 
     def _evaluate(self, node, op):
         """A rendezvous of every live node (or the reporter alone) that takes no simulated time."""

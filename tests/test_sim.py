@@ -14,7 +14,8 @@ import pytest
 from sim.backend import Simulator
 from sim.compute import ComputeModel
 from tests.programs import ping_pong
-from twinsgd.programs.ops import Allreduce, Exchange, Recv, Send
+from twinsgd.programs.compression import make_codec
+from twinsgd.programs.ops import Allgather, Allreduce, Exchange, Recv, Send
 from twinsgd.run.runlog import Charges
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,6 +61,58 @@ def test_ring_allreduce_takes_the_alpha_beta_time_and_sums(size):
     for rank in range(size):
         np.testing.assert_array_equal(results[rank], size * (size + 1) / 2)
         assert logs[rank].sent == logs[rank].received == 2 * (size - 1) * 4 * n // size
+
+
+@pytest.mark.parametrize(("size", "steps"), [(2, 1), (3, 2), (4, 2), (8, 3)])
+def test_an_allgather_of_messages_takes_the_librarys_algorithm(size, steps):
+    """Top-k messages (one size on every rank) gathered as MPICH gathers short blocks:
+    recursive doubling on a power of two, Bruck's otherwise, log2 p steps moving (p - 1) m
+    bytes: ``ceil(log2 p) alpha + (p - 1) m / beta``; each rank gets every rank's message."""
+    codec = make_codec("topk:0.25")
+    grads = [np.arange(1, 101, dtype=np.float32) * (r + 1) for r in range(size)]
+    got = {}
+
+    def program(rank):
+        got[rank] = yield Allgather(codec.encode(grads[rank]))
+
+    sim, logs = simulate_programs(size, program)
+    m = codec.nbytes(100)
+    assert sim.env.now == pytest.approx(steps * ALPHA + (size - 1) * m / BETA, rel=1e-12)
+    for rank in range(size):
+        assert [codec.decode(msg).tobytes() for msg in got[rank]] == [
+            codec.decode(codec.encode(g)).tobytes() for g in grads
+        ]
+        assert logs[rank].sent == logs[rank].received == (size - 1) * m
+
+
+def test_an_allgather_of_thresholded_messages_gathers_the_sizes_first():
+    """Sizes that differ from rank to rank: an allgather of the 8-byte sizes (recursive
+    doubling at 4 ranks: 2 steps), then the bytes around the ring (3 steps, a rank's step done
+    when its own block has left and its left neighbour's has come); the bytes counted are the
+    ring's (a rank forwards every block but its right neighbour's) and the sizes'."""
+    codec = make_codec("threshold:0.5")
+    grads = [np.where(np.arange(64) < 4 * (r + 1), 1.0, 0.0).astype(np.float32) for r in range(4)]
+    got = {}
+
+    def program(rank):
+        got[rank] = yield Allgather(codec.encode(grads[rank]))
+
+    sim, logs = simulate_programs(4, program)
+    m = [codec.encode(g).nbytes for g in grads]  # 12 + 5 k, k = 4, 8, 12, 16
+    done = [2 * ALPHA + 3 * 8 / BETA] * 4  # after the sizes' 2 steps (8, then 16 bytes)
+    for s in range(3):  # ring step s: rank r sends block r - s right, gets block r - s - 1
+        done = [
+            max(
+                done[r] + ALPHA + m[(r - s) % 4] / BETA,
+                done[r - 1] + ALPHA + m[(r - 1 - s) % 4] / BETA,
+            )
+            for r in range(4)
+        ]
+    assert sim.env.now == pytest.approx(max(done), rel=1e-12)
+    for rank in range(4):
+        assert [msg.count for msg in got[rank]] == [4, 8, 12, 16]
+        assert logs[rank].received == 3 * 8 + sum(m) - m[rank]
+        assert logs[rank].sent == 3 * 8 + sum(m) - m[(rank + 1) % 4]
 
 
 def test_ping_pong_takes_two_alpha_beta_messages():
@@ -173,6 +226,7 @@ def _simulated(n, out, argv):
         (3, ["--algorithm", "allreduce", "--compress", "topk:0.05", "--error-feedback"]),
         (3, ["--algorithm", "ps", "--compress", "qsgd:16"]),  # messages sent and received
         (4, ["--algorithm", "gossip", "--topology", "ring", "--compress", "threshold:0.001"]),
+        (4, ["--algorithm", "allreduce", "--compress", "threshold:0.001"]),  # sizes gathered
         (3, ["--algorithm", "gossip", "--topology", "ring", "--compress", "sign"]),
     ],
 )
@@ -196,6 +250,15 @@ def test_the_twin_ends_with_the_real_runs_weights_bit_for_bit(tmp_path, n, argv)
         assert real.files == sim.files
         for name in real.files:
             np.testing.assert_array_equal(sim[name], real[name], err_msg=name)
+
+    def bytes_moved(run):
+        with open(tmp_path / run / "steps.csv") as f:
+            return sorted(
+                (r["rank"], r["iteration"], r["bytes_sent"], r["bytes_recv"])
+                for r in csv.DictReader(f)
+            )
+
+    assert bytes_moved("real") == bytes_moved("sim")
     real_metrics = (tmp_path / "real" / "metrics.csv").read_text().splitlines()
     sim_metrics = (tmp_path / "sim" / "metrics.csv").read_text().splitlines()
     for r, s in zip(real_metrics[1:], sim_metrics[1:], strict=True):  # same test loss, accuracy

@@ -30,17 +30,21 @@ from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.ops import Exchange, SendRecv
 
 
-def ring_allgather(block, rank, size, tag=0):
+def ring_allgather(block, rank, size, tag=0, lengths=None):
     """Every rank's ``block``, in rank order, on every rank: ``size - 1`` ring steps.
 
     In step s rank r sends block (r - s) to r + 1 and receives block (r - s - 1) from r - 1.
-    Collective: every rank runs it with blocks of the same shape and dtype. Yields `SendRecv`;
-    returns the list of ``size`` blocks (its own ``block`` at ``rank``).
+    Collective: every rank runs it with blocks of the same shape and dtype; or, with
+    ``lengths`` (every rank's block length, 1-D blocks), of those lengths: an allgatherv.
+    Yields `SendRecv`; returns the list of ``size`` blocks (its own ``block`` at ``rank``).
 
     Cost on the alpha-beta model (Thakur et al. 2005): ``(p - 1)(alpha + m / beta)`` for blocks
     of m bytes; each rank sends and receives ``(p - 1) m`` bytes.
     """
-    blocks = [block if r == rank else block.copy() for r in range(size)]
+    if lengths is None:
+        blocks = [block if r == rank else block.copy() for r in range(size)]
+    else:
+        blocks = [block if r == rank else np.empty(lengths[r], block.dtype) for r in range(size)]
     right, left = (rank + 1) % size, (rank - 1) % size
     for s in range(size - 1):
         out, into = (rank - s) % size, (rank - s - 1) % size

@@ -25,6 +25,13 @@ _SPARSE = ("threshold", "topk", "randomk")
 _HEADER = np.dtype([("id_param", "<u4"), ("n", "<u4"), ("count", "<u4")])
 
 
+def size_varies(msg):
+    """Whether this message's codec may send messages of other sizes on other ranks (for the
+    same n): only ``threshold``'s, which keeps the entries above T. Gathering those needs the
+    sizes first (an Allgatherv); every other codec's size is a function of n."""
+    return msg.codec == "threshold"
+
+
 def to_wire(msg):
     """The bytes of ``msg`` on the wire, a new (msg.nbytes,) uint8 array.
 
