@@ -30,6 +30,9 @@ What is measured, and why so
   loops are hot. And the programs' own allreduce of 2 ranks, in situ (ring and mean, 64 KiB ..
   16 MiB): what it pays past its two Sendrecvs and its add (gamma) is ``[compute.finish]``, the
   pass that makes the mean over bytes half just received and the passes around the messages.
+  And a compressed message's wire bytes written before a send and read after a receive, in
+  situ (``[network.in_situ.wire]``, `netbench.wire_in_situ`): Python work on every compressed
+  message, 10x its hot-loop time inside a run.
 - The turn a process gets on a core when more want the cores than there are
   (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
   take turns of it (`sim.cores`).
@@ -60,6 +63,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
+    [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
+                       bytes written and read, in situ (and the measured nbytes, times)
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
@@ -317,6 +322,7 @@ def _measure(args, comm, work):
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
     allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick)
+    wire = netbench.wire_in_situ(comm, step, args.quick)
     network.Free()
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
@@ -348,6 +354,7 @@ def _measure(args, comm, work):
         "in_situ_samples": in_situ_samples,
         "allreduce_sizes": allreduce_sizes,
         "allreduce_s": allreduce_s,
+        "wire": wire,
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
@@ -631,6 +638,7 @@ def _finish(args, measured, work, started):
                     "min_bytes": JITTER_MIN_BYTES,
                     **{pattern: q for pattern, q in jitter.items() if q is not None},
                 },
+                "wire": wire_cost(*measured["wire"]),
             },
         },
         "compute": {
@@ -737,6 +745,25 @@ def finishing_pass(sizes, allreduce_s, sendrecv, gamma):
     # a pass over more bytes never takes less (sizes ascending): the running maximum, plus a
     # floor of 1e-15 s a byte so that every segment fitted to it has a bandwidth > 0
     return [float(r + 1e-15 * n) for n, r in zip(sizes, np.maximum.accumulate(rest), strict=True)]
+
+
+def wire_cost(nbytes, write_s, read_s):
+    """``[network.in_situ.wire]``: a compressed message's wire bytes written, ``write_s +
+    write_s_per_byte n`` (the copy grows with n), and read, ``read_s`` (views: the median),
+    from `netbench.wire_in_situ`'s times, which it keeps.
+
+    >>> wire_cost([1000, 3000], [2e-6, 4e-6], [5e-6, 7e-6])["write_s_per_byte"]
+    1e-09
+    """
+    per_byte = slope(nbytes, write_s)
+    return {
+        "write_s": _round(max(0.0, float(np.median(write_s) - per_byte * np.median(nbytes)))),
+        "write_s_per_byte": per_byte,
+        "read_s": _round(float(np.median(read_s))),
+        "nbytes": list(nbytes),
+        "write_samples_s": [_round(t) for t in write_s],
+        "read_samples_s": [_round(t) for t in read_s],
+    }
 
 
 def slope(sizes, seconds):
@@ -969,6 +996,13 @@ def _summary(
         f"allreduce in situ (2 ranks): {_seconds_text(measured['allreduce_s'][-1])} for "
         f"{_bytes_text(measured['allreduce_sizes'][-1])}; past its messages and add, "
         f"{_seconds_text(finish.seconds(probe))} for {_bytes_text(probe)} ([compute.finish])"
+    )
+    nbytes, write_s, read_s = measured["wire"]
+    lines.append(
+        f"compressed message in situ: written in {_seconds_text(write_s[0])} and read in "
+        f"{_seconds_text(read_s[0])} at {_bytes_text(nbytes[0])}, "
+        f"{_seconds_text(write_s[-1])} and {_seconds_text(read_s[-1])} at "
+        f"{_bytes_text(nbytes[-1])} ([network.in_situ.wire])"
     )
     if measured["time_slice_s"]:
         lines.append(

@@ -171,6 +171,7 @@ class Simulator:
         mpi="mpich",
         gamma=0.0,
         finish=None,
+        wire=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
     ):
@@ -181,6 +182,7 @@ class Simulator:
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
+        self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
         self.cores = shared_cores(self.env, core_groups, time_slice_s)  # rank -> HostCores
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self._parked = set()  # ranks off their core in `_blocked`, until they have one back
@@ -575,6 +577,8 @@ class Simulator:
 
     def _send(self, node, op):
         t0, payload = self.env.now, op.payload  # the transfer inline: no process to start
+        if self.wire is not None and not isinstance(payload, np.ndarray):
+            yield self.env.timeout(self.wire.write(payload.nbytes))  # its wire bytes written
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
             self.env.process(
                 self.network.transfer(
@@ -606,6 +610,8 @@ class Simulator:
         message = yield from self._take(node, op.source, op.tag)
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
             yield self.env.timeout(self.gamma * message.payload.nbytes)
+        if op.buf is None and self.wire is not None:  # a message read from its wire bytes
+            yield self.env.timeout(self.wire.read())
         self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
@@ -690,22 +696,27 @@ class Simulator:
         if token and self.entry_barrier and op.payloads:  # an empty token with every peer first
             yield from self._barrier(node, [(list(op.payloads), list(op.payloads))])
         t0, copies = self.env.now, {}  # one snapshot per distinct payload (gossip: one vector)
+        messages = not all(op.bufs.get(peer) is not None for peer in op.payloads)
+        if messages and self.wire is not None:  # each peer's message written to wire bytes
+            yield self.env.timeout(sum(self.wire.write(p.nbytes) for p in op.payloads.values()))
         sending = [
             self._transfer(node, peer, payload, op.tag, copies)
             for peer, payload in op.payloads.items()
         ]
-        messages = {}
+        taken = {}
         for peer in op.payloads:
-            messages[peer] = yield from self._take(node, peer, op.tag)
+            taken[peer] = yield from self._take(node, peer, op.tag)
         yield self.env.all_of(sending)
+        if messages and self.wire is not None:  # and each one received read from its bytes
+            yield self.env.timeout(self.wire.read() * len(taken))
         self._charge(
-            node, t0, messages.values(), sum(payload.nbytes for payload in op.payloads.values())
+            node, t0, taken.values(), sum(payload.nbytes for payload in op.payloads.values())
         )
-        if all(op.bufs.get(peer) is not None for peer in messages):  # into the buffers, as MPI
-            for peer, message in messages.items():
+        if not messages:  # into the buffers, as MPI
+            for peer, message in taken.items():
                 np.copyto(op.bufs[peer], message.payload)
-            return {peer: op.bufs[peer] for peer in messages}
-        return {peer: m.payload for peer, m in messages.items()}  # objects: read-only copies
+            return {peer: op.bufs[peer] for peer in taken}
+        return {peer: m.payload for peer, m in taken.items()}  # objects: read-only copies
 
     def _allgather(self, node, op):
         """The real backend's allgather of compressed messages: their wire bytes gathered by
@@ -714,6 +725,10 @@ class Simulator:
         Allgatherv picks as its Allgather does; the ring stands for all of its choices)."""
         yield from self._enter_collective(node)
         rank, size, wire = node.rank, node.size, to_wire(op.payload)
+        if self.wire is not None and size > 1:  # its wire bytes written, the others' read
+            handling = self.wire.write(len(wire)) + (size - 1) * self.wire.read()
+            yield self.env.timeout(handling)
+            self.logs[node.rank].charge("comm", handling)
         if size_varies(op.payload):
             length = np.array([len(wire)], np.int64)
             lengths = yield from self._collective(

@@ -16,7 +16,7 @@ Defaults where neither a flag nor a profile says (each stated in config.json):
 """
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.cluster_profile import Slowed
 from sim.compute import ComputeModel, compute_model
@@ -57,6 +57,7 @@ class Cluster:
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
+    wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
     costs: dict
     jitter: dict  # pattern -> Jitter of the measured costs (in situ), else {}
     shaping: object
@@ -159,6 +160,7 @@ class Cluster:
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
             "finish_in_situ": self.finish is not None,
+            "wire_in_situ": self.wire is not None,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
@@ -325,6 +327,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         finish=_finish(options, profile, slowdown),
+        wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
         costs=costs,
         jitter=jitter,
         shaping=shaping,

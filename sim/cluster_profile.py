@@ -33,6 +33,9 @@ The format::
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
     [network.in_situ.jitter]       # min_bytes, and per pattern 101 quantiles of a message's
                                    # time over the median: each message takes one draw
+    [network.in_situ.wire]         # write_s, write_s_per_byte, read_s: a compressed message's
+                                   # wire bytes written before a send and read after a
+                                   # receive, in situ (`WireCost`)
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
@@ -105,6 +108,7 @@ class ClusterProfile:
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
     finish: PiecewiseCost | None = None  # an allreduce's mean pass, in situ, by size
+    wire: "WireCost | None" = None  # a compressed message's wire bytes written and read, in situ
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
     memory: MemoryPath | None = None  # between two ranks of one host
     one_machine: bool = False  # every host emulated on one machine of `cores` cores
@@ -225,6 +229,37 @@ class ClusterProfile:
 
 
 @dataclass(frozen=True)
+class WireCost:
+    """``[network.in_situ.wire]``: the seconds a program spends on a compressed message's wire
+    bytes (`twinsgd.programs.compression.wire`), measured in situ: writing them before a send,
+    ``write_s + write_s_per_byte n``, and reading a message from them after a receive,
+    ``read_s`` (its arrays are views). ``slowdown``: as `Slowed`, for more ranks a core."""
+
+    write_s: float
+    write_s_per_byte: float
+    read_s: float
+    slowdown: float = 1.0
+
+    @classmethod
+    def from_dict(cls, table):
+        """From the profile's table; ValueError naming a missing or negative key."""
+        values = {}
+        for key in ("write_s", "write_s_per_byte", "read_s"):
+            if key not in table:
+                raise ValueError(f"[network.in_situ.wire] needs {key}")
+            values[key] = _number(table[key], f"[network.in_situ.wire] {key}", 0)
+        return cls(**values)
+
+    def write(self, nbytes):
+        """Seconds to write a message of ``nbytes``."""
+        return (self.write_s + self.write_s_per_byte * nbytes) * self.slowdown
+
+    def read(self):
+        """Seconds to read a message."""
+        return self.read_s * self.slowdown
+
+
+@dataclass(frozen=True)
 class Slowed:
     """A measured cost model on a machine whose cores more ranks share than when it was
     measured: MPICH's blocking calls spin, so every rank is always runnable and each gets
@@ -295,6 +330,9 @@ def load_profile(name_or_path):
                 if pattern in network.get("in_situ", {})
             },
             in_situ_jitter=_jitter(network.get("in_situ", {}).get("jitter", {})),
+            wire=WireCost.from_dict(network["in_situ"]["wire"])
+            if "wire" in network.get("in_situ", {})
+            else None,
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             network=_topology(network.get("topology"), path),

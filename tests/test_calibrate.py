@@ -98,6 +98,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert p["compute"]["gamma_s_per_byte"] >= 0
     assert min(p["compute"]["finish"]["sizes"]) == 131072  # --quick's from 64 KiB
     assert min(p["compute"]["finish"]["seconds"]) >= 1e-7  # a residual, floored
+    wire = p["network"]["in_situ"]["wire"]  # a compressed message's bytes written and read
+    assert wire["write_s"] >= 0 and wire["write_s_per_byte"] >= 0 and wire["read_s"] > 0
+    assert len(wire["nbytes"]) == len(wire["write_samples_s"]) == len(wire["read_samples_s"]) == 3
     assert "incast" not in p["network"]  # 2 ranks: no incast
     assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100
@@ -157,12 +160,13 @@ def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
     from sim.cluster_profile import load_profile
     from sim.run import build_parser
 
-    path, _ = profile
+    path, p = profile
     loaded = load_profile(str(path))
     options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
     assert network_costs(options, loaded, programs=True) is loaded.in_situ
     assert network_costs(options, loaded, programs=False) is loaded.costs
     assert set(loaded.in_situ) == {"oneway", "sendrecv"} and loaded.finish is not None
+    assert loaded.wire.read() == p["network"]["in_situ"]["wire"]["read_s"]
 
 
 @pytest.mark.mpi

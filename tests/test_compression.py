@@ -343,8 +343,8 @@ def test_bad_wire_bytes_are_refused_in_one_line():
     wire = to_wire(msg)
     for bad, why in [
         (wire[:5], "header"),
-        (wire[:-1], "needs"),
-        (np.concatenate([wire, [0]]), "got"),
+        (wire[:-1], "is 32 bytes, got 31"),
+        (np.concatenate([wire, [0]]).astype(np.uint8), "is 32 bytes, got 33"),
         (np.concatenate([[99], wire[1:]]).astype(np.uint8), "unknown codec id 99"),
         (np.concatenate([[0], wire[1:]]).astype(np.uint8), "unknown codec id 0"),
     ]:

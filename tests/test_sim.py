@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from sim.backend import Simulator
+from sim.cluster_profile import WireCost
 from sim.compute import ComputeModel
 from tests.programs import ping_pong
 from twinsgd.programs.compression import make_codec
@@ -113,6 +114,53 @@ def test_an_allgather_of_thresholded_messages_gathers_the_sizes_first():
         assert [msg.count for msg in got[rank]] == [4, 8, 12, 16]
         assert logs[rank].received == 3 * 8 + sum(m) - m[rank]
         assert logs[rank].sent == 3 * 8 + sum(m) - m[(rank + 1) % 4]
+
+
+WIRE = WireCost(write_s=3e-6, write_s_per_byte=1e-9, read_s=7e-6)
+
+
+def wire_seconds(size, program):
+    """The simulated seconds ``program`` takes with `WIRE`'s costs of compressed messages,
+    less the seconds it takes without them."""
+    now = []
+    for wire in (WIRE, None):
+        nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+        logs = [_Log() for _ in range(size)]
+        sim = Simulator(nodes, logs, ALPHA, BETA, ComputeModel(seconds_per_sample=0.0), wire=wire)
+        sim.run([program(r) for r in range(size)])
+        now.append(sim.env.now)
+    return now[0] - now[1]
+
+
+def test_a_compressed_message_pays_its_wire_bytes_written_and_read():
+    """A Send of a message: written (3 us + 1 ns a byte) before it moves, read (7 us) on
+    receipt; an Exchange: each peer's written, each received read; an Allgather of 4: written
+    once, 3 read. A Send of an array pays nothing of it."""
+    codec = make_codec("topk:0.25")
+    msg = codec.encode(np.arange(1, 101, dtype=np.float32))
+    m = msg.nbytes
+
+    def send(rank):
+        if rank == 0:
+            yield Send(dest=1, payload=msg)
+        else:
+            yield Recv(source=0)
+
+    def exchange(rank):
+        peers = [p for p in range(3) if p != rank]
+        yield Exchange(dict.fromkeys(peers, msg), dict.fromkeys(peers))
+
+    def allgather(rank):
+        yield Allgather(msg)
+
+    def array(rank):
+        yield from ping_pong(400)(rank)
+
+    write, read = WIRE.write_s + WIRE.write_s_per_byte * m, WIRE.read_s
+    assert wire_seconds(2, send) == pytest.approx(write + read, rel=1e-9)
+    assert wire_seconds(3, exchange) == pytest.approx(2 * write + 2 * read, rel=1e-9)
+    assert wire_seconds(4, allgather) == pytest.approx(write + 3 * read, rel=1e-9)
+    assert wire_seconds(2, array) == 0
 
 
 def test_ping_pong_takes_two_alpha_beta_messages():
