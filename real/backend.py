@@ -58,40 +58,38 @@ def exchange_arrays(comm, payloads, bufs, tag):
     return {p: bufs[p] for p in peers}
 
 
-def receive_message(comm, MPI, source, tag, status):
-    """Receive one compressed `Message` sent as its wire bytes (`send_message`): probe for its
-    size, receive the bytes, read them; the status names the sender."""
+def receive_bytes(comm, MPI, source, tag, status):
+    """Receive one message of unknown size as bytes (a compressed message's wire bytes): probe
+    for its size, then receive it; the status names the sender. Returns a uint8 array."""
     comm.Probe(source=source, tag=tag, status=status)
     wire = np.empty(status.Get_count(MPI.BYTE), np.uint8)
     comm.Recv(wire, source=status.Get_source(), tag=tag, status=status)
-    return from_wire(wire)
+    return wire
 
 
-def exchange_messages(comm, MPI, payloads, tag):
-    """An `Exchange` of compressed messages: Isend each peer its message's wire bytes, then
-    receive each peer's (their sizes vary, so each is probed first), then wait for the sends;
-    returns ``{p: Message}``."""
-    wires = {p: to_wire(payloads[p]) for p in payloads}  # kept alive until the sends complete
+def exchange_bytes(comm, MPI, wires, tag):
+    """An `Exchange` of compressed messages' wire bytes ``{peer: uint8 array}``: Isend each
+    peer its bytes, receive each peer's (sizes vary, so each is probed first), then wait for
+    the sends; returns ``{peer: uint8 array}``."""
     requests = [comm.Isend(wire, dest=p, tag=tag) for p, wire in wires.items()]
     status = MPI.Status()
-    got = {p: receive_message(comm, MPI, p, tag, status) for p in payloads}
+    got = {p: receive_bytes(comm, MPI, p, tag, status) for p in wires}
     if requests:
         requests[0].Waitall(requests)
     return got
 
 
-def allgather_messages(comm, message):
-    """Every rank's compressed message, in rank order (an `Allgather` of messages): an Allgather
-    of the wire bytes, or where sizes vary (`size_varies`) an Allgather of the 8-byte sizes,
-    then an Allgatherv of the bytes. This rank's own entry is ``message``.
-
-    Returns ``(messages, sent, received)``, the bytes as the simulator moves them: ``(p - 1) m``
-    each way for one size m (every algorithm the libraries pick moves that); with sizes, 8 bytes
-    to and from each other rank, then around the ring, where a rank forwards every block but its
+def allgather_bytes(comm, wire, varies):
+    """Every rank's wire bytes, in rank order (an `Allgather` of compressed messages): MPI's
+    Allgather of them, or where sizes vary (``varies``, `size_varies`) an Allgather of the
+    8-byte sizes, then an Allgatherv. Returns ``(blocks, sent, received)``: the other ranks'
+    bytes (None at this rank), and the bytes as the simulator moves them: ``(p - 1) m`` each
+    way for one size m (every algorithm the libraries pick moves that); with sizes, 8 bytes to
+    and from each other rank, then around the ring, where a rank forwards every block but its
     right neighbour's and receives every block but its own.
     """
-    wire, size, rank = to_wire(message), comm.Get_size(), comm.Get_rank()
-    if size_varies(message):
+    size, rank = comm.Get_size(), comm.Get_rank()
+    if varies:
         counts = np.empty(size, np.int64)
         comm.Allgather(np.array([len(wire)], np.int64), counts)
         gathered = np.empty(int(counts.sum()), np.uint8)
@@ -105,11 +103,11 @@ def allgather_messages(comm, message):
         comm.Allgather(wire, gathered)
         sent = received = (size - 1) * len(wire)
     ends = np.cumsum(counts).tolist()
-    messages = [
-        message if r == rank else from_wire(gathered[end - count : end])
+    blocks = [
+        None if r == rank else gathered[end - count : end]
         for r, (count, end) in enumerate(zip(counts.tolist(), ends, strict=True))
     ]
-    return messages, sent, received
+    return blocks, sent, received
 
 
 def run_collective_mpi(comm, program):
@@ -312,14 +310,31 @@ class Driver:
         return result
 
     def _send(self, op, t0):
-        payload = op.payload
-        data = payload if isinstance(payload, np.ndarray) else to_wire(payload)
+        payload = data = op.payload
+        if not isinstance(payload, np.ndarray):  # a compressed message: its wire bytes
+            (data,), t0 = self._write_wire(t0, (payload,))
         if op.buffered:
             self._attach_for(data.nbytes)
             self.comm.Bsend(data, dest=op.dest, tag=op.tag)
         else:
             self.comm.Send(data, dest=op.dest, tag=op.tag)
         self._charge("comm", t0, perf_counter(), f"send to {op.dest}", sent=payload.nbytes)
+
+    def _write_wire(self, t0, messages):
+        """Compressed messages' wire bytes (`compression.wire`), written; the time charged as
+        comm, its own timeline event (the calibration reads it). Returns (bytes, now)."""
+        wires = [to_wire(message) for message in messages]
+        t1 = perf_counter()
+        self._charge("comm", t0, t1, "write wire")
+        return wires, t1
+
+    def _read_wire(self, t0, wires):
+        """Messages read from their wire bytes, as `_write_wire` times writing them. Returns
+        (messages, now)."""
+        messages = [from_wire(wire) for wire in wires]
+        t1 = perf_counter()
+        self._charge("comm", t0, t1, "read wire")
+        return messages, t1
 
     def _attach_for(self, nbytes):
         """Attach an MPI buffer holding two messages of ``nbytes`` per rank (for Bsend), once, or
@@ -344,9 +359,11 @@ class Driver:
             self.comm.Recv(op.buf, source=source, tag=op.tag, status=status)
             payload = op.buf
         else:
-            payload = receive_message(self.comm, MPI, source, op.tag, status)
-        source = status.Get_source()
-        self._charge("comm", t0, perf_counter(), f"recv from {source}", received=payload.nbytes)
+            payload = receive_bytes(self.comm, MPI, source, op.tag, status)
+        source, now = status.Get_source(), perf_counter()
+        self._charge("comm", t0, now, f"recv from {source}", received=payload.nbytes)
+        if op.buf is None:  # a compressed message
+            (payload,), _ = self._read_wire(now, (payload,))
         return source, payload
 
     def _charge_wait(self, t0):
@@ -380,23 +397,31 @@ class Driver:
             tokens = {p: np.empty(0, np.uint8) for p in peers}
             exchange_arrays(comm, dict.fromkeys(peers, token), tokens, op.tag + TOKEN_TAG)
             t0 = self._charge_wait(t0)
+        sent = sum(op.payloads[p].nbytes for p in peers)
         if all(op.bufs.get(p) is not None for p in peers):  # arrays, straight into the buffers
             got = exchange_arrays(comm, op.payloads, op.bufs, op.tag)
-        else:  # compressed messages, as their wire bytes
-            got = exchange_messages(comm, MPI, op.payloads, op.tag)
-        sent = sum(op.payloads[p].nbytes for p in peers)
-        received = sum(got[p].nbytes for p in peers)
-        self._charge("comm", t0, perf_counter(), "exchange", sent, received)
-        return got
+            received = sum(got[p].nbytes for p in peers)
+            self._charge("comm", t0, perf_counter(), "exchange", sent, received)
+            return got
+        wires, t0 = self._write_wire(t0, [op.payloads[p] for p in peers])  # compressed messages
+        got = exchange_bytes(comm, MPI, dict(zip(peers, wires, strict=True)), op.tag)
+        received, now = sum(got[p].nbytes for p in peers), perf_counter()
+        self._charge("comm", t0, now, "exchange", sent, received)
+        messages, _ = self._read_wire(now, [got[p] for p in peers])
+        return dict(zip(peers, messages, strict=True))
 
     def _allgather(self, op, t0):
         t0 = self._enter_collective(t0)
         if self.size == 1:
-            payloads, sent, received = [op.payload], 0, 0
-        else:
-            payloads, sent, received = allgather_messages(self.comm, op.payload)
-        self._charge("comm", t0, perf_counter(), "allgather", sent, received)
-        return payloads
+            self._charge("comm", t0, perf_counter(), "allgather")
+            return [op.payload]
+        (wire,), t0 = self._write_wire(t0, (op.payload,))
+        blocks, sent, received = allgather_bytes(self.comm, wire, size_varies(op.payload))
+        now = perf_counter()
+        self._charge("comm", t0, now, "allgather", sent, received)
+        others, _ = self._read_wire(now, [b for b in blocks if b is not None])
+        others.insert(self.rank, op.payload)
+        return others
 
     def _allreduce(self, op, t0):
         buf = op.buf

@@ -80,6 +80,7 @@ exception on any rank aborts the whole job, so nobody hangs). The file is writte
 """
 
 import contextlib
+import csv
 import datetime
 import io
 import logging
@@ -99,7 +100,7 @@ from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
-from twinsgd.calibration.steptimes import step_times_from_run
+from twinsgd.calibration.steptimes import read_run_events, step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
 from twinsgd.programs.mpi_choices import library_for
 
@@ -324,6 +325,7 @@ def _measure(args, comm, work):
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick)
     wire = netbench.wire_in_situ(comm, step, args.quick)
     network.Free()
+    in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
         if inter is not None and intra is not None
@@ -355,6 +357,7 @@ def _measure(args, comm, work):
         "allreduce_sizes": allreduce_sizes,
         "allreduce_s": allreduce_s,
         "wire": wire,
+        "wire_in_program": in_program,
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
@@ -466,6 +469,35 @@ def _train_steps(args, comm, model, work):
         return None
     own_solo_s = _solo_own_code(argv, args.train_steps, dataset=work[3])
     return step_times_from_run(run_dir, own_solo_s=own_solo_s)
+
+
+def _wire_in_program(args, comm, model):
+    """A compressed message's wire bytes written and read inside the real program (top-k 1 %
+    with error feedback, its allgather; ``--train-steps`` steps of ``model``), run beside the
+    profile. On rank 0 ``(message bytes, median write s, median read s a message)`` from its
+    timeline's ``write wire`` and ``read wire`` events; None elsewhere. Collective."""
+    from real import train
+
+    out = Path(args.out)
+    run_dir = out.with_name(f"{out.stem}.wire-{model}")
+    argv = [
+        *("--algorithm", "allreduce", "--compress", "topk:0.01", "--error-feedback"),
+        *("--model", model, "--dataset", args.dataset, "--batch-size", str(args.batch_size)),
+        *("--iterations", str(args.train_steps), "--eval-every", str(args.train_steps)),
+        *("--no-progress", "--overwrite", "--out", str(run_dir)),
+        *(("--data-dir", args.data_dir) if args.data_dir else ()),
+    ]
+    with contextlib.redirect_stdout(io.StringIO()):
+        status = train.main(argv)
+    if status != 0:
+        raise RuntimeError(f"the calibration's compressed run of {model} ended with {status}")
+    if comm.rank != 0:
+        return None
+    writes, reads = (read_run_events(run_dir, name) for name in ("write wire", "read wire"))
+    with open(run_dir / "steps.csv") as f:
+        row = next(csv.DictReader(f))
+    nbytes = int(row["bytes_sent"]) // max(1, comm.size - 1)
+    return nbytes, float(np.median(writes)), float(np.median(reads)) / max(1, comm.size - 1)
 
 
 def _solo_own_code(argv, steps, dataset):
@@ -638,7 +670,7 @@ def _finish(args, measured, work, started):
                     "min_bytes": JITTER_MIN_BYTES,
                     **{pattern: q for pattern, q in jitter.items() if q is not None},
                 },
-                "wire": wire_cost(*measured["wire"]),
+                "wire": wire_cost(*measured["wire"], in_program=measured["wire_in_program"]),
             },
         },
         "compute": {
@@ -747,22 +779,42 @@ def finishing_pass(sizes, allreduce_s, sendrecv, gamma):
     return [float(r + 1e-15 * n) for n, r in zip(sizes, np.maximum.accumulate(rest), strict=True)]
 
 
-def wire_cost(nbytes, write_s, read_s):
+def wire_cost(nbytes, write_s, read_s, in_program=None):
     """``[network.in_situ.wire]``: a compressed message's wire bytes written, ``write_s +
-    write_s_per_byte n`` (the copy grows with n), and read, ``read_s`` (views: the median),
-    from `netbench.wire_in_situ`'s times, which it keeps.
+    write_s_per_byte n`` (the copy grows with n), and read, ``read_s`` (views), keeping the
+    times it comes from. The per-byte slope is `netbench.wire_in_situ`'s (1-262 KB); the
+    rest is the real program's own (``in_program``: message bytes, median write and read
+    seconds from its timeline), where given, else the pattern's medians: inside a run they
+    were 2-4x the pattern's here.
 
     >>> wire_cost([1000, 3000], [2e-6, 4e-6], [5e-6, 7e-6])["write_s_per_byte"]
     1e-09
+    >>> wire_cost([1000, 3000], [2e-6, 4e-6], [5e-6, 7e-6], (2000, 9e-6, 20e-6))["read_s"]
+    2e-05
     """
     per_byte = slope(nbytes, write_s)
+    if in_program is None:
+        at, write, read, source = (
+            float(np.median(nbytes)),
+            np.median(write_s),
+            np.median(read_s),
+            "pattern",
+        )
+    else:
+        (at, write, read), source = in_program, "program"
     return {
-        "write_s": _round(max(0.0, float(np.median(write_s) - per_byte * np.median(nbytes)))),
+        "write_s": _round(max(0.0, float(write - per_byte * at))),
         "write_s_per_byte": per_byte,
-        "read_s": _round(float(np.median(read_s))),
+        "read_s": _round(float(read)),
+        "source": source,  # whose write_s and read_s: the real program's, or the pattern's
         "nbytes": list(nbytes),
         "write_samples_s": [_round(t) for t in write_s],
         "read_samples_s": [_round(t) for t in read_s],
+        **(
+            {"program": {"nbytes": int(at), "write_s": _round(write), "read_s": _round(read)}}
+            if in_program
+            else {}
+        ),
     }
 
 
@@ -999,11 +1051,17 @@ def _summary(
     )
     nbytes, write_s, read_s = measured["wire"]
     lines.append(
-        f"compressed message in situ: written in {_seconds_text(write_s[0])} and read in "
-        f"{_seconds_text(read_s[0])} at {_bytes_text(nbytes[0])}, "
+        f"compressed message, pattern in situ: written in {_seconds_text(write_s[0])} and read "
+        f"in {_seconds_text(read_s[0])} at {_bytes_text(nbytes[0])}, "
         f"{_seconds_text(write_s[-1])} and {_seconds_text(read_s[-1])} at "
-        f"{_bytes_text(nbytes[-1])} ([network.in_situ.wire])"
+        f"{_bytes_text(nbytes[-1])}"
     )
+    if measured["wire_in_program"] is not None:
+        at, write, read = measured["wire_in_program"]
+        lines.append(
+            f"compressed message in the real program: written in {_seconds_text(write)} and "
+            f"read in {_seconds_text(read)} at {_bytes_text(at)} ([network.in_situ.wire])"
+        )
     if measured["time_slice_s"]:
         lines.append(
             f"cores: {os.cpu_count()}, taken in turns of "

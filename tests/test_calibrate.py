@@ -101,6 +101,7 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     wire = p["network"]["in_situ"]["wire"]  # a compressed message's bytes written and read
     assert wire["write_s"] >= 0 and wire["write_s_per_byte"] >= 0 and wire["read_s"] > 0
     assert len(wire["nbytes"]) == len(wire["write_samples_s"]) == len(wire["read_samples_s"]) == 3
+    assert wire["source"] == "program" and wire["read_s"] == wire["program"]["read_s"]  # 2 ranks
     assert "incast" not in p["network"]  # 2 ranks: no incast
     assert p["network"]["overhead_s"] > 0
     assert p["compute"]["batch_size"] == 100

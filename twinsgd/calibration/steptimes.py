@@ -258,6 +258,13 @@ def read_run_gradients(run_dir, warmup_steps=WARMUP_STEPS):
     """The seconds of every Compute operation (the gradient) of a real run, from its
     timeline.json (Chrome trace events named ``compute``), each rank's first ``warmup_steps``
     dropped; None when the folder has no timeline (a simulated run, a run still going)."""
+    return read_run_events(run_dir, "compute", warmup_steps)
+
+
+def read_run_events(run_dir, name, warmup_steps=WARMUP_STEPS):
+    """The seconds of every timeline event named ``name`` of a real run (timeline.json's
+    Chrome trace events), each rank's first ``warmup_steps`` dropped (one event a step);
+    None when the folder has no timeline or no such event."""
     import json
 
     try:
@@ -266,7 +273,7 @@ def read_run_gradients(run_dir, warmup_steps=WARMUP_STEPS):
         return None
     by_rank = {}
     for event in events:
-        if event.get("ph") == "X" and event.get("name") == "compute":
+        if event.get("ph") == "X" and event.get("name") == name:
             by_rank.setdefault(event.get("tid"), []).append(float(event["dur"]) * 1e-6)
     seconds = [s for durations in by_rank.values() for s in durations[warmup_steps:] if s > 0]
     return np.array(seconds) if seconds else None
