@@ -678,8 +678,7 @@ class Simulator:
         yield from self._collective(node, ALLREDUCES[algorithm](op.buf, node.rank, node.size))
         finishing = self._finishing(op, node.size)
         if finishing:  # comm, as the real backend's clock counts it
-            yield self.env.timeout(finishing)
-            self.logs[node.rank].charge("comm", finishing)
+            yield from self._comm_for(node, finishing)
         return finish_reduction(op.buf, op.op, node.size)
 
     def _finishing(self, op, size):
@@ -725,10 +724,9 @@ class Simulator:
         Allgatherv picks as its Allgather does; the ring stands for all of its choices)."""
         yield from self._enter_collective(node)
         rank, size, wire = node.rank, node.size, to_wire(op.payload)
-        if self.wire is not None and size > 1:  # its wire bytes written, the others' read
-            handling = self.wire.write(len(wire)) + (size - 1) * self.wire.read()
-            yield self.env.timeout(handling)
-            self.logs[node.rank].charge("comm", handling)
+        handled = self.wire is not None and size > 1
+        if handled:  # its wire bytes written before they move (comm, as the real clock has it)
+            yield from self._comm_for(node, self.wire.write(len(wire)))
         if size_varies(op.payload):
             length = np.array([len(wire)], np.int64)
             lengths = yield from self._collective(
@@ -739,7 +737,14 @@ class Simulator:
             algorithm = allgather_algorithm(self.mpi, len(wire), size)
             program = ALLGATHERS[algorithm](wire, rank, size)
         blocks = yield from self._collective(node, program)
+        if handled:  # and the others' read after
+            yield from self._comm_for(node, (size - 1) * self.wire.read())
         return [op.payload if r == rank else from_wire(blocks[r]) for r in range(size)]
+
+    def _comm_for(self, node, seconds):
+        """``seconds`` of the program's own work inside a communication call: comm."""
+        yield self.env.timeout(seconds)
+        self.logs[node.rank].charge("comm", seconds)
 
     def _collective(self, node, program):
         """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;
