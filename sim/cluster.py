@@ -58,6 +58,7 @@ class Cluster:
     gamma: float  # the reduction's arithmetic, seconds per byte combined
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
+    machine_copies: int | None  # one machine's ranks: copies its memory moves at once, or None
     costs: dict
     jitter: dict  # pattern -> Jitter of the measured costs (in situ), else {}
     shaping: object
@@ -112,6 +113,7 @@ class Cluster:
             jitter=self.jitter,
             ranks_per_host=self.ranks_per_host,
             memory=self.memory if self.ranks_per_host > 1 else None,
+            machine_copies=self.machine_copies,
             nic_bandwidth_Bps=(
                 self.nic_bandwidth_Bps if self.nic_bandwidth_Bps != self.bandwidth_Bps else None
             ),
@@ -161,6 +163,7 @@ class Cluster:
             "gamma_s_per_byte": self.gamma,
             "finish_in_situ": self.finish is not None,
             "wire_in_situ": self.wire is not None,
+            "machine_copies": self.machine_copies,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
@@ -328,6 +331,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         finish=_finish(options, profile, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
+        machine_copies=_machine_copies(profile, costs, shaping),
         costs=costs,
         jitter=jitter,
         shaping=shaping,
@@ -400,6 +404,15 @@ def _finish(options, profile, slowdown):
     if options.gamma is not None or profile is None or profile.finish is None:
         return None
     return profile.finish if slowdown == 1.0 else Slowed(profile.finish, slowdown)
+
+
+def _machine_copies(profile, costs, shaping):
+    """The copies one machine's memory moves at once (`ClusterProfile.memory_copies`,
+    rounded) when the ranks are that machine's, charged its measured message costs and no
+    token buckets; else None."""
+    if not (costs and shaping is None and profile.one_machine and profile.memory_copies):
+        return None
+    return max(1, round(profile.memory_copies))
 
 
 def _pick(flag, from_profile, default):

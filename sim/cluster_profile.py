@@ -13,6 +13,8 @@ The format::
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
     time_slice_s = 0.004           # a turn on a core when more ranks share them (measured)
+    memory_copies = 3.1            # one_machine: copies its memory moves at once at one copy's
+                                   # rate (measured): its ranks' messages beyond it queue
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
     mpi = "openmpi"                # default of --mpi: whose choices (mpich, openmpi, openmpi-4.1)
 
@@ -104,6 +106,7 @@ class ClusterProfile:
     calibrated: bool = False
     cores: int | None = None  # of one host
     time_slice_s: float | None = None  # a turn on a core when ranks share them (`sim.cores`)
+    memory_copies: float | None = None  # copies the machine's memory moves at once at one's rate
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
@@ -303,6 +306,9 @@ def load_profile(name_or_path):
             else None,
             time_slice_s=_number(cluster["time_slice_s"], "[cluster] time_slice_s", above=0)
             if "time_slice_s" in cluster
+            else None,
+            memory_copies=_number(cluster["memory_copies"], "[cluster] memory_copies", 0)
+            if "memory_copies" in cluster
             else None,
             ranks_per_host=int(_number(cluster["ranks_per_host"], "[cluster] ranks_per_host", 0))
             if "ranks_per_host" in cluster

@@ -233,6 +233,12 @@ class RoutedNetwork:
     jitter : dict, optional
         Per pattern of ``costs``, a `calibration.jitter.Jitter`: each message charged a measured
         cost takes it times one draw of the measured spread (a profile's in-situ jitter).
+    machine_copies : int, optional
+        Every host is a rank of one machine (a one-machine profile's shared memory): a message
+        between hosts is a copy through that machine's memory, which moves ``machine_copies``
+        copies at once at the measured rate, more waiting their turn (one more `Link` of that
+        capacity at the end of every route, so the global order of links is kept). A
+        calibration of 2 ranks times copies that never meet this limit; 16 ranks do.
     switches : collection of graph nodes, optional
         The nodes that are switches; default every node not in ``hosts``.
     router : callable, optional
@@ -281,6 +287,7 @@ class RoutedNetwork:
         shaping=None,
         memory=None,
         jitter=None,
+        machine_copies=None,
     ):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
@@ -293,6 +300,12 @@ class RoutedNetwork:
         if memory is None and len(number) < len(hosts):
             raise ValueError("ranks that share a host need its memory path (memory=MemoryPath)")
         self.memory = memory
+        if machine_copies is not None and not (
+            isinstance(machine_copies, int) and machine_copies >= 1
+        ):
+            raise ValueError(f"machine copies must be an integer >= 1, got {machine_copies}")
+        self.machine_copies = machine_copies
+        self._machine = Link(machine_copies) if machine_copies else None  # its memory, shared
         self._memory_links = {}  # host -> the Link of its memory path, made on first use
         self.env = self._fluid = self.mailbox = None
         self._in_flight = {}  # (source, dest) -> deque of [message or None] in the order sent
@@ -423,7 +436,8 @@ class RoutedNetwork:
         else on the links: what the closed-form collectives charge. A pair inside one host
         shares the host's memory with the host's other pairs of that step
         (`MemoryPath.concurrent_Bps`); a pair between hosts costs the measured Sendrecv model's
-        segment for ``nbytes`` where the network has one. Token buckets have no closed form: a
+        segment for ``nbytes`` where the network has one (its ``size`` copies sharing the
+        machine's ``machine_copies``, where given). Token buckets have no closed form: a
         network with ``shaping`` refuses (ValueError)."""
         if self.shaping is not None:
             raise ValueError(
@@ -442,7 +456,10 @@ class RoutedNetwork:
             if host_of[r] == host_of[d]:
                 links.add((route.latency_s, self.memory.concurrent_Bps(copies[host_of[r]])))
             elif measured is not None:  # what a calibration measured for this message size
-                links.add((float(measured.alpha_s(nbytes)), float(measured.beta_Bps(nbytes))))
+                share = min(1.0, self.machine_copies / size) if self.machine_copies else 1.0
+                links.add(
+                    (float(measured.alpha_s(nbytes)), float(measured.beta_Bps(nbytes)) * share)
+                )
             else:
                 links.add((route.latency_s, route.bandwidth_Bps))
         return slowest_link(links, nbytes)
@@ -478,6 +495,8 @@ class RoutedNetwork:
             self._link(u, v) for u, v in sorted(pairs, key=lambda p: (order[p[0]], order[p[1]]))
         )
         bandwidth_Bps = min((self._bandwidth_Bps(u, v) for u, v in pairs), default=math.inf)
+        if self._machine is not None:  # last in every route: the global order holds
+            links += (self._machine,)
         return Route(nodes, links, self.latency_s * alphas, bandwidth_Bps)
 
     def _link(self, u, v):
@@ -523,6 +542,7 @@ def make_network(
     memory=None,
     nic_bandwidth_Bps=None,
     jitter=None,
+    machine_copies=None,
 ):
     """The network ``--network spec`` with n ranks on its first hosts, ``ranks_per_host`` a host
     (rank r on host ``r // ranks_per_host``, as ``srun``/``mpirun`` place ranks by default).
@@ -572,6 +592,9 @@ def make_network(
         ``bandwidth_Bps`` on a link wins.
     jitter : dict, optional
         Per message pattern a `calibration.jitter.Jitter` (see `RoutedNetwork`).
+    machine_copies : int, optional
+        Copies one machine's memory moves at once, when every host is a rank of it (see
+        `RoutedNetwork`).
 
     Returns
     -------
@@ -623,4 +646,5 @@ def make_network(
         shaping=shaping,
         jitter=jitter,
         memory=memory,
+        machine_copies=machine_copies,
     )

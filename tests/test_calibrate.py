@@ -90,6 +90,11 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert p["cluster"]["mpi"] == ("mpich" if "MPICH" in p["cluster"]["source"] else "openmpi-4.1")
     assert p["cluster"]["cores"] == os.cpu_count()
     assert p["cluster"]["one_machine"] is True and len(p["cluster"]["hosts"]) == 2
+    assert (
+        p["cluster"]["memory_copies"] == 2.0
+        if os.cpu_count() <= 2
+        else p["cluster"]["memory_copies"] >= 2.0
+    )
     assert p["network"]["topology"] == "star"
     for pattern in ("oneway", "sendrecv"):
         assert {"min_bytes", "latency_s", "bandwidth_Bps", "sizes"} <= set(p["network"][pattern])

@@ -73,6 +73,26 @@ def test_star_incast_queues_at_the_receivers_link():
     assert max(times(arrivals)) == pytest.approx(ALPHA + senders * SEND, rel=1e-12)
 
 
+@pytest.mark.parametrize(("copies", "turns"), [(None, 1), (8, 1), (3, 2), (2, 3), (1, 6)])
+def test_ranks_of_one_machine_take_turns_at_its_memory(copies, turns):
+    """Six ranks of one machine each sending to the next at once (no link shared): with its
+    memory moving ``copies`` copies at once, ceil(6 / copies) turns of n / beta, then alpha;
+    the closed form's ring step gets each copy a share copies / 6 of the measured rate."""
+    net = make_network(simpy.Environment(), "star", 6, ALPHA, BETA, machine_copies=copies)
+    arrivals = run_messages(net, [(r, (r + 1) % 6, NBYTES) for r in range(6)])
+    assert max(times(arrivals)) == pytest.approx(ALPHA + turns * SEND, rel=1e-12)
+    measured = {"sendrecv": PiecewiseCost.constant(ALPHA, BETA)}
+    ring = make_network(None, "star", 6, ALPHA, BETA, measured, machine_copies=copies)
+    share = 1.0 if copies is None else min(1.0, copies / 6)
+    assert ring.ring_link(NBYTES) == pytest.approx((ALPHA, BETA * share))
+
+
+def test_machine_copies_must_be_a_whole_number_of_at_least_one():
+    for bad in (0, 1.5, -2):
+        with pytest.raises(ValueError, match="machine copies must be an integer >= 1"):
+            make_network(None, "star", 2, ALPHA, BETA, machine_copies=bad)
+
+
 def test_transfer_ends_when_the_bytes_have_left_the_sender():
     net = network("ring", 8)
     env = net.env

@@ -475,6 +475,28 @@ def test_measured_network_costs_slow_when_more_ranks_share_the_cores(
     assert slowed.beta_Bps(8) == pytest.approx(SENDRECV.beta_Bps(8) / slowdown)
 
 
+@pytest.mark.parametrize(
+    ("one_machine", "flags", "expected"),
+    [(True, [], 3), (False, [], None), (True, ["--latency", "5us"], None)],
+)
+def test_a_one_machines_memory_copies_bound_its_ranks_messages(
+    tmp_path, one_machine, flags, expected
+):
+    """``[cluster] memory_copies = 2.6``: the ranks of one machine, charged its measured
+    costs, move 3 copies at once; a profile of many machines, or costs given by flags, none."""
+    from sim.cluster import build_cluster
+    from sim.run import build_parser
+
+    path = _profile(tmp_path / "p.toml", 1e-3, one_machine=one_machine, costs={"oneway": ONEWAY})
+    path.write_text(path.read_text().replace("[cluster]\n", "[cluster]\nmemory_copies = 2.6\n"))
+    profile = load_profile(str(path))
+    assert profile.memory_copies == 2.6
+    options = build_parser().parse_known_args(["--nodes", "4", *flags])[0]
+    cluster = build_cluster(options, profile, None, "mlp")
+    assert cluster.machine_copies == expected
+    assert cluster.make_network().machine_copies == expected
+
+
 def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(tmp_path):
     """An own-code factor of 20: every allreduce step's update follows a 670 KB allreduce and
     pays it; Local-SGD's updates follow a gradient (no message) and run warm, so its steps cost
