@@ -280,6 +280,25 @@ def test_failed_and_refused_runs_say_so_in_their_rows_and_the_rest_goes_on(tmp_p
     assert json.loads((tmp_path / "shm/ps-sync-2/row.json").read_text())["commands"][2] == sims[0]
 
 
+def test_the_repeats_run_in_passes_over_the_cells_then_the_simulations(tmp_path, monkeypatch):
+    calls = FakeCalls(lambda argv: (0, ""))
+    monkeypatch.setattr(validate, "_call", calls)
+    cells = validate.matrix(["ps-sync", "gossip-ring"], [2], ["shm"])
+    validate.run_matrix(cells, tmp_path, 10, 2, say=lambda line: None)
+    runs = [
+        (a[a.index("--out") + 1].split("/")[-2], a[a.index("--out") + 1].split("/")[-1])
+        for a in calls.commands[1:]
+    ]
+    assert runs == [
+        ("ps-sync-2", "real-1"),
+        ("gossip-ring-2", "real-1"),
+        ("ps-sync-2", "real-2"),
+        ("gossip-ring-2", "real-2"),
+        ("ps-sync-2", "sim"),
+        ("gossip-ring-2", "sim"),
+    ]
+
+
 def test_a_calibration_that_fails_fails_every_row_of_its_network(tmp_path, monkeypatch):
     monkeypatch.setattr(validate, "_call", FakeCalls(lambda argv: (None, "timed out after 9 s")))
     rows = validate.run_matrix(

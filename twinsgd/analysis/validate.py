@@ -1,8 +1,11 @@
 """``python -m twinsgd.analysis.validate``: how far the simulator's prediction is from the
 measurement.
 
-A matrix of configurations (`CONFIGS`) is trained for real, ``--repeats`` times each, and
-simulated once on a profile calibrated on 2 hosts of the same network. One row per network x
+A matrix of configurations (`CONFIGS`) is trained for real, ``--repeats`` times each, in
+passes (the first run of every cell, then the second, ...: a machine whose speed drifts, as
+this one does by up to 2.5x for minutes, spreads that over every cell and into the spread
+column rather than onto one cell's repeats), and simulated once on a profile calibrated on 2
+hosts of the same network. One row per network x
 configuration x hosts: the measured median time per iteration (ms), the spread of the repeats
 ((max - min) / median, %), the simulated time per iteration, the error ((sim - measured) /
 measured, %), and the errors of compute and comm per iteration (%) and of wait (sim - measured,
@@ -243,17 +246,31 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
     )
     net_dir.mkdir(parents=True, exist_ok=True)
     code, line = _call(argv, CALIBRATION_TIMEOUT_S[quick], net_dir / "calibrate.log")
-    for cell in cells:
-        cell_dir = _cell_dir(net_dir, cell)
-        if code != 0:
+    if code != 0:
+        for cell in cells:
+            cell_dir = _cell_dir(net_dir, cell)
             _write_row(cell_dir, cell, [argv], f"failed: calibration: {line}")
-        else:
-            _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s)
-        say(_progress(read_cell(cell_dir)))
+            say(_progress(read_cell(cell_dir)))
+        return
+    plans = [
+        _plan_cell(c, _cell_dir(net_dir, c), launch, profile, iterations, repeats) for c in cells
+    ]
+    for k in range(repeats):  # repeat k of every cell, then k + 1: drift falls on all of them
+        for plan in plans:
+            if plan["status"] is None:
+                _run_real(plan, k, timeout_s)
+    for plan in plans:
+        if plan["status"] is None:
+            code, line = _call(plan["sim"], timeout_s, plan["dir"] / "sim.log")
+            plan["status"] = "ok" if code == 0 else f"failed: sim: {line}"
+        _write_row(plan["dir"], plan["cell"], plan["commands"], plan["status"])
+        say(_progress(read_cell(plan["dir"])))
 
 
-def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
-    """The repeats of the real run, then the simulation; the status goes to row.json."""
+def _plan_cell(cell, cell_dir, launch, profile, iterations, repeats):
+    """A cell's commands (its repeats of the real run, then the simulation), its folder
+    cleared and its row.json written as running (or not run, if real.train would refuse the
+    flags); returns the plan `_run_network` carries out, ``status`` None while it runs."""
     flags = train_flags(cell, iterations)
     reals = [
         launch(
@@ -277,19 +294,26 @@ def _run_cell(cell, cell_dir, launch, profile, iterations, repeats, timeout_s):
         str(cell_dir / "sim"),
     ]
     _clear(cell_dir)
-    _write_row(cell_dir, cell, [*reals, sim], "running")
     refused = _refused(flags, cell["hosts"])
-    if refused:
-        return _write_row(cell_dir, cell, [*reals, sim], f"not run: {refused}")
-    for k, argv in enumerate(reals, start=1):
-        code, line = _call(argv, timeout_s, cell_dir / f"real-{k}.log")
-        if code == 2:
-            return _write_row(cell_dir, cell, [*reals, sim], f"not run: {line}")
-        if code != 0:
-            return _write_row(cell_dir, cell, [*reals, sim], f"failed: real run {k}: {line}")
-    code, line = _call(sim, timeout_s, cell_dir / "sim.log")
-    status = "ok" if code == 0 else f"failed: sim: {line}"
-    return _write_row(cell_dir, cell, [*reals, sim], status)
+    status = f"not run: {refused}" if refused else None
+    _write_row(cell_dir, cell, [*reals, sim], status or "running")
+    return {
+        "cell": cell,
+        "dir": cell_dir,
+        "reals": reals,
+        "sim": sim,
+        "commands": [*reals, sim],
+        "status": status,
+    }
+
+
+def _run_real(plan, k, timeout_s):
+    """Repeat ``k`` (0-based) of a cell's real run; a failure ends the cell (its status)."""
+    code, line = _call(plan["reals"][k], timeout_s, plan["dir"] / f"real-{k + 1}.log")
+    if code == 2:
+        plan["status"] = f"not run: {line}"
+    elif code != 0:
+        plan["status"] = f"failed: real run {k + 1}: {line}"
 
 
 def _refused(flags, hosts):
