@@ -13,8 +13,8 @@ The format::
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
     time_slice_s = 0.004           # a turn on a core when more ranks share them (measured)
-    memory_copies = 3.1            # one_machine: copies its memory moves at once at one copy's
-                                   # rate (measured): its ranks' messages beyond it queue
+    memory_copies = 3.1            # one_machine: copies its memory moves at once at the
+                                   # calibrated pair's rate (measured); more messages queue
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
     mpi = "openmpi"                # default of --mpi: whose choices (mpich, openmpi, openmpi-4.1)
 
@@ -106,7 +106,7 @@ class ClusterProfile:
     calibrated: bool = False
     cores: int | None = None  # of one host
     time_slice_s: float | None = None  # a turn on a core when ranks share them (`sim.cores`)
-    memory_copies: float | None = None  # copies the machine's memory moves at once at one's rate
+    memory_copies: float | None = None  # copies its memory moves at once at the pair's rate
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
@@ -250,7 +250,7 @@ class WireCost:
         for key in ("write_s", "write_s_per_byte", "read_s"):
             if key not in table:
                 raise ValueError(f"[network.in_situ.wire] needs {key}")
-            values[key] = _number(table[key], f"[network.in_situ.wire] {key}", 0)
+            values[key] = _number(table[key], f"[network.in_situ.wire] {key}")
         return cls(**values)
 
     def write(self, nbytes):

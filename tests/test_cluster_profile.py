@@ -227,3 +227,21 @@ def test_a_ghost_on_a_profile_without_compute_is_communication_alone_and_says_so
     ]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["compute_s"] == 0 and summary["comm_s"] > 0
+
+
+def test_a_wire_cost_of_zero_seconds_is_read_and_a_negative_or_missing_one_is_not(tmp_path):
+    """``[network.in_situ.wire]``: real.calibrate writes write_s and write_s_per_byte floored
+    at 0, so 0 must load; a negative or missing key names itself in one line."""
+
+    def profile(wire):
+        path = tmp_path / "p.toml"
+        rows = "".join(f"{k} = {v}\n" for k, v in wire.items())
+        path.write_text(f'[cluster]\nname = "t"\n\n[network.in_situ.wire]\n{rows}')
+        return str(path)
+
+    loaded = load_profile(profile({"write_s": 0.0, "write_s_per_byte": 0.0, "read_s": 1e-5}))
+    assert loaded.wire.write(1000) == 0.0 and loaded.wire.read() == 1e-5
+    with pytest.raises(ValueError, match="write_s must be a finite number >= 0"):
+        load_profile(profile({"write_s": -1.0, "write_s_per_byte": 0.0, "read_s": 1e-5}))
+    with pytest.raises(ValueError, match="needs read_s"):
+        load_profile(profile({"write_s": 0.0, "write_s_per_byte": 0.0}))
