@@ -442,34 +442,7 @@ def _train_steps(args, comm, model, work):
     rank, its run folder beside the profile; on rank 0 the `StepTimes` of its steps (``work``:
     what `_prepare` loaded there). Collective.
     """
-    from real import train
-
-    out = Path(args.out)
-    run_dir = out.with_name(f"{out.stem}.steps-{model}")
-    argv = [
-        "--algorithm",
-        "allreduce",
-        "--model",
-        model,
-        "--dataset",
-        args.dataset,
-        "--batch-size",
-        str(args.batch_size),
-        "--iterations",
-        str(args.train_steps),
-        "--eval-every",
-        str(args.train_steps),
-        "--no-progress",
-        "--overwrite",  # the profile's own run: a calibration again to the same --out renews it
-        "--out",
-        str(run_dir),
-    ]
-    if args.data_dir:
-        argv += ["--data-dir", args.data_dir]
-    with contextlib.redirect_stdout(io.StringIO()):  # its one-line report is not ours
-        status = train.main(argv)
-    if status != 0:
-        raise RuntimeError(f"the calibration's training run of {model} ended with {status}")
+    argv, run_dir = _run_beside(args, model, "steps")
     if comm.rank != 0:
         return None
     own_solo_s = _solo_own_code(argv, args.train_steps, dataset=work[3])
@@ -481,21 +454,7 @@ def _wire_in_program(args, comm, model):
     with error feedback, its allgather; ``--train-steps`` steps of ``model``), run beside the
     profile. On rank 0 ``(message bytes, median write s, median read s a message)`` from its
     timeline's ``write wire`` and ``read wire`` events; None elsewhere. Collective."""
-    from real import train
-
-    out = Path(args.out)
-    run_dir = out.with_name(f"{out.stem}.wire-{model}")
-    argv = [
-        *("--algorithm", "allreduce", "--compress", "topk:0.01", "--error-feedback"),
-        *("--model", model, "--dataset", args.dataset, "--batch-size", str(args.batch_size)),
-        *("--iterations", str(args.train_steps), "--eval-every", str(args.train_steps)),
-        *("--no-progress", "--overwrite", "--out", str(run_dir)),
-        *(("--data-dir", args.data_dir) if args.data_dir else ()),
-    ]
-    with contextlib.redirect_stdout(io.StringIO()):
-        status = train.main(argv)
-    if status != 0:
-        raise RuntimeError(f"the calibration's compressed run of {model} ended with {status}")
+    _, run_dir = _run_beside(args, model, "wire", "--compress", "topk:0.01", "--error-feedback")
     if comm.rank != 0:
         return None
     writes, reads = (read_run_events(run_dir, name) for name in ("write wire", "read wire"))
@@ -503,6 +462,28 @@ def _wire_in_program(args, comm, model):
         row = next(csv.DictReader(f))
     nbytes = int(row["bytes_sent"]) // max(1, comm.size - 1)
     return nbytes, float(np.median(writes)), float(np.median(reads)) / max(1, comm.size - 1)
+
+
+def _run_beside(args, model, kind, *flags):
+    """``real.train --algorithm allreduce`` of ``model`` for ``--train-steps`` steps with
+    ``flags``, its run folder ``STEM.KIND-MODEL`` beside the profile (``--overwrite``: a
+    calibration again to the same ``--out`` renews it). Collective; returns (argv, folder)."""
+    from real import train
+
+    out = Path(args.out)
+    run_dir = out.with_name(f"{out.stem}.{kind}-{model}")
+    argv = [
+        *("--algorithm", "allreduce", *flags),
+        *("--model", model, "--dataset", args.dataset, "--batch-size", str(args.batch_size)),
+        *("--iterations", str(args.train_steps), "--eval-every", str(args.train_steps)),
+        *("--no-progress", "--overwrite", "--out", str(run_dir)),
+        *(("--data-dir", args.data_dir) if args.data_dir else ()),
+    ]
+    with contextlib.redirect_stdout(io.StringIO()):  # its one-line report is not ours
+        status = train.main(argv)
+    if status != 0:
+        raise RuntimeError(f"the calibration's {kind} run of {model} ended with {status}")
+    return argv, run_dir
 
 
 def _solo_own_code(argv, steps, dataset):

@@ -691,8 +691,8 @@ class Simulator:
             return float(self.finish.seconds(op.buf.nbytes))
         return self.gamma * op.buf.nbytes
 
-    def _exchange(self, node, op, token=True):
-        if token and self.entry_barrier and op.payloads:  # an empty token with every peer first
+    def _exchange(self, node, op):
+        if self.entry_barrier and op.payloads:  # an empty token with every peer first
             yield from self._barrier(node, [(list(op.payloads), list(op.payloads))])
         t0, copies = self.env.now, {}  # one snapshot per distinct payload (gossip: one vector)
         messages = not all(op.bufs.get(peer) is not None for peer in op.payloads)

@@ -263,7 +263,7 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
         if plan["status"] is None:
             code, line = _call(plan["sim"], timeout_s, plan["dir"] / "sim.log")
             plan["status"] = "ok" if code == 0 else f"failed: sim: {line}"
-        _write_row(plan["dir"], plan["cell"], plan["commands"], plan["status"])
+        _write_row(plan["dir"], plan["cell"], [*plan["reals"], plan["sim"]], plan["status"])
         say(_progress(read_cell(plan["dir"])))
 
 
@@ -302,7 +302,6 @@ def _plan_cell(cell, cell_dir, launch, profile, iterations, repeats):
         "dir": cell_dir,
         "reals": reals,
         "sim": sim,
-        "commands": [*reals, sim],
         "status": status,
     }
 
