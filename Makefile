@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 # Where tests read the real MNIST/Fashion-MNIST files; override with `make test TWINSGD_DATA=...`.
-TWINSGD_DATA ?= $(abspath ../shared/datasets)
+# Only where that folder exists: an empty TWINSGD_DATA is unset (the bundled subset, the tests
+# that need real files skip), while one naming a missing folder is an error, as a user's should be.
+TWINSGD_DATA ?= $(wildcard $(abspath ../shared/datasets))
 export TWINSGD_DATA
 # One BLAS thread per process: that is how MPI ranks run.
 export OPENBLAS_NUM_THREADS = 1
