@@ -15,10 +15,14 @@ simulator and the same collective programs as training (`programs.collectives`,
 
 How OSU times, and what is kept of it: a latency test reports half a round trip averaged over
 its iterations; a bandwidth test a window of 64 messages back to back, then a reply; a
-collective the average over ranks of each rank's time a call, calls apart by a barrier. The
-simulation is deterministic and a barrier starts every rank of a call together, so one call from
-an idle network is every call of OSU's loop: collectives are timed once (``--iterations`` sets
-the point-to-point loops, which an emulated cluster's token buckets can make differ).
+collective the average over ranks of each rank's time a call, each call after a barrier (here
+MPICH's dissemination barrier of empty messages), timed from the rank's own exit from it. The
+simulation is deterministic, so on a network that keeps no state from call to call one call is
+every call of OSU's loop. Token buckets (an emulated cluster's) do keep it: a bucket drained by
+one call is refilled only by the time until the next, so OSU's loop runs at the steady state,
+where a 64 KiB broadcast over 1 Gbit/s takes the bucket's rate (550 us) and the first call from
+a full bucket half that. There the loop is simulated as OSU runs it: warm-up calls, then
+``--iterations`` timed ones (default `SHAPED_ITERATIONS`).
 
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
 Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
@@ -44,11 +48,13 @@ from twinsgd.programs.mpi_choices import (
     allreduce_algorithm,
     alltoall_algorithm,
 )
-from twinsgd.programs.ops import Recv, Send
+from twinsgd.programs.ops import Recv, Send, SendRecv
 from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # osu_bw's and osu_bibw's messages in flight per iteration (OSU's default)
+SHAPED_ITERATIONS, SHAPED_WARMUP = 20, 5  # a collective's loop on token buckets (steady state)
+_BARRIER_TAG = -2000  # the barrier's empty messages, apart from the benchmark's own
 
 
 def osu_latency(nbytes, rank, size, iterations, mpi="mpich"):
@@ -84,39 +90,65 @@ def osu_bibw(nbytes, rank, size, iterations, mpi="mpich"):
     return osu_bw(nbytes, rank, size, iterations, mpi, both_ways=True)
 
 
-def osu_allreduce(nbytes, rank, size, iterations=1, mpi="mpich"):
+def osu_allreduce(nbytes, rank, size, mpi="mpich"):
     """One allreduce of ``nbytes // 4`` floats, as the library ``mpi`` picks its algorithm."""
     buf = GhostArray(max(1, nbytes // 4))
     algorithm = allreduce_algorithm(mpi, buf.size, buf.itemsize, size)
     yield from ALLREDUCES[algorithm](buf, rank, size)
 
 
-def osu_allgather(nbytes, rank, size, iterations=1, mpi="mpich"):
+def osu_allgather(nbytes, rank, size, mpi="mpich"):
     """One allgather of ``nbytes`` a rank, as the library ``mpi`` picks it."""
     algorithm = allgather_algorithm(mpi, nbytes, size)
     yield from ALLGATHERS[algorithm](GhostArray(nbytes, np.uint8), rank, size)
 
 
-def osu_alltoall(nbytes, rank, size, iterations=1, mpi="mpich"):
+def osu_alltoall(nbytes, rank, size, mpi="mpich"):
     """One alltoall of ``nbytes`` from each rank to each, as the library ``mpi`` picks it."""
     algorithm = alltoall_algorithm(mpi, nbytes, size)
     yield from ALLTOALLS[algorithm]([GhostArray(nbytes, np.uint8)] * size, rank, size)
 
 
-def osu_bcast(nbytes, rank, size, iterations=1, mpi="mpich"):
+def osu_bcast(nbytes, rank, size, mpi="mpich"):
     """One broadcast of ``nbytes`` from rank 0, down a binomial tree."""
     yield from binomial_bcast(GhostArray(nbytes, np.uint8), 0, rank, size)
 
 
-BENCHMARKS = {
-    "osu_latency": osu_latency,
-    "osu_bw": osu_bw,
-    "osu_bibw": osu_bibw,
+def dissemination_barrier(rank, size):
+    """MPICH's barrier (``MPIR_Barrier_intra_dissemination``): in round k every rank sends an
+    empty message to rank + 2^k and takes one from rank - 2^k, ceil(log2 p) rounds."""
+    empty, distance = GhostArray(0, np.uint8), 1
+    while distance < size:
+        yield SendRecv(
+            dest=(rank + distance) % size,
+            payload=empty,
+            source=(rank - distance) % size,
+            buf=empty,
+            tag=_BARRIER_TAG,
+        )
+        distance *= 2
+
+
+def timed_calls(call, rank, size, calls, warmup, now, seconds):
+    """OSU's loop of a collective on one rank: ``warmup + calls`` times a barrier, then
+    ``call()`` (a node program); adds the seconds of the timed calls, from this rank's exit from
+    the barrier (``now()``: the simulated clock) to the call's end, into ``seconds[rank]``."""
+    for i in range(warmup + calls):
+        yield from dissemination_barrier(rank, size)
+        t0 = now()
+        yield from call()
+        if i >= warmup:
+            seconds[rank] += now() - t0
+
+
+POINT_TO_POINT = {"osu_latency": osu_latency, "osu_bw": osu_bw, "osu_bibw": osu_bibw}
+COLLECTIVES = {
     "osu_allreduce": osu_allreduce,
     "osu_allgather": osu_allgather,
     "osu_alltoall": osu_alltoall,
     "osu_bcast": osu_bcast,
 }
+BENCHMARKS = {**POINT_TO_POINT, **COLLECTIVES}
 
 
 class _Clock:
@@ -132,10 +164,19 @@ class _Clock:
         return lambda *args, **kwargs: None
 
 
+def collective_calls(cluster, iterations=None):
+    """(timed calls, warm-up calls) of a collective's loop on ``cluster``: one call and no
+    warm-up where nothing carries from call to call, OSU's loop on token buckets."""
+    if cluster.shaping is None:
+        return 1, 0
+    return iterations or SHAPED_ITERATIONS, SHAPED_WARMUP
+
+
 def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     """Seconds each rank spends in ``iterations`` of benchmark ``bench`` at ``nbytes`` on
     ``cluster`` (a `sim.cluster.Cluster`), the library ``mpi`` choosing the algorithms, shape
-    (ranks,)."""
+    (ranks,). A collective's ``iterations`` calls are each timed after a barrier, and after
+    warm-up calls where the network keeps state (`collective_calls`)."""
     size = cluster.ranks
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
     clocks = [_Clock() for _ in range(size)]
@@ -154,8 +195,24 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
     )
-    simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
-    return np.array([clock.seconds for clock in clocks])
+    if bench in POINT_TO_POINT:
+        simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
+        return np.array([clock.seconds for clock in clocks])
+    seconds, warmup = np.zeros(size), collective_calls(cluster, iterations)[1]
+    programs = [
+        timed_calls(
+            lambda r=r: COLLECTIVES[bench](nbytes, r, size, mpi),
+            r,
+            size,
+            iterations,
+            warmup,
+            lambda: simulator.env.now,
+            seconds,
+        )
+        for r in range(size)
+    ]
+    simulator.run(programs)
+    return seconds
 
 
 def osu_value(bench, seconds, nbytes, iterations):
@@ -184,7 +241,12 @@ def build_parser():
         help="message sizes, e.g. 4:1MiB (default: OSU's)",
     )
     parser.add_argument(
-        "--iterations", type=int, default=1, metavar="K", help="point-to-point loops (default: 1)"
+        "--iterations",
+        type=int,
+        default=None,
+        metavar="K",
+        help=f"timed loops: point-to-point (default 1); a collective's calls on token buckets "
+        f"(default {SHAPED_ITERATIONS}, after {SHAPED_WARMUP} warm-up), elsewhere one call is all",
     )
     add_network_arguments(parser.add_argument_group("cluster"))
     return parser
@@ -206,8 +268,13 @@ def machine_options(args):
     )
 
 
-def table(bench, cluster, sizes, iterations=1):
-    """The lines of the simulated table, header first, in OSU's format, each as simulated."""
+def table(bench, cluster, sizes, iterations=None):
+    """The lines of the simulated table, header first, in OSU's format, each as simulated
+    (``iterations``: the ``--iterations`` flag)."""
+    if bench in COLLECTIVES:
+        iterations = collective_calls(cluster, iterations)[0]
+    else:
+        iterations = iterations or 1
 
     def value(nbytes):
         seconds = simulate_benchmark(bench, cluster, nbytes, iterations, cluster.mpi)
@@ -225,7 +292,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        if args.iterations < 1:
+        if args.iterations is not None and args.iterations < 1:
             raise ValueError(f"--iterations must be >= 1, got {args.iterations}")
         if args.ranks is not None and args.ranks < 2:
             raise ValueError(f"--ranks must be >= 2, got {args.ranks}")
