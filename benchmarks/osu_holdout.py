@@ -6,7 +6,7 @@ in turn: `sim.calibrate` fits a profile to osu_latency, osu_bw and that table, t
 simulation of the other two is held against their measured tables. Prints, per library and held
 collective, the median and worst |error| over sizes >= 64 KiB, then the size-by-size tables.
 
-Run ``python benchmarks/osu_holdout.py [OSU_FOLDER]`` (about a minute a library).
+Run ``python benchmarks/osu_holdout.py [OSU_FOLDER]`` (about three minutes a library).
 """
 
 import sys

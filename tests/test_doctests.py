@@ -23,6 +23,7 @@ HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must k
     "twinsgd.programs.collectives",
     "twinsgd.programs.ghost",
     "twinsgd.programs.block_collectives",
+    "twinsgd.programs.broadcasts",
     "twinsgd.calibration.osu_tables",
     "twinsgd.calibration.costfit",
     "twinsgd.data.errors",

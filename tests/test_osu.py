@@ -284,7 +284,7 @@ def test_simulated_collective_on_token_buckets_runs_at_osus_steady_state(tmp_pat
     args = build_parser().parse_args(["osu_bcast", "--profile", profile])
     shaped = build_cluster(machine_options(args), load_profile(profile), None, "osu")
     assert collective_calls(shaped) == (SHAPED_ITERATIONS, SHAPED_WARMUP)
-    assert collective_calls(cluster("osu_bcast")) == (1, 0)
+    assert collective_calls(cluster("osu_bcast")) == (1, 1)  # a network: the barrier's skew
     efficiency = shaped.shaping.patterns["oneway"].efficiency
     steady = simulate_benchmark("osu_bcast", shaped, n, iterations=10) / 10
     assert steady[0] == 0.0  # eager: the root never waits
@@ -292,3 +292,12 @@ def test_simulated_collective_on_token_buckets_runs_at_osus_steady_state(tmp_pat
     assert steady[1] > 1.8 * (12e-6 + n / 240e6)  # a full bucket's call: the machine's speed
     table_us = osu_value("osu_bcast", steady, n, 1)  # the mean over ranks
     assert table_us == pytest.approx(n / efficiency / rate / 2 * 1e6, rel=0.01)
+
+
+@pytest.mark.parametrize("nbytes", [0, 1000, 100_000])
+def test_simulated_bcast_through_a_network_carries_the_barriers_skew(nbytes):
+    """2 ranks on a star, no eager limit measured (a send is done when its bytes have left):
+    the root leaves each call after n / beta and is first into the barrier, so the receiver
+    leaves the barrier a latency before the root does and waits 2 alpha + n / beta a call."""
+    seconds = simulate_benchmark("osu_bcast", cluster("osu_bcast"), nbytes)
+    np.testing.assert_allclose(seconds, [nbytes / BETA, 2 * ALPHA + nbytes / BETA], rtol=1e-9)

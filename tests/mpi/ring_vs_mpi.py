@@ -1,5 +1,6 @@
 """Under mpiexec: our allreduces against MPI's Allreduce (exact on integers, close on floats,
-the same bits on every rank, bytes as counted), our binomial broadcast against MPI's Bcast, our
+the same bits on every rank, bytes as counted), our broadcasts (binomial, scatter + ring or
+recursive-doubling allgather, the segmented pipeline) against MPI's Bcast, our
 allgathers (ring, recursive doubling, Bruck's, neighbour exchange) against MPI's Allgather, and
 our pairwise, linear and Bruck alltoalls against MPI's Alltoall (bytes as counted).
 
@@ -11,6 +12,11 @@ from mpi4py import MPI
 
 from real.backend import run_collective_mpi
 from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS, alltoall_bytes
+from twinsgd.programs.broadcasts import (
+    pipeline_bcast,
+    scatter_allgather_bcast,
+    scatter_allgather_bcast_bytes,
+)
 from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
@@ -81,6 +87,25 @@ for root in range(size):
     np.testing.assert_array_equal(ours, theirs)
     np.testing.assert_array_equal(ours, values)
     assert (sent, received) == binomial_bcast_bytes(1001, 4, rank, root, size)
+
+for root in range(size):
+    for n in (0, 1, size - 1, 13, 1001):  # float32: blocks of ceil(4n / p) bytes cut elements
+        values = np.random.default_rng([root, n]).standard_normal(n).astype(np.float32)
+        theirs = values.copy() if rank == root else np.zeros_like(values)
+        comm.Bcast(theirs, root=root)
+        kinds = ["ring"] + (["recursive-doubling"] if size & (size - 1) == 0 else [])
+        for allgather in kinds:
+            ours = values.copy() if rank == root else np.zeros_like(values)
+            program = scatter_allgather_bcast(ours, root, rank, size, allgather)
+            sent, received = run_collective_mpi(comm, program)
+            np.testing.assert_array_equal(ours, theirs)
+            counted = scatter_allgather_bcast_bytes(4 * n, rank, root, size, allgather)
+            assert (sent, received) == counted, (allgather, n, sent, received, counted)
+        ours = values.copy() if rank == root else np.zeros_like(values)
+        sent, received = run_collective_mpi(comm, pipeline_bcast(ours, root, rank, size, 1024))
+        np.testing.assert_array_equal(ours, theirs)
+        last = (rank - root) % size == size - 1
+        assert (sent, received) == (0 if last else 4 * n, 0 if rank == root else 4 * n)
 
 if rank == 0:
     print("ok", size)

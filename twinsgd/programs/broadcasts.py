@@ -1,0 +1,196 @@
+"""Broadcasts as the MPI libraries run them for long messages, built from our operations so the
+same program runs measured under MPI and simulated (`programs.collectives.binomial_bcast` is
+the short-message one).
+
+- `scatter_allgather_bcast`: MPICH's long-message broadcast (van de Geijn's): the root's bytes
+  are cut into p blocks of ceil(n / p) bytes and scattered down a binomial tree
+  (``MPII_Scatter_for_bcast``), then gathered back at every rank by recursive doubling
+  (``MPIR_Bcast_intra_scatter_recursive_doubling_allgather``, a power of two ranks) or around a
+  ring (``MPIR_Bcast_intra_scatter_ring_allgather``). Cost on the alpha-beta model (Thakur,
+  Rabenseifner and Gropp 2005): ``log2 p alpha + (p-1)/p n/beta`` for the scatter, then
+  ``log2 p alpha + (p-1)/p n/beta`` (recursive doubling) or ``(p-1)(alpha + n/(p beta))``
+  (the ring): about ``2 n/beta`` in all where the binomial tree's is ``log2 p n/beta``.
+- `pipeline_bcast`: Open MPI's pipeline (``ompi_coll_base_bcast_intra_pipeline``): a chain
+  root, root+1, ..., each rank passing on segments of ``segment_bytes`` as they come, so the
+  last rank has the message after ``(p - 1 + k - 1)`` segment steps for k segments.
+
+The libraries cut bytes, not elements, so the programs work on a byte view of the buffer
+(`byte_view`): a block may end inside an element, as in MPICH.
+"""
+
+import numpy as np
+
+from twinsgd.programs.ghost import GhostArray
+from twinsgd.programs.ops import Recv, Send, SendRecv
+
+
+def byte_view(buf):
+    """``buf``'s bytes as a flat uint8 array sharing its memory (a `GhostArray` of as many
+    bytes for a ghost buffer)."""
+    if isinstance(buf, GhostArray):
+        return GhostArray(buf.nbytes, np.uint8)
+    return buf.reshape(-1).view(np.uint8)
+
+
+def scatter_blocks(nbytes, size):
+    """MPICH's blocks of a scatter-allgather broadcast of ``nbytes`` over ``size`` ranks: block
+    i (of relative rank i) is bytes ``[bounds[i], bounds[i + 1])``, ``ceil(nbytes / size)``
+    each, the last ones shorter or empty.
+
+    >>> scatter_blocks(10, 4)
+    [0, 3, 6, 9, 10]
+    >>> scatter_blocks(3, 4)
+    [0, 1, 2, 3, 3]
+    """
+    block = -(-nbytes // size)
+    return [min(nbytes, i * block) for i in range(size + 1)]
+
+
+def scatter_allgather_bcast(buf, root, rank, size, allgather="ring", tag=0):
+    """Broadcast ``root``'s ``buf`` into every rank's ``buf``: a binomial scatter of its p
+    blocks (`scatter_blocks`), then an allgather of them, ``allgather`` ``"ring"`` or
+    ``"recursive-doubling"`` (a power of two ``size`` only), as MPICH does for long messages.
+
+    With relative rank ``r = (rank - root) mod p`` and ``m`` the lowest bit set in r, rank r
+    receives from r - m the blocks of its subtree, r .. r + m - 1, and passes each child r + m'
+    (m' = m/2, ..., 1) the blocks of the child's subtree; then each holds its own block r. The
+    ring: at step i = 1 .. p-1 each rank sends the block it got last (its own first) to the
+    right and receives the next from the left. Recursive doubling: at round k each exchanges the
+    blocks of its 2^k-rank subtree with the partner r xor 2^k. Every message, even an empty
+    block's, is sent, as MPICH sends it.
+
+    Yields Send, Recv and SendRecv; returns ``buf``. Collective.
+
+    Examples
+    --------
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.arange(5.0) if r == 1 else np.zeros(5) for r in range(3)]
+    >>> out = run_lockstep([scatter_allgather_bcast(b, 1, r, 3) for r, b in enumerate(bufs)])
+    >>> [b.tolist() for b in out.results] == [list(range(5))] * 3
+    True
+    """
+    if allgather not in ("ring", "recursive-doubling"):
+        raise ValueError(f"allgather must be ring or recursive-doubling, got {allgather!r}")
+    if allgather == "recursive-doubling" and size & (size - 1):
+        raise ValueError(f"recursive doubling needs a power of two ranks, got {size}")
+    if not (0 <= root < size and 0 <= rank < size):
+        raise ValueError(f"root and rank must be in [0, size={size}), got {root} and {rank}")
+    return _scatter_allgather(byte_view(buf), buf, root, rank, size, allgather, tag)
+
+
+def _scatter_allgather(data, buf, root, rank, size, allgather, tag):
+    bounds = scatter_blocks(data.size, size)
+    relative = (rank - root) % size
+
+    def real(r):  # a relative rank's rank
+        return (r + root) % size
+
+    def blocks(first, count):  # bytes of relative blocks first .. first + count - 1
+        return data[bounds[min(first, size)] : bounds[min(first + count, size)]]
+
+    # the binomial scatter: my subtree's blocks from my parent, then each child's to it
+    mask = 1
+    while mask < size:
+        if relative & mask:
+            mine = blocks(relative, mask)
+            if mine.size:
+                yield Recv(source=real(relative - mask), tag=tag, buf=mine)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if relative + mask < size:
+            theirs = blocks(relative + mask, mask)
+            if theirs.size:
+                yield Send(dest=real(relative + mask), payload=theirs, tag=tag)
+        mask >>= 1
+    if allgather == "ring":
+        left, right = real(relative - 1), real(relative + 1)
+        for step in range(size - 1):
+            yield SendRecv(
+                dest=right,
+                payload=blocks((relative - step) % size, 1),
+                source=left,
+                buf=blocks((relative - step - 1) % size, 1),
+                tag=tag,
+            )
+    else:
+        mask = 1
+        while mask < size:
+            partner = relative ^ mask
+            yield SendRecv(
+                dest=real(partner),
+                payload=blocks(relative & ~(mask - 1), mask),
+                source=real(partner),
+                buf=blocks(partner & ~(mask - 1), mask),
+                tag=tag,
+            )
+            mask <<= 1
+    return buf
+
+
+def scatter_allgather_bcast_bytes(nbytes, rank, root, size, allgather="ring"):
+    """Bytes ``(sent, received)`` by ``rank`` in `scatter_allgather_bcast` of ``nbytes``.
+
+    >>> [scatter_allgather_bcast_bytes(800, r, 0, 4, "recursive-doubling") for r in range(4)]
+    [(1200, 600), (600, 800), (800, 1000), (600, 800)]
+    """
+    bounds = scatter_blocks(nbytes, size)
+    relative = (rank - root) % size
+
+    def span(first, count):
+        return bounds[min(first + count, size)] - bounds[min(first, size)]
+
+    sent = received = 0
+    mask = 1
+    while mask < size:
+        if relative & mask:
+            received += span(relative, mask)
+            break
+        mask <<= 1
+    mask >>= 1
+    while mask > 0:
+        if relative + mask < size:
+            sent += span(relative + mask, mask)
+        mask >>= 1
+    if allgather == "ring":
+        for step in range(size - 1):
+            sent += span((relative - step) % size, 1)
+            received += span((relative - step - 1) % size, 1)
+    else:
+        mask = 1
+        while mask < size:
+            sent += span(relative & ~(mask - 1), mask)
+            received += span((relative ^ mask) & ~(mask - 1), mask)
+            mask <<= 1
+    return sent, received
+
+
+def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
+    """Broadcast ``root``'s ``buf`` down the chain root, root + 1, ..., root - 1 in segments of
+    ``segment_bytes`` (the last shorter): each rank receives a segment from its predecessor,
+    then passes it to its successor, segment by segment (Open MPI's pipeline, a chain of fan-out
+    1). Yields Recv and Send; returns ``buf``. Collective.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.arange(7.0) if r == 0 else np.zeros(7) for r in range(4)]
+    >>> out = run_lockstep([pipeline_bcast(b, 0, r, 4, 16) for r, b in enumerate(bufs)])
+    >>> all(b.tolist() == list(range(7)) for b in out.results)
+    True
+    """
+    if segment_bytes < 1:
+        raise ValueError(f"segment_bytes must be >= 1, got {segment_bytes}")
+    if not (0 <= root < size and 0 <= rank < size):
+        raise ValueError(f"root and rank must be in [0, size={size}), got {root} and {rank}")
+    return _pipeline(byte_view(buf), buf, root, rank, size, segment_bytes, tag)
+
+
+def _pipeline(data, buf, root, rank, size, segment_bytes, tag):
+    relative = (rank - root) % size
+    for start in range(0, data.size, segment_bytes):
+        segment = data[start : start + segment_bytes]
+        if relative > 0:
+            yield Recv(source=(rank - 1) % size, tag=tag, buf=segment)
+        if relative < size - 1:
+            yield Send(dest=(rank + 1) % size, payload=segment, tag=tag)
+    return buf
