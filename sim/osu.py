@@ -26,7 +26,8 @@ a full bucket half that. There the loop is simulated as OSU runs it: warm-up cal
 
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
 Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
-doubling, Bruck's, neighbour exchange) as the library picks them; bcast as a binomial tree.
+doubling, Bruck's, neighbour exchange) and bcast (binomial tree, scatter + allgather, split
+binary tree, pipeline) as the library picks them.
 """
 
 import argparse
@@ -41,12 +42,14 @@ from sim.cluster_profile import load_profile
 from twinsgd.calibration.osu_tables import format_table, osu_sizes
 from twinsgd.cli import OneLineParser
 from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS
-from twinsgd.programs.collectives import ALLREDUCES, binomial_bcast
+from twinsgd.programs.broadcasts import BCASTS
+from twinsgd.programs.collectives import ALLREDUCES
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.mpi_choices import (
     allgather_algorithm,
     allreduce_algorithm,
     alltoall_algorithm,
+    bcast_algorithm,
 )
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.interrupt import one_line_on_interrupt
@@ -110,8 +113,9 @@ def osu_alltoall(nbytes, rank, size, mpi="mpich"):
 
 
 def osu_bcast(nbytes, rank, size, mpi="mpich"):
-    """One broadcast of ``nbytes`` from rank 0, down a binomial tree."""
-    yield from binomial_bcast(GhostArray(nbytes, np.uint8), 0, rank, size)
+    """One broadcast of ``nbytes`` from rank 0, as the library ``mpi`` picks it."""
+    algorithm, segment_bytes = bcast_algorithm(mpi, nbytes, size)
+    yield from BCASTS[algorithm](GhostArray(nbytes, np.uint8), 0, rank, size, segment_bytes)
 
 
 def dissemination_barrier(rank, size):

@@ -2,6 +2,7 @@
 formulas), and a profile fitted to a real cluster's tables predicting a collective it was not
 fitted to."""
 
+import math
 import os
 import subprocess
 import sys
@@ -301,3 +302,18 @@ def test_simulated_bcast_through_a_network_carries_the_barriers_skew(nbytes):
     leaves the barrier a latency before the root does and waits 2 alpha + n / beta a call."""
     seconds = simulate_benchmark("osu_bcast", cluster("osu_bcast"), nbytes)
     np.testing.assert_allclose(seconds, [nbytes / BETA, 2 * ALPHA + nbytes / BETA], rtol=1e-9)
+
+
+@pytest.mark.parametrize("mpi", ["mpich", "openmpi"])
+def test_simulated_bcast_is_the_librarys_long_message_one(mpi):
+    """1 MiB to 16 ranks on a star: a binomial tree would keep the root sending log2(16) n / beta
+    (4.2 ms at 1 GB/s); MPICH's scatter + ring allgather and Open MPI's pipeline in 8 KiB
+    segments move about n / beta a rank, and every rank ends within 2.2 n / beta."""
+    n = 1 << 20
+    args = build_parser().parse_args(
+        ["osu_bcast", "--latency", "2us", "--bandwidth", "1GB/s", "--ranks", "16", "--mpi", mpi]
+    )
+    seconds = simulate_benchmark(
+        "osu_bcast", build_cluster(machine_options(args), None, None, "osu"), n, mpi=mpi
+    )
+    assert seconds.max() < 2.2 * n / BETA < math.log2(16) * n / BETA

@@ -1,6 +1,7 @@
 """Under mpiexec: our allreduces against MPI's Allreduce (exact on integers, close on floats,
 the same bits on every rank, bytes as counted), our broadcasts (binomial, scatter + ring or
-recursive-doubling allgather, the segmented pipeline) against MPI's Bcast, our
+recursive-doubling allgather, the segmented pipeline, the split binary tree) against MPI's
+Bcast, our
 allgathers (ring, recursive doubling, Bruck's, neighbour exchange) against MPI's Allgather, and
 our pairwise, linear and Bruck alltoalls against MPI's Alltoall (bytes as counted).
 
@@ -16,6 +17,7 @@ from twinsgd.programs.broadcasts import (
     pipeline_bcast,
     scatter_allgather_bcast,
     scatter_allgather_bcast_bytes,
+    split_binary_bcast,
 )
 from twinsgd.programs.collectives import (
     ALLREDUCES,
@@ -106,6 +108,13 @@ for root in range(size):
         np.testing.assert_array_equal(ours, theirs)
         last = (rank - root) % size == size - 1
         assert (sent, received) == (0 if last else 4 * n, 0 if rank == root else 4 * n)
+        for segment_bytes in (8, 1024):  # many segments, and the pipeline's fall-back
+            ours = values.copy() if rank == root else np.zeros_like(values)
+            program = split_binary_bcast(ours, root, rank, size, segment_bytes)
+            sent, received = run_collective_mpi(comm, program)
+            np.testing.assert_array_equal(ours, theirs)
+            assert received == (0 if rank == root else 4 * n), (n, segment_bytes, received)
+            assert comm.allreduce(sent) == comm.allreduce(received)
 
 if rank == 0:
     print("ok", size)

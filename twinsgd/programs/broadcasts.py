@@ -13,13 +13,21 @@ the short-message one).
 - `pipeline_bcast`: Open MPI's pipeline (``ompi_coll_base_bcast_intra_pipeline``): a chain
   root, root+1, ..., each rank passing on segments of ``segment_bytes`` as they come, so the
   last rank has the message after ``(p - 1 + k - 1)`` segment steps for k segments.
+- `split_binary_bcast`: Open MPI's split binary tree (``ompi_coll_base_bcast_intra_split_
+  bintree``): the root sends the first half down its left subtree and the second down its
+  right one, segment by segment, along Open MPI's binary tree (`binary_tree`); then each rank
+  swaps halves with its twin in the other subtree.
 
-The libraries cut bytes, not elements, so the programs work on a byte view of the buffer
-(`byte_view`): a block may end inside an element, as in MPICH.
+MPICH cuts bytes, so its broadcast works on a byte view of the buffer (`byte_view`): a block may
+end inside an element. Open MPI cuts elements (segments of ``segment_bytes // itemsize``).
+Open MPI posts a segment's receive before passing on the one before; here that is a
+`SendRecv` of two peers (to the first child, from the parent), so a stage of the pipeline costs
+one segment's time, not two.
 """
 
 import numpy as np
 
+from twinsgd.programs.collectives import binomial_bcast
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.ops import Recv, Send, SendRecv
 
@@ -73,8 +81,7 @@ def scatter_allgather_bcast(buf, root, rank, size, allgather="ring", tag=0):
         raise ValueError(f"allgather must be ring or recursive-doubling, got {allgather!r}")
     if allgather == "recursive-doubling" and size & (size - 1):
         raise ValueError(f"recursive doubling needs a power of two ranks, got {size}")
-    if not (0 <= root < size and 0 <= rank < size):
-        raise ValueError(f"root and rank must be in [0, size={size}), got {root} and {rank}")
+    _check(root, rank, size)
     return _scatter_allgather(byte_view(buf), buf, root, rank, size, allgather, tag)
 
 
@@ -168,9 +175,10 @@ def scatter_allgather_bcast_bytes(nbytes, rank, root, size, allgather="ring"):
 
 def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     """Broadcast ``root``'s ``buf`` down the chain root, root + 1, ..., root - 1 in segments of
-    ``segment_bytes`` (the last shorter): each rank receives a segment from its predecessor,
-    then passes it to its successor, segment by segment (Open MPI's pipeline, a chain of fan-out
-    1). Yields Recv and Send; returns ``buf``. Collective.
+    ``segment_bytes // itemsize`` elements (at least one; the last segment shorter): each rank
+    receives a segment from its predecessor, then passes it to its successor, segment by
+    segment (Open MPI's pipeline, a chain of fan-out 1). Yields Recv and Send; returns ``buf``.
+    Collective.
 
     >>> from twinsgd.programs.lockstep import run_lockstep
     >>> bufs = [np.arange(7.0) if r == 0 else np.zeros(7) for r in range(4)]
@@ -178,19 +186,149 @@ def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     >>> all(b.tolist() == list(range(7)) for b in out.results)
     True
     """
-    if segment_bytes < 1:
-        raise ValueError(f"segment_bytes must be >= 1, got {segment_bytes}")
+    _check(root, rank, size, segment_bytes)
+    return _pipeline(buf, root, rank, size, segment_bytes, tag)
+
+
+def _segments(data, segment_bytes):
+    """``data`` (flat) cut into Open MPI's segments of ``segment_bytes // itemsize`` elements."""
+    count = max(1, segment_bytes // data.itemsize)
+    return [data[start : start + count] for start in range(0, data.size, count)]
+
+
+def _pipeline(buf, root, rank, size, segment_bytes, tag):
+    relative = (rank - root) % size
+    parent = None if relative == 0 else (rank - 1) % size
+    children = [(rank + 1) % size] if relative < size - 1 else []
+    yield from _relay(_segments(_flat(buf), segment_bytes), parent, children, tag)
+    return buf
+
+
+def _relay(segments, parent, children, tag):
+    """A tree node's part of a segmented broadcast: receive each segment from ``parent`` (None:
+    the root has them) and pass it to each child, the next segment's receive posted while the
+    first child is sent this one (a `SendRecv` of two peers: Open MPI's Irecv posted before
+    its sends)."""
+    for k, segment in enumerate(segments):
+        if parent is not None and k == 0:
+            yield Recv(source=parent, tag=tag, buf=segment)
+        following = segments[k + 1] if parent is not None and k + 1 < len(segments) else None
+        for i, child in enumerate(children):
+            if i == 0 and following is not None:
+                yield SendRecv(dest=child, payload=segment, source=parent, buf=following, tag=tag)
+            else:
+                yield Send(dest=child, payload=segment, tag=tag)
+        if not children and following is not None:
+            yield Recv(source=parent, tag=tag, buf=following)
+
+
+def binary_tree(rank, root, size):
+    """(parent, children) of ``rank`` in Open MPI's binary tree of ``size`` ranks rooted at
+    ``root`` (``ompi_coll_base_topo_build_tree(2, ...)``): shifted ranks level by level, a node
+    of level l (2^l nodes) with children s + 2^l and s + 2^(l+1); the root's parent is None.
+
+    >>> [binary_tree(r, 0, 7) for r in (0, 1, 2, 3)]
+    [(None, [1, 2]), (0, [3, 5]), (0, [4, 6]), (1, [])]
+    """
+    shifted = (rank - root) % size
+    delta = 1 << ((shifted + 1).bit_length() - 1)  # 2^level: level l holds 2^l - 1 .. 2^(l+1) - 2
+    children = [(shifted + k * delta + root) % size for k in (1, 2) if shifted + k * delta < size]
+    if shifted == 0:
+        return None, children
+    parent = shifted
+    if parent < 2:
+        parent = 0
+    while parent >= delta - 1:  # the nodes above my level: 2^l - 1
+        parent -= delta // 2
+    return (parent + root) % size, children
+
+
+def split_binary_bcast(buf, root, rank, size, segment_bytes, tag=0):
+    """Broadcast ``root``'s ``buf`` as Open MPI's split binary tree does: the buffer in two
+    halves (the first ``ceil(n / 2)`` elements, the rest), the first down the root's left
+    subtree (odd shifted ranks), the second down its right one (even), each in segments of
+    ``segment_bytes // itemsize`` elements passed on as they come (`binary_tree`); then every
+    rank but the root swaps its half with its twin in the other subtree (shifted rank s + 1
+    for an odd s, s - 1 for an even one); with an even ``size`` the last rank, which has no
+    twin, gets the second half from the root. Where a half is empty or shorter than a segment,
+    Open MPI runs the pipeline instead (`pipeline_bcast`), and so does this.
+
+    Yields Send, Recv and SendRecv; returns ``buf``. Collective.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep as run
+    >>> bufs = [np.arange(40.0) if r == 2 else np.zeros(40) for r in range(6)]
+    >>> [b.tolist() == list(range(40)) for b in run(
+    ...     [split_binary_bcast(b, 2, r, 6, 32) for r, b in enumerate(bufs)]).results] == [True] * 6
+    True
+    """
+    _check(root, rank, size, segment_bytes)
+    data = _flat(buf)
+    first = -(-data.size // 2)
+    halves = (data[:first], data[first:])
+    if size == 1:
+        return _nothing(buf)
+    if min(h.size for h in halves) == 0 or segment_bytes > halves[1].nbytes:
+        return _pipeline(buf, root, rank, size, segment_bytes, tag)
+    return _split_binary(buf, halves, root, rank, size, segment_bytes, tag)
+
+
+def _split_binary(buf, halves, root, rank, size, segment_bytes, tag):
+    shifted = (rank - root) % size
+    side = (shifted + 1) % 2  # 0: left (odd shifted ranks) with the first half; 1: right
+    parent, children = binary_tree(rank, root, size)
+    if rank == root:  # segment k of each half in turn, down each subtree
+        segments = [_segments(half, segment_bytes) for half in halves]
+        for k in range(len(segments[0])):
+            for child, half in zip(children, segments, strict=False):
+                if k < len(half):
+                    yield Send(dest=child, payload=half[k], tag=tag)
+    else:
+        yield from _relay(_segments(halves[side], segment_bytes), parent, children, tag)
+    twin = (rank + 1) % size if side == 0 else (rank - 1) % size
+    last = (root + size - 1) % size
+    if size % 2 == 0 and rank == root:
+        yield Send(dest=last, payload=halves[1], tag=tag)
+    elif size % 2 == 0 and rank == last:
+        yield Recv(source=root, tag=tag, buf=halves[1])
+    elif rank != root:
+        yield SendRecv(dest=twin, payload=halves[side], source=twin, buf=halves[1 - side], tag=tag)
+    return buf
+
+
+def _nothing(buf):
+    return buf
+    yield  # a generator that yields nothing
+
+
+def _flat(buf):
+    """``buf`` as a flat array sharing its memory (a ghost as it is)."""
+    return buf if isinstance(buf, GhostArray) else buf.reshape(-1)
+
+
+def _check(root, rank, size, segment_bytes=1):
     if not (0 <= root < size and 0 <= rank < size):
         raise ValueError(f"root and rank must be in [0, size={size}), got {root} and {rank}")
-    return _pipeline(byte_view(buf), buf, root, rank, size, segment_bytes, tag)
+    if segment_bytes < 1:
+        raise ValueError(f"segment_bytes must be >= 1, got {segment_bytes}")
 
 
-def _pipeline(data, buf, root, rank, size, segment_bytes, tag):
-    relative = (rank - root) % size
-    for start in range(0, data.size, segment_bytes):
-        segment = data[start : start + segment_bytes]
-        if relative > 0:
-            yield Recv(source=(rank - 1) % size, tag=tag, buf=segment)
-        if relative < size - 1:
-            yield Send(dest=(rank + 1) % size, payload=segment, tag=tag)
-    return buf
+def _binomial(buf, root, rank, size, segment_bytes, tag=0):
+    return binomial_bcast(buf, root, rank, size, tag)
+
+
+def _scatter_ring(buf, root, rank, size, segment_bytes, tag=0):
+    return scatter_allgather_bcast(buf, root, rank, size, "ring", tag)
+
+
+def _scatter_recursive_doubling(buf, root, rank, size, segment_bytes, tag=0):
+    return scatter_allgather_bcast(buf, root, rank, size, "recursive-doubling", tag)
+
+
+# `mpi_choices.bcast_algorithm`'s names -> program(buf, root, rank, size, segment_bytes, tag)
+BCASTS = {
+    "binomial": _binomial,
+    "scatter-ring": _scatter_ring,
+    "scatter-recursive-doubling": _scatter_recursive_doubling,
+    "pipeline": pipeline_bcast,
+    "split-binary": split_binary_bcast,
+}

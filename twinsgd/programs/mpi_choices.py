@@ -20,15 +20,15 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
   broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
-  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast and reduce
-  rules are not here.
+  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast rules
+  (a table of nine algorithms) and its reduce rules are not here.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
 does. Alltoall: each library's choice among pairwise exchange, all at once (linear) and Bruck's
 (`alltoall_algorithm`); allgather among the ring, recursive doubling, Bruck's and neighbour
-exchange (`allgather_algorithm`). A broadcast is simulated as a binomial tree whatever the
-library (`sim.osu`).
+exchange (`allgather_algorithm`). Broadcast: MPICH's binomial tree or scatter + allgather,
+Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`).
 """
 
 import math
@@ -219,6 +219,64 @@ def allgather_algorithm(library, block_bytes, size):
     if chosen == "recursive-doubling" and not power_of_two:
         return "bruck"
     return chosen
+
+
+# Broadcast. MPICH's MPIR_Bcast_intra_auto (MPIR_CVAR_BCAST_SHORT_MSG_SIZE 12288,
+# MPIR_CVAR_BCAST_LONG_MSG_SIZE 524288, MPIR_CVAR_BCAST_MIN_PROCS 8; the same in its ch4
+# shared-memory selection): a binomial tree for short messages or fewer than 8 ranks, else a
+# scatter and a recursive-doubling allgather below the long size on a power of two ranks, else a
+# scatter and a ring allgather. Open MPI 4.0 (v4.0.x ompi_coll_tuned_bcast_intra_dec_fixed,
+# "based on MX results for messages up to 36MB and communicator sizes up to 64 nodes"): a
+# binomial tree below 2,048 bytes or for one element, the split binary tree in 1 KiB segments
+# below 370,728 bytes, then by the fitted lines below: the pipeline in 128 KiB segments, the
+# split binary tree in 8 KiB segments on fewer than 13 ranks, the pipeline in 64, 16 or 8 KiB.
+MPICH_BCAST_SHORT, MPICH_BCAST_LONG, MPICH_BCAST_MIN_PROCS = 12288, 524288, 8
+OPENMPI_BCAST_SMALL, OPENMPI_BCAST_INTERMEDIATE = 2048, 370728
+OPENMPI_BCAST_LINES = (  # (a [1/byte], b, segment bytes): the pipeline's while size < a n + b
+    (1.6134e-6, 2.1102, 128 * 1024),
+    (2.3679e-6, 1.1787, 64 * 1024),
+    (3.2118e-6, 8.7936, 16 * 1024),
+)
+
+
+def bcast_algorithm(library, nbytes, size, count=None):
+    """(program, segment bytes) of the broadcast ``library`` runs for ``nbytes`` (``count``
+    elements, default one a byte) on ``size`` ranks: ``binomial``, ``scatter-recursive-
+    doubling`` or ``scatter-ring`` (MPICH; `programs.broadcasts.BCASTS`), ``split-binary`` or
+    ``pipeline`` with their segments (Open MPI); segment 0 where there are none. Open MPI 4.1
+    rewrote these rules into a table of nine algorithms; that table is not written here, and
+    ``openmpi-4.1`` broadcasts as 4.0 decides.
+
+    >>> [bcast_algorithm("mpich", n, 8)[0] for n in (12287, 12288, 524288)]
+    ['binomial', 'scatter-recursive-doubling', 'scatter-ring']
+    >>> bcast_algorithm("mpich", 1 << 20, 9), bcast_algorithm("mpich", 1 << 20, 7)
+    (('scatter-ring', 0), ('binomial', 0))
+    >>> [bcast_algorithm("openmpi", n, 64) for n in (2047, 2048, 370728)]
+    [('binomial', 0), ('split-binary', 1024), ('pipeline', 8192)]
+    >>> [bcast_algorithm("openmpi", 10**6, p) for p in (2, 8)]
+    [('pipeline', 131072), ('split-binary', 8192)]
+    """
+    _check(library)
+    count = nbytes if count is None else count
+    if library == "mpich":
+        if nbytes < MPICH_BCAST_SHORT or size < MPICH_BCAST_MIN_PROCS:
+            return "binomial", 0
+        if nbytes < MPICH_BCAST_LONG and size & (size - 1) == 0:
+            return "scatter-recursive-doubling", 0
+        return "scatter-ring", 0
+    if nbytes < OPENMPI_BCAST_SMALL or count <= 1:
+        return "binomial", 0
+    if nbytes < OPENMPI_BCAST_INTERMEDIATE:
+        return "split-binary", 1024
+    a, b, segment = OPENMPI_BCAST_LINES[0]
+    if size < a * nbytes + b:
+        return "pipeline", segment
+    if size < 13:
+        return "split-binary", 8192
+    for a, b, segment in OPENMPI_BCAST_LINES[1:]:
+        if size < a * nbytes + b:
+            return "pipeline", segment
+    return "pipeline", 8192
 
 
 def library_for(version):
