@@ -4,10 +4,13 @@ what the library does, so the simulator can run the library's choice.
 
 Libraries (``--mpi``, a profile's ``[cluster] mpi``):
 
-- ``mpich`` (and MPICH-derived: Intel MPI, MVAPICH, Cray MPICH by default): allreduce
-  `collectives.mpich_allreduce` (``MPIR_Allreduce_intra_auto``: recursive doubling up to 2 KiB,
-  Rabenseifner's above); allgather around a ring for long messages (``MPIR_CVAR_ALLGATHER_
-  LONG_MSG_SIZE``, 512 KiB in all); alltoall by pairwise exchange from 32 KiB a block.
+- ``mpich`` (and MPICH-derived: Intel MPI, MVAPICH, Cray MPICH by default): MPICH 4 and 5's
+  built-in selection (the JSON in libmpi; read from the 5.0.2 wheel), which keeps MPICH 3's
+  CVAR thresholds but for allreduce: `collectives.mpich_allreduce` (recursive doubling up to 8
+  bytes, MPICH 3's up to 2 KiB; Rabenseifner's above); allgather around a ring for long
+  messages (512 KiB in all); alltoall by pairwise exchange above 32 KiB a block; broadcast
+  (`bcast_algorithm`). Where all ranks share one node, MPICH 4+ runs its own shared-memory
+  collectives (``release_gather``) for some of these; they are not modelled.
 - ``openmpi``: Open MPI 4.0's ``coll/tuned`` fixed decisions (``ompi_coll_tuned_allreduce_intra_
   dec_fixed`` in ``ompi/mca/coll/tuned/coll_tuned_decision_fixed.c``, v4.0.x): allreduce by
   recursive doubling below 10,000 bytes (``intermediate_message``), else around a ring (segmented
@@ -221,11 +224,10 @@ def allgather_algorithm(library, block_bytes, size):
     return chosen
 
 
-# Broadcast. MPICH's MPIR_Bcast_intra_auto (MPIR_CVAR_BCAST_SHORT_MSG_SIZE 12288,
-# MPIR_CVAR_BCAST_LONG_MSG_SIZE 524288, MPIR_CVAR_BCAST_MIN_PROCS 8; the same in its ch4
-# shared-memory selection): a binomial tree for short messages or fewer than 8 ranks, else a
-# scatter and a recursive-doubling allgather below the long size on a power of two ranks, else a
-# scatter and a ring allgather. Open MPI 4.0 (v4.0.x ompi_coll_tuned_bcast_intra_dec_fixed,
+# Broadcast. MPICH 4+'s built-in selection (MPICH 3's MPIR_Bcast_intra_auto and its CVARs:
+# short 12288, long 524288, min procs 8; the JSON's bounds are inclusive): a binomial tree on
+# fewer than 8 ranks or up to 12,288 bytes, else a scatter and a recursive-doubling allgather up
+# to 524,288 bytes on a power of two ranks, else a scatter and a ring allgather. Open MPI 4.0 (v4.0.x ompi_coll_tuned_bcast_intra_dec_fixed,
 # "based on MX results for messages up to 36MB and communicator sizes up to 64 nodes"): a
 # binomial tree below 2,048 bytes or for one element, the split binary tree in 1 KiB segments
 # below 370,728 bytes, then by the fitted lines below: the pipeline in 128 KiB segments, the
@@ -247,7 +249,7 @@ def bcast_algorithm(library, nbytes, size, count=None):
     rewrote these rules into a table of nine algorithms; that table is not written here, and
     ``openmpi-4.1`` broadcasts as 4.0 decides.
 
-    >>> [bcast_algorithm("mpich", n, 8)[0] for n in (12287, 12288, 524288)]
+    >>> [bcast_algorithm("mpich", n, 8)[0] for n in (12288, 12289, 524289)]
     ['binomial', 'scatter-recursive-doubling', 'scatter-ring']
     >>> bcast_algorithm("mpich", 1 << 20, 9), bcast_algorithm("mpich", 1 << 20, 7)
     (('scatter-ring', 0), ('binomial', 0))
@@ -259,9 +261,9 @@ def bcast_algorithm(library, nbytes, size, count=None):
     _check(library)
     count = nbytes if count is None else count
     if library == "mpich":
-        if nbytes < MPICH_BCAST_SHORT or size < MPICH_BCAST_MIN_PROCS:
+        if nbytes <= MPICH_BCAST_SHORT or size < MPICH_BCAST_MIN_PROCS:
             return "binomial", 0
-        if nbytes < MPICH_BCAST_LONG and size & (size - 1) == 0:
+        if nbytes <= MPICH_BCAST_LONG and size & (size - 1) == 0:
             return "scatter-recursive-doubling", 0
         return "scatter-ring", 0
     if nbytes < OPENMPI_BCAST_SMALL or count <= 1:
