@@ -227,11 +227,12 @@ def allgather_algorithm(library, block_bytes, size):
 # Broadcast. MPICH 4+'s built-in selection (MPICH 3's MPIR_Bcast_intra_auto and its CVARs:
 # short 12288, long 524288, min procs 8; the JSON's bounds are inclusive): a binomial tree on
 # fewer than 8 ranks or up to 12,288 bytes, else a scatter and a recursive-doubling allgather up
-# to 524,288 bytes on a power of two ranks, else a scatter and a ring allgather. Open MPI 4.0 (v4.0.x ompi_coll_tuned_bcast_intra_dec_fixed,
-# "based on MX results for messages up to 36MB and communicator sizes up to 64 nodes"): a
-# binomial tree below 2,048 bytes or for one element, the split binary tree in 1 KiB segments
-# below 370,728 bytes, then by the fitted lines below: the pipeline in 128 KiB segments, the
-# split binary tree in 8 KiB segments on fewer than 13 ranks, the pipeline in 64, 16 or 8 KiB.
+# to 524,288 bytes on a power of two ranks, else a scatter and a ring allgather. Open MPI 4.0
+# (v4.0.x ompi_coll_tuned_bcast_intra_dec_fixed, "based on MX results for messages up to 36MB
+# and communicator sizes up to 64 nodes"): a binomial tree below 2,048 bytes or for one
+# element, the split binary tree in 1 KiB segments below 370,728 bytes, then by the fitted lines
+# below: the pipeline in 128 KiB segments, the split binary tree in 8 KiB segments on fewer than
+# 13 ranks, the pipeline in 64, 16 or 8 KiB.
 MPICH_BCAST_SHORT, MPICH_BCAST_LONG, MPICH_BCAST_MIN_PROCS = 12288, 524288, 8
 OPENMPI_BCAST_SMALL, OPENMPI_BCAST_INTERMEDIATE = 2048, 370728
 OPENMPI_BCAST_LINES = (  # (a [1/byte], b, segment bytes): the pipeline's while size < a n + b
