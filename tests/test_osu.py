@@ -237,6 +237,32 @@ def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     assert errors[1] == pytest.approx(2 / 3, abs=0.01)
 
 
+@pytest.mark.parametrize("bench", ["allgather", "allreduce"])
+@pytest.mark.parametrize("channels", [1, 2, 4])
+def test_a_full_hosts_table_does_not_tell_the_count_of_copies_and_the_fit_keeps_its_ranks(
+    bench, channels
+):
+    """Tables simulated with 1, 2 and 4 copies at once (2 GB/s each) on 8 ranks, 4 a host: the
+    fit with one copy per rank of the host reproduces every one of them within 1 %, so the
+    table cannot tell the counts apart, and the fit takes the host's ranks (`fit_memory`)."""
+    from sim.calibrate import fit_memory
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    document = fit_profile([latency], say=lambda _: None)
+    base = profile_of(document)
+    truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, channels)
+    big = 2 ** np.arange(16, 21)
+    shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
+    seconds = np.array([simulated_seconds(shape, int(n), base, truth) for n in big])
+    memory, median = fit_memory(document, [OsuTable(bench, f"osu_{bench}", big, seconds, 8, 4)])
+    assert memory.channels == 4
+    assert median < 0.01
+
+
 def _emulated_profile(tmp_path, rate_Bps, burst_bytes):
     """A profile of two emulated hosts on token buckets (as `real.calibrate` writes one on
     `real.cluster`): one-way 12 us + n / 240 MB/s while tokens last, every Send eager."""
