@@ -64,8 +64,9 @@ def scatter_allgather_bcast(buf, root, rank, size, allgather="ring", tag=0):
     (m' = m/2, ..., 1) the blocks of the child's subtree; then each holds its own block r. The
     ring: at step i = 1 .. p-1 each rank sends the block it got last (its own first) to the
     right and receives the next from the left. Recursive doubling: at round k each exchanges the
-    blocks of its 2^k-rank subtree with the partner r xor 2^k. Every message, even an empty
-    block's, is sent, as MPICH sends it.
+    blocks of its 2^k-rank subtree with the partner r xor 2^k. As in MPICH, the scatter sends
+    nothing to a subtree whose blocks are empty, and the allgathers send every message, empty
+    or not.
 
     Yields Send, Recv and SendRecv; returns ``buf``. Collective.
 
