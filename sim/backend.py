@@ -133,6 +133,10 @@ class Simulator:
         profile's measured limit); a larger one is a rendezvous and returns when its receiver
         has taken the message (a parameter server takes its workers' pushes one by one);
         0: no protocols measured, every Send returns when its bytes have left.
+    send_overhead_s : float
+        LogP's o: the seconds an eager Send keeps its sender (a calibrated profile's measured
+        ``overhead_s``), charged as comm while its bytes are already on their way; their
+        arrival stays the measured one-way time, which holds o already.
     entry_barrier : bool
         Do what the real backend does to tell wait from comm (``--measure-wait``): a barrier
         before each collective (MPICH's dissemination barrier: ceil(log2 p) rounds of empty
@@ -167,6 +171,7 @@ class Simulator:
         entry_barrier=False,
         shaping=None,
         eager_bytes=0,
+        send_overhead_s=0.0,
         start_s=0.0,
         mpi="mpich",
         gamma=0.0,
@@ -179,6 +184,7 @@ class Simulator:
         self.env = simpy.Environment(initial_time=start_s)
         self.compute = compute or ComputeModel()
         self.eager_bytes = eager_bytes
+        self.send_overhead_s = send_overhead_s
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
@@ -585,6 +591,8 @@ class Simulator:
                     node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
                 )
             )  # eager: on its own
+            if self.send_overhead_s:  # the sender's time inside the call (LogP's o)
+                yield self.env.timeout(self.send_overhead_s)
             self._charge(node, t0, (), payload.nbytes)
             return
         if not self.eager_bytes:  # no protocols measured: done when the bytes have left

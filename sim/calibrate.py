@@ -135,8 +135,8 @@ def fit_profile(tables, mpi="mpich", say=print):
         )
     say(
         "gamma (the reduction's arithmetic): not determined by these tables, not charged "
-        "(real.calibrate measures it on a node; --gamma sets it); a call's software overhead: "
-        "not modelled"
+        "(real.calibrate measures it on a node; --gamma sets it); an eager Send's overhead "
+        "(LogP's o): not in these tables, not charged (real.calibrate measures it)"
     )
     return document
 

@@ -42,7 +42,8 @@ class Cluster:
     links; ``memory``: the path between two ranks of one host (`sim.network.MemoryPath`).
     ``costs`` and ``shaping``: a calibrated profile's measured message costs and token buckets
     ({} and None otherwise), of messages between hosts; ``slowdown`` the factor they were
-    slowed by for more ranks a core than measured; ``eager_bytes`` the measured eager limit.
+    slowed by for more ranks a core than measured; ``eager_bytes`` the measured eager limit and
+    ``send_overhead_s`` an eager Send's time in its sender (LogP's o).
     """
 
     ranks: int
@@ -66,6 +67,7 @@ class Cluster:
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
     eager_bytes: int
+    send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     compute: ComputeModel
     faults: FaultSchedule
     collectives: str
@@ -164,6 +166,8 @@ class Cluster:
             "finish_in_situ": self.finish is not None,
             "wire_in_situ": self.wire is not None,
             "machine_copies": self.machine_copies,
+            "eager_bytes": self.eager_bytes,
+            "send_overhead_s": self.send_overhead_s,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
@@ -339,6 +343,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         core_groups=groups,
         time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
         eager_bytes=profile.eager_bytes if costs else 0,
+        send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
         compute=compute,
         faults=faults,
         collectives=options.collectives,

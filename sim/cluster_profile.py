@@ -23,6 +23,8 @@ The format::
     latency = "1.2us"
     bandwidth = "12GB/s"
     nic_bandwidth = "24GB/s"       # each host's links (its NIC, all rails); default: bandwidth
+    eager_bytes = 4096             # measured: the largest Send that returns before its receiver
+    overhead_s = 4.8e-7            # measured: LogP's o, a rank's seconds inside an eager Send
 
     [network.memory]               # between two ranks of one host (--memory-latency, ...)
     latency = "0.4us"              # a small message, one way
@@ -129,6 +131,7 @@ class ClusterProfile:
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
+    send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
 
     @property
     def sha256(self):
@@ -341,6 +344,7 @@ def load_profile(name_or_path):
             else None,
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
+            send_overhead_s=_number(network.get("overhead_s", 0.0), "[network] overhead_s"),
             network=_topology(network.get("topology"), path),
             latency_s=_value(network, "latency", parse_seconds, "[network]"),
             bandwidth_Bps=_value(network, "bandwidth", parse_bandwidth_Bps, "[network]"),

@@ -199,6 +199,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         "message",
         cluster.make_network(),
         eager_bytes=cluster.eager_bytes,
+        send_overhead_s=cluster.send_overhead_s,
         mpi=mpi,
         gamma=cluster.gamma,
         finish=cluster.finish,

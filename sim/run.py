@@ -282,6 +282,7 @@ def run_simulation(run):
         run.network,
         entry_barrier=cfg.measure_wait and cluster.collectives == "message",
         eager_bytes=cluster.eager_bytes,
+        send_overhead_s=cluster.send_overhead_s,
         mpi=cluster.mpi,
         gamma=cluster.gamma,
         finish=cluster.finish,

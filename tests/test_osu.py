@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -25,6 +26,8 @@ from sim.osu import (
 )
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.programs.mpi_choices import allgather_algorithm
+from twinsgd.programs.ops import Recv, Send
+from twinsgd.run.runlog import Charges
 
 # real clusters' tables beside the data sets (../shared/osu by the Makefile's TWINSGD_DATA)
 OSU = (
@@ -263,23 +266,28 @@ def test_a_full_hosts_table_does_not_tell_the_count_of_copies_and_the_fit_keeps_
     assert median < 0.01
 
 
+def _measured_cost(alpha_s, beta_Bps):
+    """A profile's measured cost table of one alpha-beta segment (as `real.calibrate` fits)."""
+    from twinsgd.calibration.costfit import PiecewiseCost
+
+    nan = (float("nan"), float("nan"))
+    return PiecewiseCost(
+        min_bytes=(0.0,),
+        max_bytes=(2.0**24,),
+        latency_s=(alpha_s,),
+        bandwidth_Bps=(beta_Bps,),
+        latency_ci_s=(nan,),
+        bandwidth_ci_Bps=(nan,),
+        max_rel_residual=(0.0,),
+    ).to_dict()
+
+
 def _emulated_profile(tmp_path, rate_Bps, burst_bytes):
     """A profile of two emulated hosts on token buckets (as `real.calibrate` writes one on
     `real.cluster`): one-way 12 us + n / 240 MB/s while tokens last, every Send eager."""
     import tomli_w
 
-    from twinsgd.calibration.costfit import PiecewiseCost
-
-    nan = (float("nan"), float("nan"))
-    cost = PiecewiseCost(
-        min_bytes=(0.0,),
-        max_bytes=(2.0**24,),
-        latency_s=(12e-6,),
-        bandwidth_Bps=(240e6,),
-        latency_ci_s=(nan,),
-        bandwidth_ci_Bps=(nan,),
-        max_rel_residual=(0.0,),
-    ).to_dict()
+    cost = _measured_cost(12e-6, 240e6)
     path = tmp_path / "emulated.toml"
     path.write_text(
         tomli_w.dumps(
@@ -343,3 +351,57 @@ def test_simulated_bcast_is_the_librarys_long_message_one(mpi):
         "osu_bcast", build_cluster(machine_options(args), None, None, "osu"), n, mpi=mpi
     )
     assert seconds.max() < 2.2 * n / BETA < math.log2(16) * n / BETA
+
+
+def test_an_eager_send_keeps_its_sender_for_logps_o(tmp_path):
+    """A profile's measured ``overhead_s`` (LogP's o) on an eager Send: the sender is busy o,
+    charged as comm, while the message arrives at the measured one-way time (which holds o)."""
+    import tomli_w
+
+    from sim.backend import Simulator
+    from sim.compute import ComputeModel
+
+    oneway = _measured_cost(5e-6, 1e9)
+    path = tmp_path / "o.toml"
+    network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s", "eager_bytes": 4096}
+    network |= {"overhead_s": 2e-6, "oneway": oneway, "sendrecv": oneway}
+    path.write_text(tomli_w.dumps({"cluster": {"name": "o"}, "network": network}))
+    args = build_parser().parse_args(["osu_latency", "--profile", str(path)])
+    measured = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+    assert measured.send_overhead_s == 2e-6 and measured.header()["send_overhead_s"] == 2e-6
+    done = {}
+
+    def program(rank):
+        buf = np.zeros(100, np.uint8)
+        if rank == 0:
+            yield Send(dest=1, payload=buf)
+        else:
+            yield Recv(source=0, buf=buf)
+        done[rank] = simulator.env.now
+
+    class Log(Charges):
+        comm_s = 0.0
+
+        def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+            self.comm_s += seconds if kind == "comm" else 0.0
+
+        def end_step(self, *args):
+            """No steps here."""
+
+    logs = [Log() for _ in range(2)]
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    simulator = Simulator(
+        nodes,
+        logs,
+        measured.latency_s,
+        measured.bandwidth_Bps,
+        ComputeModel(seconds_per_sample=0.0),
+        "message",
+        measured.make_network(),
+        eager_bytes=measured.eager_bytes,
+        send_overhead_s=measured.send_overhead_s,
+    )
+    simulator.run([program(r) for r in range(2)])
+    assert done[0] == pytest.approx(2e-6, rel=1e-12)
+    assert done[1] == pytest.approx(5e-6 + 100 / 1e9, rel=1e-12)
+    assert logs[0].comm_s == pytest.approx(2e-6, rel=1e-12)
