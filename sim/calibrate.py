@@ -31,6 +31,10 @@ What each table determines:
   agree, the median's estimator, which is also what the held-out check scores. Such a table
   shows the total far better than how many copies share it: the fit keeps one copy per rank of
   the host unless fewer fit clearly better (`fit_memory`).
+- an allreduce table beside one that only copies (allgather, alltoall, bcast), both of R > 1
+  ranks a host: the memory from the copying ones alone, then ``[compute] gamma_s_per_byte``
+  (the reduction's arithmetic, Thakur, Rabenseifner and Gropp's gamma) from the allreduce, by
+  the same criterion. An allreduce alone fits the memory with the arithmetic in its rate.
 
 What it cannot determine it says, with what it assumed.
 """
@@ -110,6 +114,10 @@ def fit_profile(tables, mpi="mpich", say=print):
         },
     }
     collectives = [t for t in tables if t.bench in SIMULATED and t.ranks_per_host > 1]
+    reducing = [t for t in collectives if t.bench in REDUCING]
+    copying = [t for t in collectives if t.bench not in REDUCING]
+    if reducing and copying:  # the memory from the copies alone, gamma from what is left
+        collectives = copying
     if collectives:
         memory, error = fit_memory(document, collectives, mpi)
         document["network"]["memory"] = {
@@ -133,15 +141,29 @@ def fit_profile(tables, mpi="mpich", say=print):
             f"assumes {ASSUMED_MEMORY.latency_s * 1e6:g} us, {ASSUMED_MEMORY.bandwidth_Bps / 1e9:g}"
             f" GB/s a copy, {ASSUMED_MEMORY.channels} at once)"
         )
-    say(
-        "gamma (the reduction's arithmetic): not determined by these tables, not charged "
-        "(real.calibrate measures it on a node; --gamma sets it); an eager Send's overhead "
-        "(LogP's o): not in these tables, not charged (real.calibrate measures it)"
-    )
+    if reducing and copying:
+        gamma, error = fit_gamma(document, memory, reducing, mpi)
+        document["compute"] = {"gamma_s_per_byte": float(f"{gamma:.6g}")}
+        rate = f"{1e-9 / gamma:.3g} GB/s" if gamma > 0 else "free"
+        say(
+            f"gamma (the reduction's arithmetic): {gamma * 1e9:.4g} ns a byte combined ({rate}), "
+            f"fitted to {', '.join(t.path for t in reducing)} on the memory of "
+            f"{', '.join(t.path for t in copying)} (median |error| {100 * error:.1f} % over "
+            f"sizes >= {FIT_MIN_BYTES} B)"
+        )
+    else:
+        say(
+            "gamma (the reduction's arithmetic): not determined by these tables (it needs a "
+            "reducing table, an allreduce, beside one that only copies, whose memory it "
+            "shares), not charged (real.calibrate measures it on a node; --gamma sets it)"
+        )
+    say("an eager Send's overhead (LogP's o): not in these tables, not charged")
     return document
 
 
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better
+REDUCING = ("osu_allreduce",)  # tables whose time holds the reduction's arithmetic
+GAMMA_MAX_S = 1e-8  # the search's bound: 0.1 GB/s combined, far slower than any CPU adds
 
 
 def fit_memory(document, tables, mpi="mpich"):
@@ -188,10 +210,38 @@ def fit_memory(document, tables, mpi="mpich"):
     return memory, float(np.median(np.abs(np.exp(errors(memory)) - 1)))
 
 
-def simulated_seconds(table, nbytes, profile, memory, mpi="mpich"):
+def fit_gamma(document, memory, tables, mpi="mpich"):
+    """(gamma, median |relative error|): the seconds a byte combined (>= 0) of least absolute
+    log error over ``tables`` (reducing collectives) at sizes >= ``FIT_MIN_BYTES``, on the
+    network of ``document`` and the memory path ``memory`` fitted to tables that only copy.
+    A reduction's bytes are copied as well as added, so without a copying table the two are
+    one per-byte cost and gamma is not determined (`fit_profile` does not call this then)."""
+    points = [(t, int(n), s) for t in tables for n, s in zip(t.sizes, t.seconds, strict=True)]
+    points = [(t, n, s) for t, n, s in points if n >= FIT_MIN_BYTES]
+    base = profile_of(document)
+
+    def errors(gamma):
+        return np.array(
+            [math.log(simulated_seconds(t, n, base, memory, mpi, gamma) / s) for t, n, s in points]
+        )
+
+    def loss(gamma):
+        return float(np.sum(np.abs(errors(gamma))))
+
+    result = minimize_scalar(
+        loss, bounds=(0.0, GAMMA_MAX_S), method="bounded", options={"xatol": 1e-13}
+    )
+    gamma = 0.0 if loss(0.0) <= result.fun else float(result.x)
+    return gamma, float(np.median(np.abs(np.exp(errors(gamma)) - 1)))
+
+
+def simulated_seconds(table, nbytes, profile, memory, mpi="mpich", gamma=None):
     """The simulated time of ``table``'s benchmark at ``nbytes`` on ``profile`` with the memory
-    path ``memory`` and the table's job shape, seconds (the table's own measure)."""
+    path ``memory``, the table's job shape and, if given, ``gamma`` (seconds a byte a reduction
+    combines; else the profile's), seconds (the table's own measure)."""
     cluster = cluster_for(table, profile, memory, mpi)
+    if gamma is not None:
+        cluster = dataclasses.replace(cluster, gamma=gamma)
     seconds = simulate_benchmark(table.bench, cluster, nbytes, 1, mpi)
     return osu_value(table.bench, seconds, nbytes, 1) * 1e-6
 

@@ -266,6 +266,34 @@ def test_a_full_hosts_table_does_not_tell_the_count_of_copies_and_the_fit_keeps_
     assert median < 0.01
 
 
+@pytest.mark.parametrize("gamma", [0.0, 2.5e-10])
+def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma):
+    """An allgather and an allreduce simulated on one memory path (2 GB/s, 4 copies) with the
+    reduction's arithmetic at gamma: the memory is fitted to the allgather alone, then gamma to
+    the allreduce, within 1 % (0 stays 0); with the allreduce alone it is not determined."""
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    base = profile_of(fit_profile([latency], say=lambda _: None))
+    truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4)
+    big = 2 ** np.arange(16, 21)
+
+    def table(bench):
+        shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
+        seconds = [simulated_seconds(shape, int(n), base, truth, "mpich", gamma) for n in big]
+        return OsuTable(bench, f"osu_{bench}", big, np.array(seconds), 8, 4)
+
+    said = []
+    document = fit_profile([latency, table("allgather"), table("allreduce")], say=said.append)
+    assert document["compute"]["gamma_s_per_byte"] == pytest.approx(gamma, rel=0.01, abs=1e-13)
+    assert any(line.startswith("gamma (the reduction's arithmetic): ") for line in said)
+    alone = fit_profile([latency, table("allreduce")], say=lambda _: None)
+    assert "compute" not in alone
+
+
 def _measured_cost(alpha_s, beta_Bps):
     """A profile's measured cost table of one alpha-beta segment (as `real.calibrate` fits)."""
     from twinsgd.calibration.costfit import PiecewiseCost
