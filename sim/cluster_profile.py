@@ -215,7 +215,8 @@ class ClusterProfile:
 
     @property
     def has_compute(self):
-        """Whether the profile says anything of compute (an OSU table's fit does not)."""
+        """Whether the profile times compute (an OSU table's fit does not: its [compute] holds
+        gamma at most)."""
         return bool(self.seconds_per_sample or self.flops_per_s or self.step_times)
 
     def compute_seconds_per_sample(self, model, flops_per_sample):

@@ -122,8 +122,8 @@ def compute_model(
             seconds_per_sample = 0.0
             if profile is not None:  # an OSU table's profile: communication alone
                 logger.info(
-                    f"--profile {profile.path} has no [compute]: the ghost's compute is free "
-                    f"(communication alone)"
+                    f"--profile {profile.path} times no compute (no rate or step times in "
+                    f"[compute]): the ghost's compute is free (communication alone)"
                 )
     speeds, probability, slowdown = _node_speeds(options, seed)
     share = _core_share(options, profile, ranks_per_host, step_times, turns)

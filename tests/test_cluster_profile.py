@@ -210,8 +210,8 @@ def test_speeds_come_from_a_list_a_file_or_a_seeded_distribution(tmp_path):
 
 
 def test_a_ghost_on_a_profile_without_compute_is_communication_alone_and_says_so(tmp_path):
-    """An OSU table's profile (sim.calibrate --from-osu) has no [compute]: a ghost run on it
-    charges no compute, and says so in one line."""
+    """An OSU table's profile (sim.calibrate --from-osu) times no compute (its [compute] holds
+    gamma at most): a ghost run on it charges no compute, and says so in one line."""
     import subprocess
     import sys
 
@@ -222,8 +222,8 @@ def test_a_ghost_on_a_profile_without_compute_is_communication_alone_and_says_so
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == [
-        f"python -m sim.run: --profile {profile} has no [compute]: the ghost's compute is free "
-        f"(communication alone)"
+        f"python -m sim.run: --profile {profile} times no compute (no rate or step times in "
+        f"[compute]): the ghost's compute is free (communication alone)"
     ]
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["compute_s"] == 0 and summary["comm_s"] > 0
