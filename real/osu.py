@@ -15,7 +15,8 @@ The MPI library's own calls are timed (``Allreduce``, ``Allgather``, ``Alltoall`
 
 - osu_latency: ranks 0 and 1 ping-pong; half the mean round trip;
 - osu_bw / osu_bibw: a window of 64 non-blocking sends (both ways for bibw), then a 4-byte
-  reply; bytes moved over the time, MB/s (1e6 bytes);
+  reply; bytes moved over the time, MB/s (1e6 bytes); osu_mbw_mr: the same between every rank
+  r of the first half and r + p/2, all at once, each sender's rate summed;
 - collectives: a barrier before every call; each rank's mean time a call, averaged over ranks.
 
 Warm-up iterations are discarded; large messages get fewer iterations (OSU's defaults: 10,000
@@ -52,27 +53,32 @@ def latency_us(comm, nbytes, iterations, warmup):
     return (MPI.Wtime() - t0) / (2 * iterations) * 1e6
 
 
-def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False):
-    """Bytes moved between ranks 0 and 1 a second (1e6 bytes), windows of 64 (on rank 0)."""
+def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
+    """Bytes moved between ranks 0 and 1 a second (1e6 bytes), windows of 64 (on rank 0).
+    ``pairs`` > 1 (osu_mbw_mr): every rank r < pairs with rank r + pairs at once, each sender's
+    rate summed (OSU's total)."""
     out = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
     into = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
     ack, rank, t0 = np.zeros(4, np.uint8), comm.rank, 0.0
-    peer = 1 - rank
-    for i in range(warmup + iterations):
+    sender, active = rank < pairs, rank < 2 * pairs
+    peer = rank + pairs if sender else rank - pairs
+    comm.Barrier()
+    for i in range(warmup + iterations if active else 0):
         if i == warmup:
             t0 = MPI.Wtime()
         requests = []
-        if rank == 1 or (both_ways and rank == 0):
+        if not sender or both_ways:
             requests += [comm.Irecv(b, source=peer, tag=2) for b in into]
-        if rank == 0 or (both_ways and rank == 1):
+        if sender or both_ways:
             requests += [comm.Isend(b, dest=peer, tag=2) for b in out]
         MPI.Request.Waitall(requests)
-        if rank == 0:
-            comm.Recv(ack, source=1, tag=3)
-        elif rank == 1:
-            comm.Send(ack, dest=0, tag=3)
+        if sender:
+            comm.Recv(ack, source=peer, tag=3)
+        else:
+            comm.Send(ack, dest=peer, tag=3)
     moved = nbytes * WINDOW * iterations * (2 if both_ways else 1)
-    return moved / (MPI.Wtime() - t0) / 1e6
+    rate = moved / (MPI.Wtime() - t0) / 1e6 if sender else 0.0
+    return comm.allreduce(rate, op=MPI.SUM) if pairs > 1 else rate
 
 
 def collective_us(comm, bench, nbytes, iterations, warmup):
@@ -117,9 +123,10 @@ def measure(comm, bench, nbytes, scale):
     small = nbytes <= LARGE_BYTES
     iterations = max(1, round((10000 if small else 1000) * scale))
     warmup = max(1, round((1000 if small else 100) * scale))
-    if bench in ("osu_bw", "osu_bibw"):
+    if bench in ("osu_bw", "osu_bibw", "osu_mbw_mr"):
         iterations, warmup = max(1, round(100 * scale)), max(1, round(10 * scale))
-        return bandwidth_MBps(comm, nbytes, iterations, warmup, bench == "osu_bibw")
+        pairs = comm.size // 2 if bench == "osu_mbw_mr" else 1
+        return bandwidth_MBps(comm, nbytes, iterations, warmup, bench == "osu_bibw", pairs)
     if bench == "osu_latency":
         return latency_us(comm, nbytes, iterations, warmup)
     return collective_us(comm, bench, nbytes, iterations, warmup)

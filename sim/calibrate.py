@@ -22,6 +22,9 @@ What each table determines:
   is given), and ``[network] latency``;
 - a bandwidth table (``osu_bw``): ``[network] bandwidth`` (the largest measured rate, a link's
   and a NIC's: one rank a host measured it); ``osu_bibw`` is read and reported, not used;
+- ``osu_mbw_mr`` of R > 1 ranks on each of 2 hosts (``FILE:2RxR``: OSU pairs rank r with
+  r + R, so every pair crosses): ``[network] nic_bandwidth``, the largest total rate, what a
+  host's ranks share going off-host (two rails may exceed one link's rate);
 - a collective table of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
   and total bandwidth = channels x bandwidth), searched to minimise the absolute log error of the
   simulated table over its sizes, as the library's algorithm runs (``--mpi``). Absolute, not
@@ -98,6 +101,19 @@ def fit_profile(tables, mpi="mpich", say=print):
     )
     for t in by_bench.get("osu_bibw", []):
         say(f"bidirectional bandwidth: read from {t.path}, not used (the links are full-duplex)")
+    nic_Bps = None
+    for t in by_bench.get("osu_mbw_mr", []):
+        if t.hosts == 2 and 2 * t.ranks_per_host == t.ranks and t.ranks_per_host > 1:
+            nic_Bps = float(np.max(t.sizes / t.seconds))
+            say(
+                f"NIC: {nic_Bps / 1e9:.4g} GB/s, the largest rate of {t.path}: its "
+                f"{t.ranks_per_host} pairs all cross from one host to the other at once"
+            )
+        else:
+            say(
+                f"{t.path}: not used (the NIC shows in osu_mbw_mr of R > 1 ranks on each of 2 "
+                f"hosts, FILE:2RxR, every pair crossing)"
+            )
     document = {
         "cluster": {
             "name": "fitted to OSU/IMB tables",
@@ -113,6 +129,8 @@ def fit_profile(tables, mpi="mpich", say=print):
             "sendrecv": sendrecv.to_dict(),
         },
     }
+    if nic_Bps is not None:
+        document["network"]["nic_bandwidth"] = f"{nic_Bps:.6g}B/s"
     collectives = [t for t in tables if t.bench in SIMULATED and t.ranks_per_host > 1]
     reducing = [t for t in collectives if t.bench in REDUCING]
     copying = [t for t in collectives if t.bench not in REDUCING]

@@ -55,7 +55,7 @@ from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.units import flag_type, parse_size_range
 
-WINDOW = 64  # osu_bw's and osu_bibw's messages in flight per iteration (OSU's default)
+WINDOW = 64  # osu_bw's, osu_bibw's and osu_mbw_mr's messages in flight an iteration (OSU's)
 SHAPED_ITERATIONS, SHAPED_WARMUP = 20, 5  # a collective's loop on token buckets (steady state)
 _BARRIER_TAG = -2000  # the barrier's empty messages, apart from the benchmark's own
 
@@ -72,20 +72,29 @@ def osu_latency(nbytes, rank, size, iterations, mpi="mpich"):
             yield Send(dest=0, payload=buf)
 
 
-def osu_bw(nbytes, rank, size, iterations, mpi="mpich", both_ways=False):
+def osu_bw(nbytes, rank, size, iterations, mpi="mpich", both_ways=False, pairs=1):
     """Rank 0 sends a window of messages back to back to rank 1, which replies with 4 bytes
-    (``both_ways``: rank 1 sends its window too, then each receives the other's)."""
+    (``both_ways``: rank 1 sends its window too, then each receives the other's). With
+    ``pairs`` > 1 (`osu_mbw_mr`), every rank r < pairs does so with rank r + pairs at once."""
     buf, ack = GhostArray(nbytes, np.uint8), GhostArray(4, np.uint8)
-    peer = 1 - rank
-    for _ in range(iterations if rank < 2 else 0):
-        if rank == 0 or both_ways:
+    sender = rank < pairs
+    peer = rank + pairs if sender else rank - pairs
+    for _ in range(iterations if rank < 2 * pairs else 0):
+        if sender or both_ways:
             for _ in range(WINDOW):
                 yield Send(dest=peer, payload=buf, tag=1)
-        if rank == 1 or both_ways:
+        if not sender or both_ways:
             for _ in range(WINDOW):
                 yield Recv(source=peer, tag=1)
         if not both_ways:
-            yield (Recv(source=1, tag=2) if rank == 0 else Send(dest=0, payload=ack, tag=2))
+            yield (Recv(source=peer, tag=2) if sender else Send(dest=peer, payload=ack, tag=2))
+
+
+def osu_mbw_mr(nbytes, rank, size, iterations, mpi="mpich"):
+    """OSU's multiple bandwidth test: the first half of the ranks each send a window to their
+    partner in the second half (rank r to r + p/2), all pairs at once: on a job of R ranks a
+    host on 2 hosts, every pair crosses the hosts' NICs."""
+    return osu_bw(nbytes, rank, size, iterations, mpi, pairs=size // 2)
 
 
 def osu_bibw(nbytes, rank, size, iterations, mpi="mpich"):
@@ -144,7 +153,12 @@ def timed_calls(call, rank, size, calls, warmup, now, seconds):
             seconds[rank] += now() - t0
 
 
-POINT_TO_POINT = {"osu_latency": osu_latency, "osu_bw": osu_bw, "osu_bibw": osu_bibw}
+POINT_TO_POINT = {
+    "osu_latency": osu_latency,
+    "osu_bw": osu_bw,
+    "osu_bibw": osu_bibw,
+    "osu_mbw_mr": osu_mbw_mr,
+}
 COLLECTIVES = {
     "osu_allreduce": osu_allreduce,
     "osu_allgather": osu_allgather,
@@ -234,6 +248,9 @@ def osu_value(bench, seconds, nbytes, iterations):
     if bench in ("osu_bw", "osu_bibw"):
         moved = nbytes * WINDOW * iterations * (2 if bench == "osu_bibw" else 1)
         return moved / seconds[0] / 1e6
+    if bench == "osu_mbw_mr":  # each sender's rate, summed over the pairs (OSU's total)
+        senders = seconds[: len(seconds) // 2]
+        return float(np.sum(nbytes * WINDOW * iterations / senders)) / 1e6
     return float(np.mean(seconds)) / iterations * 1e6
 
 

@@ -433,3 +433,54 @@ def test_an_eager_send_keeps_its_sender_for_logps_o(tmp_path):
     assert done[0] == pytest.approx(2e-6, rel=1e-12)
     assert done[1] == pytest.approx(5e-6 + 100 / 1e9, rel=1e-12)
     assert logs[0].comm_s == pytest.approx(2e-6, rel=1e-12)
+
+
+def test_simulated_osu_mbw_mr_shares_the_nic_and_its_table_fits_the_nic(tmp_path):
+    """4 pairs across 2 hosts (8 ranks, 4 a host), 1 GB/s links, a 2 GB/s NIC a host: the pairs
+    together move the NIC's 2 GB/s, not 4 x 1; that table, read back, fits [network]
+    nic_bandwidth, and the fitted profile simulates it again."""
+    from twinsgd.calibration.osu_tables import format_table
+
+    shape = ["--ranks", "8", "--ranks-per-host", "4", "--nic-bandwidth", "2GB/s"]
+    star = cluster("osu_mbw_mr", *shape)
+    sizes = [2**k for k in range(14, 21)]
+    rows = [
+        (n, osu_value("osu_mbw_mr", simulate_benchmark("osu_mbw_mr", star, n), n, 1)) for n in sizes
+    ]
+    assert rows[-1][1] == pytest.approx(2e9 / 1e6, rel=0.02)
+    path = tmp_path / "mbw_mr.txt"
+    path.write_text("\n".join(format_table("osu_mbw_mr", "simulated", rows)) + "\n")
+    latency = tmp_path / "latency.txt"
+    points = [(n, (ALPHA + n / BETA) * 1e6) for n in [0, *sizes]]
+    latency.write_text("\n".join(format_table("osu_latency", "simulated", points)) + "\n")
+    said = []
+    tables = [read_table(str(latency)), read_table(f"{path}:8x4")]
+    document = fit_profile(tables, say=said.append)
+    assert float(document["network"]["nic_bandwidth"].removesuffix("B/s")) == pytest.approx(
+        2e9, rel=0.02
+    )
+    assert any(line.startswith("NIC: ") for line in said)
+    one_host = fit_profile([tables[0], read_table(f"{path}:8x8")], say=said.append)
+    assert "nic_bandwidth" not in one_host["network"]
+
+
+@pytest.mark.parametrize(
+    ("ranks", "bench"),
+    [(2, "osu_latency"), (2, "osu_bw"), (4, "osu_mbw_mr"), (3, "osu_allreduce"), (3, "osu_bcast")],
+)
+def test_real_osu_under_mpiexec_prints_a_table_osu_readers_read(tmp_path, ranks, bench):
+    """real.osu measures each benchmark under mpiexec and prints OSU's format: the table reads
+    back (read_table) with the sizes asked for and every value > 0."""
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    cmd = [mpiexec, "-n", str(ranks), sys.executable, "-m", "real.osu", bench]
+    cmd += ["--sizes", "4:4KiB", "--iterations", "0.002"]
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = tmp_path / "table.txt"
+    out.write_text(done.stdout)
+    table = read_table(f"{out}:{ranks}x{ranks}")  # one machine: every rank on one host
+    assert table.bench == bench
+    assert table.sizes.tolist() == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+    assert (table.seconds > 0).all()

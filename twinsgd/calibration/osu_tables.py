@@ -72,6 +72,7 @@ OSU_COLUMNS = {
     "osu_latency": "Latency (us)",
     "osu_bw": "Bandwidth (MB/s)",
     "osu_bibw": "Bandwidth (MB/s)",
+    "osu_mbw_mr": "MB/s",
     **dict.fromkeys(
         ("osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"), "Avg Latency(us)"
     ),
