@@ -16,7 +16,7 @@ The MPI library's own calls are timed (``Allreduce``, ``Allgather``, ``Alltoall`
 - osu_latency: ranks 0 and 1 ping-pong; half the mean round trip;
 - osu_bw / osu_bibw: a window of 64 non-blocking sends (both ways for bibw), then a 4-byte
   reply; bytes moved over the time, MB/s (1e6 bytes); osu_mbw_mr: the same between every rank
-  r of the first half and r + p/2, all at once, each sender's rate summed;
+  r of the first half and r + p/2, all at once, every pair's bytes over the senders' mean time;
 - collectives: a barrier before every call; each rank's mean time a call, averaged over ranks.
 
 Warm-up iterations are discarded; large messages get fewer iterations (OSU's defaults: 10,000
@@ -55,8 +55,8 @@ def latency_us(comm, nbytes, iterations, warmup):
 
 def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
     """Bytes moved between ranks 0 and 1 a second (1e6 bytes), windows of 64 (on rank 0).
-    ``pairs`` > 1 (osu_mbw_mr): every rank r < pairs with rank r + pairs at once, each sender's
-    rate summed (OSU's total)."""
+    ``pairs`` > 1 (osu_mbw_mr): every rank r < pairs with rank r + pairs at once, every pair's
+    bytes over the senders' mean time (OSU's ``calc_bw``)."""
     out = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
     into = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
     ack, rank, t0 = np.zeros(4, np.uint8), comm.rank, 0.0
@@ -77,8 +77,10 @@ def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
         else:
             comm.Send(ack, dest=peer, tag=3)
     moved = nbytes * WINDOW * iterations * (2 if both_ways else 1)
-    rate = moved / (MPI.Wtime() - t0) / 1e6 if sender else 0.0
-    return comm.allreduce(rate, op=MPI.SUM) if pairs > 1 else rate
+    seconds = MPI.Wtime() - t0 if sender else 0.0
+    if pairs > 1:
+        seconds = comm.allreduce(seconds, op=MPI.SUM) / pairs
+    return moved * pairs / seconds / 1e6 if seconds > 0 else 0.0  # a receiver's: unused
 
 
 def collective_us(comm, bench, nbytes, iterations, warmup):

@@ -248,9 +248,9 @@ def osu_value(bench, seconds, nbytes, iterations):
     if bench in ("osu_bw", "osu_bibw"):
         moved = nbytes * WINDOW * iterations * (2 if bench == "osu_bibw" else 1)
         return moved / seconds[0] / 1e6
-    if bench == "osu_mbw_mr":  # each sender's rate, summed over the pairs (OSU's total)
+    if bench == "osu_mbw_mr":  # every pair's bytes over the senders' mean time, as OSU's
         senders = seconds[: len(seconds) // 2]
-        return float(np.sum(nbytes * WINDOW * iterations / senders)) / 1e6
+        return nbytes * WINDOW * iterations * len(senders) / float(np.mean(senders)) / 1e6
     return float(np.mean(seconds)) / iterations * 1e6
 
 
