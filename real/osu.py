@@ -25,6 +25,7 @@ shared machine). Buffers are bytes (``MPI.BYTE``), float32 for allreduce (a sum)
 """
 
 import sys
+import traceback
 
 import numpy as np
 
@@ -174,9 +175,14 @@ def main(argv=None):
         (n, measure(comm, args.bench, n, args.iterations))
         for n in osu_sizes(args.bench, *(args.sizes or ()))
     )
-    for line in format_table(args.bench, note, rows):
-        if comm.rank == 0:
-            print(line, flush=True)
+    try:
+        for line in format_table(args.bench, note, rows):
+            if comm.rank == 0:
+                print(line, flush=True)
+    except Exception:  # the other ranks wait in a call with this one: end them all
+        traceback.print_exc()
+        sys.stderr.flush()
+        comm.Abort(1)
     return 0
 
 

@@ -484,3 +484,25 @@ def test_real_osu_under_mpiexec_prints_a_table_osu_readers_read(tmp_path, ranks,
     assert table.bench == bench
     assert table.sizes.tolist() == [4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
     assert (table.seconds > 0).all()
+
+
+def test_real_osu_failing_on_one_rank_ends_every_rank():
+    """A rank that fails mid-table (here rank 1, at its first size) aborts the whole job: the
+    other rank, waiting for it in an MPI call, does not hang, and the job exits non-zero."""
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    script = (
+        "import real.osu as o\n"
+        "measure = o.measure\n"
+        "def failing(comm, *args):\n"
+        "    if comm.rank == 1:\n"
+        "        raise RuntimeError('rank 1 fails')\n"
+        "    return measure(comm, *args)\n"
+        "o.measure = failing\n"
+        "o.main(['osu_latency', '--sizes', '4:8'])\n"
+    )
+    cmd = [mpiexec, "-n", "2", sys.executable, "-c", script]
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "rank 1 fails" in done.stderr
