@@ -198,8 +198,7 @@ def fit_memory(document, tables, mpi="mpich"):
     count is the host's ranks, each copying at an equal share of the total, unless a fewer
     count fits better by more than `CHANNELS_TOLERANCE` a size: the data then say that fewer
     copies at once reach the total."""
-    points = [(t, n, s) for t in tables for n, s in zip(t.sizes, t.seconds, strict=True)]
-    points = [(t, int(n), s) for t, n, s in points if n >= FIT_MIN_BYTES]
+    points = _fit_points(tables)
     if not points:
         raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")
     base = profile_of(document)
@@ -234,8 +233,7 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
     network of ``document`` and the memory path ``memory`` fitted to tables that only copy.
     A reduction's bytes are copied as well as added, so without a copying table the two are
     one per-byte cost and gamma is not determined (`fit_profile` does not call this then)."""
-    points = [(t, int(n), s) for t in tables for n, s in zip(t.sizes, t.seconds, strict=True)]
-    points = [(t, n, s) for t, n, s in points if n >= FIT_MIN_BYTES]
+    points = _fit_points(tables)
     base = profile_of(document)
 
     def errors(gamma):
@@ -251,6 +249,16 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
     )
     gamma = 0.0 if loss(0.0) <= result.fun else float(result.x)
     return gamma, float(np.median(np.abs(np.exp(errors(gamma)) - 1)))
+
+
+def _fit_points(tables):
+    """(table, size, seconds) of every row of ``tables`` at sizes >= ``FIT_MIN_BYTES``."""
+    return [
+        (t, int(n), s)
+        for t in tables
+        for n, s in zip(t.sizes, t.seconds, strict=True)
+        if n >= FIT_MIN_BYTES
+    ]
 
 
 def simulated_seconds(table, nbytes, profile, memory, mpi="mpich", gamma=None):

@@ -130,10 +130,10 @@ def osu_bcast(nbytes, rank, size, mpi="mpich"):
 def dissemination_barrier(rank, size):
     """MPICH's barrier between hosts (``MPIR_Barrier_intra_k_dissemination``, k = 2, in its
     built-in selection): in round k every rank sends an empty message to rank + 2^k and takes
-    one from rank - 2^k, ceil(log2 p) rounds. The empty
-    send never waits (eager), so each message costs what one way does: a rank that arrives
-    after its peer's message leaves at once, one that arrives first a one-way latency after the
-    other, which is the skew OSU's next call is timed from."""
+    one from rank - 2^k, ceil(log2 p) rounds. The empty send never waits (eager), so each
+    message costs what one way does: a rank that arrives after its peer's message leaves at
+    once, one that arrives first a one-way latency after the other, which is the skew OSU's
+    next call is timed from."""
     empty, distance = GhostArray(0, np.uint8), 1
     while distance < size:
         yield Send(dest=(rank + distance) % size, payload=empty, tag=_BARRIER_TAG, buffered=True)

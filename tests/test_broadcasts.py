@@ -13,7 +13,7 @@ from twinsgd.programs.broadcasts import (
     binary_tree,
     pipeline_bcast,
     scatter_allgather_bcast,
-    scatter_allgather_bcast_bytes,
+    scatter_blocks,
     split_binary_bcast,
 )
 from twinsgd.programs.mpi_choices import bcast_algorithm
@@ -32,23 +32,34 @@ def _bcast(program, n, root, size, **kwargs):
     return run
 
 
+def received_in_scatter_allgather(nbytes, rank, root, size):
+    """What a rank must receive in a scatter + allgather broadcast, from what it must hold:
+    in the scatter, the blocks of its binomial subtree (relative rank r: blocks r .. r + m - 1,
+    m the lowest bit of r; nothing at the root); in the allgather, every block but its own."""
+    bounds, r = scatter_blocks(nbytes, size), (rank - root) % size
+    lowest = r & -r
+    subtree = bounds[min(r + lowest, size)] - bounds[r] if r else 0
+    return subtree + nbytes - (bounds[r + 1] - bounds[r])
+
+
 @pytest.mark.parametrize("size", range(1, 10))
 @pytest.mark.parametrize("n", [0, 1, 5, 64, 101])
-def test_scatter_ring_allgather_bcast_delivers_and_counts_its_bytes(size, n):
+def test_scatter_ring_allgather_bcast_delivers_and_moves_what_each_rank_lacks(size, n):
     for root in {0, size // 2, size - 1}:
         run = _bcast(scatter_allgather_bcast, n, root, size, allgather="ring")
-        for rank in range(size):
-            counted = scatter_allgather_bcast_bytes(4 * n, rank, root, size, "ring")
-            assert (run.sent[rank], run.received[rank]) == counted
+        expected = [received_in_scatter_allgather(4 * n, r, root, size) for r in range(size)]
+        assert run.received == expected
+        assert sum(run.sent) == sum(expected)
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("n", [0, 3, 64, 100])
-def test_scatter_recursive_doubling_bcast_delivers_and_counts_its_bytes(size, n):
-    run = _bcast(scatter_allgather_bcast, n, size - 1, size, allgather="recursive-doubling")
-    for rank in range(size):
-        counted = scatter_allgather_bcast_bytes(4 * n, rank, size - 1, size, "recursive-doubling")
-        assert (run.sent[rank], run.received[rank]) == counted
+def test_scatter_recursive_doubling_bcast_delivers_and_moves_what_each_rank_lacks(size, n):
+    root = size - 1
+    run = _bcast(scatter_allgather_bcast, n, root, size, allgather="recursive-doubling")
+    expected = [received_in_scatter_allgather(4 * n, r, root, size) for r in range(size)]
+    assert run.received == expected
+    assert sum(run.sent) == sum(expected)
 
 
 @pytest.mark.parametrize("size", [2, 4, 8, 16])

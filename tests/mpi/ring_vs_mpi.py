@@ -16,7 +16,7 @@ from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS, alltoall_b
 from twinsgd.programs.broadcasts import (
     pipeline_bcast,
     scatter_allgather_bcast,
-    scatter_allgather_bcast_bytes,
+    scatter_blocks,
     split_binary_bcast,
 )
 from twinsgd.programs.collectives import (
@@ -101,8 +101,11 @@ for root in range(size):
             program = scatter_allgather_bcast(ours, root, rank, size, allgather)
             sent, received = run_collective_mpi(comm, program)
             np.testing.assert_array_equal(ours, theirs)
-            counted = scatter_allgather_bcast_bytes(4 * n, rank, root, size, allgather)
-            assert (sent, received) == counted, (allgather, n, sent, received, counted)
+            bounds, r = scatter_blocks(4 * n, size), (rank - root) % size
+            subtree = bounds[min(r + (r & -r), size)] - bounds[r] if r else 0  # the scatter's
+            lacked = 4 * n - (bounds[r + 1] - bounds[r])  # the allgather's: all but its block
+            assert received == subtree + lacked, (allgather, n, received, subtree, lacked)
+            assert comm.allreduce(sent) == comm.allreduce(received)
         ours = values.copy() if rank == root else np.zeros_like(values)
         sent, received = run_collective_mpi(comm, pipeline_bcast(ours, root, rank, size, 1024))
         np.testing.assert_array_equal(ours, theirs)

@@ -137,43 +137,6 @@ def _scatter_allgather(data, buf, root, rank, size, allgather, tag):
     return buf
 
 
-def scatter_allgather_bcast_bytes(nbytes, rank, root, size, allgather="ring"):
-    """Bytes ``(sent, received)`` by ``rank`` in `scatter_allgather_bcast` of ``nbytes``.
-
-    >>> [scatter_allgather_bcast_bytes(800, r, 0, 4, "recursive-doubling") for r in range(4)]
-    [(1200, 600), (600, 800), (800, 1000), (600, 800)]
-    """
-    bounds = scatter_blocks(nbytes, size)
-    relative = (rank - root) % size
-
-    def span(first, count):
-        return bounds[min(first + count, size)] - bounds[min(first, size)]
-
-    sent = received = 0
-    mask = 1
-    while mask < size:
-        if relative & mask:
-            received += span(relative, mask)
-            break
-        mask <<= 1
-    mask >>= 1
-    while mask > 0:
-        if relative + mask < size:
-            sent += span(relative + mask, mask)
-        mask >>= 1
-    if allgather == "ring":
-        for step in range(size - 1):
-            sent += span((relative - step) % size, 1)
-            received += span((relative - step - 1) % size, 1)
-    else:
-        mask = 1
-        while mask < size:
-            sent += span(relative & ~(mask - 1), mask)
-            received += span((relative ^ mask) & ~(mask - 1), mask)
-            mask <<= 1
-    return sent, received
-
-
 def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     """Broadcast ``root``'s ``buf`` down the chain root, root + 1, ..., root - 1 in segments of
     ``segment_bytes // itemsize`` elements (at least one; the last segment shorter): each rank
