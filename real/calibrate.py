@@ -317,8 +317,9 @@ def _measure(args, comm, work):
     sizes = QUICK_SIZES if args.quick else SIZES
     hosts, inter, intra = netbench.placement(comm)
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
-    oneway = netbench.ping_pong(network, sizes, args.quick)
-    both_ways = netbench.exchange(network, sizes, args.quick)
+    refill_s = _refill_s(_emulated_shaper())  # each batch from full token buckets
+    oneway = netbench.ping_pong(network, sizes, args.quick, refill_s=refill_s)
+    both_ways = netbench.exchange(network, sizes, args.quick, refill_s=refill_s)
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
@@ -335,7 +336,7 @@ def _measure(args, comm, work):
         else None
     )
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
-    incast = netbench.incast(comm, incast_sizes, args.quick)
+    incast = netbench.incast(comm, incast_sizes, args.quick, refill_s)
     overhead_s = netbench.send_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
     time_slice_s = measure_time_slice() if comm.rank == 0 else None
@@ -972,6 +973,15 @@ def _emulated_shaper():
         }
     except (OSError, ValueError, KeyError, TypeError):
         return None
+
+
+def _refill_s(shaper):
+    """Seconds an emulated cluster's token buckets take to fill from empty, with a half more
+    (``[network.shaper]``'s largest burst over its rate); 0 on any other network."""
+    if shaper is None:
+        return 0.0
+    pairs = zip(shaper["bursts_bytes"], shaper["rates_Bps"], strict=True)
+    return 1.5 * max(burst / rate for burst, rate in pairs)
 
 
 def _put_step_times(document, times):

@@ -158,19 +158,23 @@ class ClusterProfile:
         byte (the largest messages' measured rate over the median configured rate); the rate
         of bytes within a burst is the one-way model's at half a burst (a ping-pong finds its
         bucket full; a Sendrecv back to back never does). ``slowdown``: as `Slowed`, on the
-        latency and the rate within a burst (the machine's own work), not on the buckets."""
+        latency and the rate within a burst (the machine's own work), not on the buckets. A
+        message that fits in a burst moves at the one-way model's own rate for its size
+        (`Shaping.payload_Bps`)."""
         costs = self.costs
         if not self.shaper or not costs:
             return None
         rates = sorted(rate for rate, _ in self.shaper)
         rate, half_burst = rates[len(rates) // 2], min(b for _, b in self.shaper) / 2
-        line = costs.get("oneway", next(iter(costs.values()))).beta_Bps(half_burst)
+        oneway = costs.get("oneway", next(iter(costs.values())))
+        line = oneway.beta_Bps(half_burst)
         patterns = {}
         for name, cost in costs.items():
             largest = float(cost.max_bytes[-1])
             efficiency = min(1.0, float(cost.beta_Bps(largest)) / rate)
             patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown, efficiency)
-        return Shaping(self.shaper, float(line) / slowdown, patterns)
+        burst_cost = oneway if slowdown == 1.0 else Slowed(oneway, slowdown)
+        return Shaping(self.shaper, float(line) / slowdown, patterns, burst_cost)
 
     def check_timed_on(self, model, input_shape):
         """ValueError if this profile timed ``model``'s steps on images of another shape than

@@ -1,10 +1,12 @@
 """Messages as fluid flows sharing token-bucket NICs max-min fairly: TCP's sharing, simulated.
 
 Theory of operation: every message in flight is a flow from its sender's bucket out to its
-receiver's bucket in (`sim.shaping.TokenBucket`: the emulated cluster's tbf). A bucket passes
-bytes at the line rate while it holds tokens and at its shaped rate once they are gone; the
-flows through it share what it passes, max-min fairly (progressive filling, as SimGrid's flow
-model does): every flow grows at the same pace until a bucket it crosses is full, then stays.
+receiver's bucket in (`sim.shaping.TokenBucket`: the emulated cluster's tbf). A flow moves at
+most at its own line rate (`Shaping.payload_Bps`: the line's, or a message within a burst its
+size's); a bucket passes bytes at the fastest of its flows' line rates while it holds tokens and
+at its shaped rate once they are gone; the flows through it share what it passes, max-min
+fairly (progressive filling, as SimGrid's flow model does): every flow grows at the same pace
+until a bucket it crosses, or its own line rate, is full, then stays.
 Between two events the rates are constant, so one process (`FluidStar._run`) computes them,
 sleeps until the next event -- a flow done, a bucket out of tokens, a new flow -- and moves
 every flow's bytes and every bucket's tokens forward by what passed.
@@ -26,10 +28,11 @@ _DONE = 1e-9  # a flow with this many bucket bytes left (relative to its size) h
 
 
 class _Flow:
-    __slots__ = ("buckets", "done", "rate", "remaining", "size")
+    __slots__ = ("buckets", "cap", "done", "rate", "remaining", "size")
 
-    def __init__(self, buckets, size, done):
+    def __init__(self, buckets, size, done, cap):
         self.buckets, self.size, self.remaining, self.done = buckets, size, size, done
+        self.cap = cap  # its own line rate, bucket bytes a second
         self.rate = 0.0
 
 
@@ -63,8 +66,8 @@ class FluidStar:
         self._wake = None  # the event the process sleeps on besides its timer
         # NOTE: the line rate in bucket bytes by one pattern's efficiency (one-way's, listed
         # first): a bucket's capacity cannot depend on which flows cross it (they differ < 1 %)
-        first = next(iter(shaping.patterns.values()))
-        self._line = shaping.line_Bps / first.efficiency
+        self._first = next(iter(shaping.patterns.values()))
+        self._caps = {}  # nbytes -> a flow's own line rate, bucket bytes a second
         env.process(self._run())
 
     def transfer(self, source, dest, nbytes, pattern):
@@ -74,7 +77,10 @@ class FluidStar:
         done = Event(self.env)
         self._advance()
         buckets = (self._nic(source)[0], self._nic(dest)[1])
-        self._flows.append(_Flow(buckets, nbytes / shaped.efficiency, done))
+        cap = self._caps.get(nbytes)
+        if cap is None:
+            cap = self._caps[nbytes] = self.shaping.payload_Bps(nbytes) / self._first.efficiency
+        self._flows.append(_Flow(buckets, nbytes / shaped.efficiency, done, cap))
         self._poke()
         return done
 
@@ -102,26 +108,34 @@ class FluidStar:
             yield env.any_of([self._wake, env.timeout(self._next_event_s())])
             self._advance()
 
-    def _capacity(self, bucket):
-        """Bucket bytes per second the bucket passes now: the line while it has tokens."""
-        return self._line if bucket.tokens > _DONE * bucket.burst_bytes else bucket.rate_Bps
-
     def _share(self):
-        """Max-min fair rates by progressive filling over the flows' two buckets."""
-        left = {}
+        """Max-min fair rates by progressive filling over the flows' two buckets and their own
+        line rates. A bucket with tokens passes the fastest line rate of its flows, one
+        without its shaped rate."""
+        fastest = {}
+        for flow in self._flows:
+            for bucket in flow.buckets:
+                if fastest.get(bucket, 0.0) < flow.cap:
+                    fastest[bucket] = flow.cap
+        left = {}  # constraint (a bucket's id, or a flow's) -> [capacity left, flows unfixed]
         for flow in self._flows:
             flow.rate = None
+            left[id(flow)] = [flow.cap, 1]
             for bucket in flow.buckets:
-                left.setdefault(id(bucket), [self._capacity(bucket), 0])[1] += 1
+                entry = left.get(id(bucket))
+                if entry is None:
+                    tokens = bucket.tokens > _DONE * bucket.burst_bytes
+                    entry = left[id(bucket)] = [fastest[bucket] if tokens else bucket.rate_Bps, 0]
+                entry[1] += 1
         active = list(self._flows)
         while active:
             share = min(cap / n for cap, n in left.values() if n)
             tight = {key for key, (cap, n) in left.items() if n and cap / n <= share * (1 + 1e-12)}
-            frozen = [f for f in active if any(id(b) in tight for b in f.buckets)]
+            frozen = [f for f in active if id(f) in tight or any(id(b) in tight for b in f.buckets)]
             for flow in frozen:
                 flow.rate = share
-                for bucket in flow.buckets:
-                    entry = left[id(bucket)]
+                for key in (id(flow), *map(id, flow.buckets)):
+                    entry = left[key]
                     entry[0] -= share
                     entry[1] -= 1
             active = [f for f in active if f.rate is None]

@@ -286,3 +286,36 @@ def test_from_run_of_a_folder_that_is_no_run_is_one_line(tmp_path):
     )
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and "--from-run" in done.stderr
+
+
+def test_on_token_buckets_every_batch_starts_after_they_have_filled(monkeypatch):
+    """Interleaved sizes on an emulated cluster: before each batch (warm-up or timed) both
+    ranks meet and let the buckets fill (1.5 x burst / rate), so a batch of small messages does
+    not start on the buckets the last size emptied; elsewhere, no pause at all."""
+    import real.calibrate as calibrate
+    import real.netbench as netbench
+
+    class Pair:
+        rank, barriers = 0, 0
+
+        def Barrier(self):
+            self.barriers += 1
+
+    events = []
+    monkeypatch.setattr(netbench.time, "sleep", lambda s: events.append(("sleep", s)))
+
+    def batch(j, count, warmup=False):
+        events.append(("batch", j, warmup))
+        return 1.0
+
+    shaper = {"rates_Bps": [125e6, 12.5e6], "bursts_bytes": [125_000.0, 12_500.0]}
+    refill = calibrate._refill_s(shaper)
+    assert refill == pytest.approx(1.5e-3) and calibrate._refill_s(None) == 0.0
+    plan = lambda n, quick: (2, 3, 1)  # noqa: E731  passes, repetitions, warm-up
+    assert netbench._interleaved(Pair(), [8, 4096], False, batch, plan, refill) == [1.0, 1.0]
+    batches = [e for e in events if e[0] == "batch"]
+    assert len(batches) == 2 * 2 * 2  # passes x sizes x (warm-up, timed)
+    assert events == [x for b in batches for x in (("sleep", refill), b)]
+    events.clear()
+    netbench._interleaved(Pair(), [8, 4096], False, batch, plan)
+    assert not [e for e in events if e[0] == "sleep"]

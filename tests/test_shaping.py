@@ -190,6 +190,45 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
 
 
+def test_a_message_within_a_burst_moves_as_the_one_way_measurement_moved_its_size():
+    """The one-way model below: 4 GB/s up to 8 KiB, 240 MB/s (the line) above. Through a full
+    bucket a 4 KiB message takes what that model adds to an empty message's time (the line
+    would take 17 us); one larger than the burst keeps the line; an empty bucket still holds
+    a small one to the shaped rate."""
+    from twinsgd.calibration.costfit import PiecewiseCost
+
+    nan = (float("nan"), float("nan"))
+    oneway = PiecewiseCost(
+        min_bytes=(0.0, 8192.0),
+        max_bytes=(8192.0, 2.0**24),
+        latency_s=(ALPHA, ALPHA + 8192 / 4e9 - 8192 / LINE),  # continuous at 8 KiB
+        bandwidth_Bps=(4e9, LINE),
+        latency_ci_s=(nan, nan),
+        bandwidth_ci_Bps=(nan, nan),
+        max_rel_residual=(0.0, 0.0),
+    )
+    shaping = Shaping(((RATE, BURST),), LINE, {"oneway": PATTERN}, burst_cost=oneway)
+    assert shaping.payload_Bps(4096) == pytest.approx(4e9, rel=1e-9)
+    assert shaping.payload_Bps(65536) == pytest.approx(
+        65536 / (oneway.seconds(65536.0) - ALPHA), rel=1e-9
+    )
+    assert shaping.payload_Bps(200_000) == LINE  # beyond the burst: the line
+
+    def through(nbytes, empty=False):
+        env = simpy.Environment()
+        star = FluidStar(env, shaping)
+        if empty:
+            for bucket in star._nic(0) + star._nic(1):
+                bucket.tokens = 0.0
+        done = star.transfer(0, 1, nbytes, "oneway")
+        env.run()
+        return done.value
+
+    assert through(4096) == pytest.approx(4096 / 4e9, rel=1e-9)
+    assert through(200_000) == pytest.approx(_by_hand(BURST, 200_000), rel=1e-9)
+    assert through(4096, empty=True) == pytest.approx(4096 / (RATE * EFF), rel=1e-6)
+
+
 def test_messages_in_flight_share_a_nic_and_finish_together():
     """Two eager sends out of one NIC at once: side by side, each at half the rate, both done
     when the bytes of both have passed (FIFO would finish one at about half that time and the
