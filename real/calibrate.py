@@ -61,8 +61,10 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [cluster]   name, calibrated = true, source, cores, one_machine, hosts, time_slice_s,
                 memory_copies
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
-                largest segment's), overhead_s (LogP's o), eager_bytes (the largest Send that
-                returns before its receiver is there)
+                largest segment's), overhead_s (LogP's o), call_overhead_s (one mpi4py call
+                on its own: each measured message holds it once, a step inside one of MPI's
+                own collectives does not), eager_bytes (the largest Send that returns before
+                its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
@@ -338,6 +340,7 @@ def _measure(args, comm, work):
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
     incast = netbench.incast(comm, incast_sizes, args.quick, refill_s)
     overhead_s = netbench.send_overhead(comm)
+    call_overhead_s = netbench.call_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
     time_slice_s = measure_time_slice() if comm.rank == 0 else None
     memory_copies = measure_memory_copies(args.quick) if comm.rank == 0 else None
@@ -366,6 +369,7 @@ def _measure(args, comm, work):
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
+        "call_overhead_s": call_overhead_s,
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
         "memory_copies": memory_copies,
@@ -649,6 +653,7 @@ def _finish(args, measured, work, started):
             "latency": _seconds_text(float(oneway.seconds(8))),
             "bandwidth": _bandwidth_text(float(oneway.beta_Bps(sizes[-1]))),
             "overhead_s": float(f"{measured['overhead_s']:.4g}"),
+            "call_overhead_s": float(f"{measured['call_overhead_s']:.4g}"),
             "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
             "sendrecv": sendrecv.to_dict(),
@@ -1053,7 +1058,8 @@ def _summary(
         f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
         f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
         f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
-        f"send overhead o: {_seconds_text(measured['overhead_s'])}; a Send of up to "
+        f"send overhead o: {_seconds_text(measured['overhead_s'])}; one call on its own "
+        f"{_seconds_text(measured['call_overhead_s'])}; a Send of up to "
         f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
         f"(eager)",
     ]

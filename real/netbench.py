@@ -14,7 +14,10 @@ each direction also carries the other's TCP acknowledgements):
   workers pushing to one server);
 - `send_overhead`: LogP's o, the seconds a rank spends inside one small ``Send`` that does not
   wait for its receiver;
-- `eager_limit`: the largest ``Send`` that returns before its receiver is there (eager).
+- `eager_limit`: the largest ``Send`` that returns before its receiver is there (eager);
+- `call_overhead`: the seconds one mpi4py ``Sendrecv`` costs with no partner to wait for
+  (to itself, on ``COMM_SELF``): what each message of a hot loop holds once and a message sent
+  from inside one of MPI's own collectives does not.
 
 ``ping_pong`` and ``exchange`` also time a pattern *in situ* (``step=``): as a training program
 meets it rather than as OSU's hot loop does. Before each repetition both ranks run a compute
@@ -136,6 +139,26 @@ def send_overhead(comm, count=200):
         pair.Free()
     quiet_barrier(comm)
     return seconds if comm.rank == 0 else None
+
+
+def call_overhead(comm, count=2000, batches=7):
+    """Seconds one call costs on its own: rank 0's median over ``batches`` of the mean of
+    ``count`` hot ``Sendrecv`` calls of 4 bytes to itself on ``COMM_SELF`` (Python, mpi4py and
+    MPI's entry, matching and exit; the bytes go nowhere). A message of the patterns above is
+    such a call, so its measured time holds this once; MPI's collectives send their steps from
+    inside one call. Collective; the others wait quietly."""
+    seconds = None
+    if comm.rank == 0:
+        alone, out, into = MPI.COMM_SELF, np.zeros(1, np.float32), np.zeros(1, np.float32)
+        means = []
+        for _ in range(batches + 1):  # the first batch warms up
+            t0 = time.perf_counter()
+            for _ in range(count):
+                alone.Sendrecv(out, 0, _TAG, into, 0, _TAG)
+            means.append((time.perf_counter() - t0) / count)
+        seconds = float(np.median(means[1:]))
+    quiet_barrier(comm)
+    return seconds
 
 
 def eager_limit(comm, late_s=0.02):

@@ -24,6 +24,8 @@ backend acts them out; nodes left waiting on a killed one get `PeerFailed`.
 import contextlib
 import gc
 import math
+from collections.abc import Generator
+from dataclasses import dataclass
 from functools import partial
 from time import perf_counter
 
@@ -100,6 +102,17 @@ def rare_collections():
         gc.set_threshold(*threshold)
 
 
+@dataclass(slots=True)
+class LibraryCall:
+    """An operation of the simulator's own (no backend measures it): one call of the MPI
+    library whose work is ``program``, a node program of the library's algorithm (`SendRecv`
+    steps and the like); its reply is what ``program`` returns. It pays the call's own cost
+    once, where the same steps yielded one by one would each be a call (`sim.osu`'s
+    collectives; ``Simulator``'s ``call_overhead_s``)."""
+
+    program: Generator
+
+
 class Simulator:
     """Runs one node program per node in simulated time.
 
@@ -133,6 +146,13 @@ class Simulator:
         profile's measured limit); a larger one is a rendezvous and returns when its receiver
         has taken the message (a parameter server takes its workers' pushes one by one);
         0: no protocols measured, every Send returns when its bytes have left.
+    call_overhead_s : float
+        The seconds one call into the MPI library costs on its own (mpi4py's and MPI's entry
+        and exit, a calibrated profile's ``call_overhead_s``). The measured message costs are
+        of a hot loop of such calls, so each holds the program's return from one call and entry
+        into the next. Inside a collective of MPI's own (``--allreduce mpi``, the compressed
+        Allgather, the entry barrier, `LibraryCall`) only its first step follows the program;
+        the messages of its later steps arrive that much sooner.
     send_overhead_s : float
         LogP's o: the seconds an eager Send keeps its sender (a calibrated profile's measured
         ``overhead_s``), charged as comm while its bytes are already on their way; their
@@ -172,6 +192,7 @@ class Simulator:
         shaping=None,
         eager_bytes=0,
         send_overhead_s=0.0,
+        call_overhead_s=0.0,
         start_s=0.0,
         mpi="mpich",
         gamma=0.0,
@@ -185,6 +206,10 @@ class Simulator:
         self.compute = compute or ComputeModel()
         self.eager_bytes = eager_bytes
         self.send_overhead_s = send_overhead_s
+        self.call_overhead_s = call_overhead_s
+        # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
+        # while it is inside a call of the MPI library, else 0)
+        self._sooner = [0.0] * len(nodes)
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
@@ -230,13 +255,16 @@ class Simulator:
             Recv: self._recv,
             SendRecv: self._sendrecv,
             Allreduce: (
-                ClosedFormAllreduce(self.env, self.network, self.logs, mpi, gamma, self._finishing)
+                ClosedFormAllreduce(
+                    self.env, self.network, self.logs, mpi, gamma, self._finishing, call_overhead_s
+                )
                 if collectives == "closed-form"
                 else self._allreduce
             ),
             Exchange: self._exchange,
             Allgather: self._allgather,
             Evaluate: self._evaluate,
+            LibraryCall: self._library_call,
         }
 
     def run(self, programs, faults=None):
@@ -501,7 +529,16 @@ class Simulator:
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
         return self.env.process(
-            self.network.transfer(node.rank, dest, payload.nbytes, tag, snapshot, "sendrecv")
+            self.network.transfer(
+                node.rank,
+                dest,
+                payload.nbytes,
+                tag,
+                snapshot,
+                "sendrecv",
+                None,
+                self._sooner[node.rank],
+            )
         )
 
     def _posted(self, node, source, tag):
@@ -548,7 +585,14 @@ class Simulator:
                 host.release(dest)
         taken = self.env.event()
         yield from self.network.transfer(
-            rank, dest, payload.nbytes, op.tag, _snapshot(payload), taken=taken
+            rank,
+            dest,
+            payload.nbytes,
+            op.tag,
+            _snapshot(payload),
+            "oneway",
+            taken,
+            self._sooner[rank],
         )
         yield from self._blocked(node, taken)
 
@@ -588,7 +632,14 @@ class Simulator:
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
             self.env.process(
                 self.network.transfer(
-                    node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
+                    node.rank,
+                    op.dest,
+                    payload.nbytes,
+                    op.tag,
+                    _snapshot(payload),
+                    "oneway",
+                    None,
+                    self._sooner[node.rank],
                 )
             )  # eager: on its own
             if self.send_overhead_s:  # the sender's time inside the call (LogP's o)
@@ -597,7 +648,14 @@ class Simulator:
             return
         if not self.eager_bytes:  # no protocols measured: done when the bytes have left
             yield from self.network.transfer(
-                node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload)
+                node.rank,
+                op.dest,
+                payload.nbytes,
+                op.tag,
+                _snapshot(payload),
+                "oneway",
+                None,
+                self._sooner[node.rank],
             )
         elif (
             (host := self.cores.get(node.rank))
@@ -608,7 +666,14 @@ class Simulator:
         else:  # rendezvous: done when the receiver has the message (it may be off its core)
             taken = self.env.event()
             yield from self.network.transfer(
-                node.rank, op.dest, payload.nbytes, op.tag, _snapshot(payload), taken=taken
+                node.rank,
+                op.dest,
+                payload.nbytes,
+                op.tag,
+                _snapshot(payload),
+                "oneway",
+                taken,
+                self._sooner[node.rank],
             )
             yield from self._blocked(node, taken)
         self._charge(node, t0, (), payload.nbytes)
@@ -632,7 +697,14 @@ class Simulator:
         request = self._posted(node, source, tag)
         try:
             yield from self.network.transfer(
-                node.rank, op.dest, payload.nbytes, tag, _snapshot(payload), "sendrecv"
+                node.rank,
+                op.dest,
+                payload.nbytes,
+                tag,
+                _snapshot(payload),
+                "sendrecv",
+                None,
+                self._sooner[node.rank],
             )
             message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
@@ -644,17 +716,21 @@ class Simulator:
         np.copyto(op.buf, message.payload)
         return op.buf
 
-    def _barrier(self, node, peers_of_round):
+    def _barrier(self, node, peers_of_round, library=False):
         """Rounds of empty messages (send to one peer, take from another per round), as the real
         backend's timed entry; the whole time is wait. ``peers_of_round``: (dest, source) per
-        round, or lists of peers for one round of exchange with each."""
-        t0, empty = self.env.now, np.empty(0, np.uint8)
+        round, or lists of peers for one round of exchange with each. ``library``: one call of
+        MPI's Barrier (its own cost once, its messages from inside it), not the program's own
+        messages."""
+        t0, empty, sooner = self.env.now, np.empty(0, np.uint8), 0.0
         for dests, sources in peers_of_round:
             requests = [self._posted(node, source, _BARRIER_TAG) for source in sources]
             try:
                 sending = [
                     self.env.process(
-                        self.network.transfer(node.rank, dest, 0, _BARRIER_TAG, empty, "sendrecv")
+                        self.network.transfer(
+                            node.rank, dest, 0, _BARRIER_TAG, empty, "sendrecv", None, sooner
+                        )
                     )
                     for dest in dests
                 ]
@@ -668,6 +744,8 @@ class Simulator:
                 for request in requests:
                     request.cancel()
                 raise
+            if library:  # the next round is sent from inside MPI's Barrier
+                sooner = self.call_overhead_s
         self.logs[node.rank].charge("wait", self.env.now - t0)
 
     def _enter_collective(self, node):
@@ -678,12 +756,16 @@ class Simulator:
                 ([(rank + 2**k) % size], [(rank - 2**k) % size])
                 for k in range(math.ceil(math.log2(size)))
             ]
-            yield from self._barrier(node, rounds)
+            yield from self._barrier(node, rounds, library=True)  # MPI's Barrier
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
         algorithm = simulated_allreduce(op.algo, op.buf, node.size, self.mpi)
-        yield from self._collective(node, ALLREDUCES[algorithm](op.buf, node.rank, node.size))
+        program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
+        if op.algo == "mpi":  # MPI's Allreduce: one call of the library
+            yield from self._in_library(node, program)
+        else:  # our own algorithm: every step a call of its own
+            yield from self._collective(node, program)
         finishing = self._finishing(op, node.size)
         if finishing:  # comm, as the real backend's clock counts it
             yield from self._comm_for(node, finishing)
@@ -737,14 +819,14 @@ class Simulator:
             yield from self._comm_for(node, self.wire.write(len(wire)))
         if size_varies(op.payload):
             length = np.array([len(wire)], np.int64)
-            lengths = yield from self._collective(
+            lengths = yield from self._in_library(
                 node, ALLGATHERS[allgather_algorithm(self.mpi, 8, size)](length, rank, size)
             )
             program = ring_allgather(wire, rank, size, lengths=[int(n[0]) for n in lengths])
         else:
             algorithm = allgather_algorithm(self.mpi, len(wire), size)
             program = ALLGATHERS[algorithm](wire, rank, size)
-        blocks = yield from self._collective(node, program)
+        blocks = yield from self._in_library(node, program)  # MPI's Allgather(v)
         if handled:  # and the others' read after
             yield from self._comm_for(node, (size - 1) * self.wire.read())
         return [op.payload if r == rank else from_wire(blocks[r]) for r in range(size)]
@@ -753,6 +835,27 @@ class Simulator:
         """``seconds`` of the program's own work inside a communication call: comm."""
         yield self.env.timeout(seconds)
         self.logs[node.rank].charge("comm", seconds)
+
+    def _library_call(self, node, op):
+        return (yield from self._in_library(node, op.program))
+
+    def _in_library(self, node, program):
+        """`_collective` as one call of the MPI library: its first step follows the program,
+        as a step of the measured hot loop does; every later one is sent from inside the
+        library, ``call_overhead_s`` sooner than that loop has it."""
+        if not self.call_overhead_s:
+            return (yield from self._collective(node, program))
+        rank, handlers, reply = node.rank, self._handlers, None
+        try:
+            while True:
+                try:
+                    step = program.send(reply)
+                except StopIteration as done:
+                    return done.value
+                reply = yield from handlers[type(step)](node, step)
+                self._sooner[rank] = self.call_overhead_s
+        finally:
+            self._sooner[rank] = 0.0
 
     def _collective(self, node, program):
         """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;

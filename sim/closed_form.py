@@ -37,12 +37,16 @@ class ClosedFormAllreduce:
     ``env``: the clock; ``network``: the `RoutedNetwork` whose ring link prices a step; ``logs``:
     each rank's RunLog (a node's wait is from its arrival to the last one's, its comm the
     algorithm's time); ``mpi``: the library whose choice ``--allreduce mpi`` runs; ``gamma``:
-    seconds a byte combined; ``finishing(op, size)``: seconds of the mean's pass after it.
+    seconds a byte combined; ``finishing(op, size)``: seconds of the mean's pass after it;
+    ``call_s``: one MPI library call's own cost, which the measured alpha holds once a step
+    and MPI's own allreduce pays once a call: its steps after the first are that much under
+    alpha (`Simulator`'s ``call_overhead_s``).
     """
 
-    def __init__(self, env, network, logs, mpi, gamma, finishing):
+    def __init__(self, env, network, logs, mpi, gamma, finishing, call_s=0.0):
         self.env, self.network, self.logs = env, network, logs
         self.mpi, self.gamma, self.finishing = mpi, gamma, finishing
+        self.call_s = call_s
         self._calls = [0] * len(logs)  # collectives entered per node, to match them up
         self._pending = {}  # collectives in progress: number -> (bufs, done)
         self._bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
@@ -109,9 +113,15 @@ class ClosedFormAllreduce:
                 buffered=True,
             )
         nbytes = op.buf.nbytes
-        seconds = alpha_beta_time(
-            algorithm, nbytes, size, *self._link(nbytes, size), op.buf.itemsize, self.gamma
-        ) + self.finishing(op, size)
+        alpha, beta = self._link(nbytes, size)
+        call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
+        seconds = (
+            call
+            + alpha_beta_time(
+                algorithm, nbytes, size, max(alpha - call, 0.0), beta, op.buf.itemsize, self.gamma
+            )
+            + self.finishing(op, size)
+        )
         return seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size)
 
     def _bytes_by_rank(self, algorithm, n, itemsize, size):

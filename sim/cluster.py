@@ -43,7 +43,9 @@ class Cluster:
     ``costs`` and ``shaping``: a calibrated profile's measured message costs and token buckets
     ({} and None otherwise), of messages between hosts; ``slowdown`` the factor they were
     slowed by for more ranks a core than measured; ``eager_bytes`` the measured eager limit and
-    ``send_overhead_s`` an eager Send's time in its sender (LogP's o).
+    ``send_overhead_s`` an eager Send's time in its sender (LogP's o); ``call_overhead_s`` one
+    MPI call's own cost, which the measured costs hold once a message (MPI's own collectives
+    pay it once a call).
     """
 
     ranks: int
@@ -68,6 +70,7 @@ class Cluster:
     time_slice_s: float  # a turn on a core (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
+    call_overhead_s: float  # one MPI call's own seconds (measured), else 0
     compute: ComputeModel
     faults: FaultSchedule
     collectives: str
@@ -168,6 +171,7 @@ class Cluster:
             "machine_copies": self.machine_copies,
             "eager_bytes": self.eager_bytes,
             "send_overhead_s": self.send_overhead_s,
+            "call_overhead_s": self.call_overhead_s,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
             "jitter_mean": {p: round(j.mean, 4) for p, j in self.jitter.items()},
@@ -344,6 +348,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
+        call_overhead_s=profile.call_overhead_s * slowdown if costs else 0.0,
         compute=compute,
         faults=faults,
         collectives=options.collectives,

@@ -132,6 +132,7 @@ class ClusterProfile:
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
     send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
+    call_overhead_s: float = 0.0  # one MPI call's own seconds, held once by each measured cost
 
     @property
     def sha256(self):
@@ -350,6 +351,9 @@ def load_profile(name_or_path):
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             send_overhead_s=_number(network.get("overhead_s", 0.0), "[network] overhead_s"),
+            call_overhead_s=_number(
+                network.get("call_overhead_s", 0.0), "[network] call_overhead_s"
+            ),
             network=_topology(network.get("topology"), path),
             latency_s=_value(network, "latency", parse_seconds, "[network]"),
             bandwidth_Bps=_value(network, "bandwidth", parse_bandwidth_Bps, "[network]"),

@@ -327,11 +327,15 @@ class RoutedNetwork:
         self._fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
         self.mailbox = [Mailbox(env) for _ in self.hosts]
 
-    def transfer(self, source, dest, nbytes, tag, payload, pattern="oneway", taken=None):
+    def transfer(
+        self, source, dest, nbytes, tag, payload, pattern="oneway", taken=None, sooner_s=0.0
+    ):
         """Process: move ``nbytes`` from rank source to rank dest; done when they have left.
 
         The `Message` (its ``taken`` event, if any, for a rendezvous send to wait on) lands in
-        ``mailbox[dest]`` the route's latency after its last byte left.
+        ``mailbox[dest]`` the route's latency after its last byte left (``sooner_s`` less, at
+        least 0: a message sent from inside an MPI library call, whose measured cost holds a
+        call's own cost once).
         ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
         where the network has them. Yields SimPy events; returns None.
 
@@ -357,7 +361,8 @@ class RoutedNetwork:
                 self._land(in_flight, slot, dest, _DROPPED)
                 raise
             message = Message(source, tag, payload, started, taken)
-            arrival = env.timeout(shaped.alpha_s, (in_flight, slot, dest, message))
+            latency_s = shaped.alpha_s - sooner_s if sooner_s < shaped.alpha_s else 0.0
+            arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
             return
         route = self._routes.get((source, dest)) or self.route(source, dest)
@@ -371,6 +376,8 @@ class RoutedNetwork:
             if self.jitter:  # this message's draw from the measured spread
                 factor = self.jitter[pattern].draw()
                 hold_s, latency_s = hold_s * factor, latency_s * factor
+        if sooner_s:
+            latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0
         held, turn = 0, None  # the links taken are route.links[:held]
         try:
             for link in route.links:  # in the global order: no deadlock on cycles

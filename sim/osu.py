@@ -36,7 +36,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from sim.backend import Simulator
+from sim.backend import LibraryCall, Simulator
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from twinsgd.calibration.osu_tables import format_table, osu_sizes
@@ -143,12 +143,13 @@ def dissemination_barrier(rank, size):
 
 def timed_calls(call, rank, size, calls, warmup, now, seconds):
     """OSU's loop of a collective on one rank: ``warmup + calls`` times a barrier, then
-    ``call()`` (a node program); adds the seconds of the timed calls, from this rank's exit from
+    ``call()`` (a node program of the library's algorithm), each one call into the library
+    (`sim.backend.LibraryCall`); adds the seconds of the timed calls, from this rank's exit from
     the barrier (``now()``: the simulated clock) to the call's end, into ``seconds[rank]``."""
     for i in range(warmup + calls):
-        yield from dissemination_barrier(rank, size)
+        yield LibraryCall(dissemination_barrier(rank, size))  # each one call of the library
         t0 = now()
-        yield from call()
+        yield LibraryCall(call())
         if i >= warmup:
             seconds[rank] += now() - t0
 
@@ -214,6 +215,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         cluster.make_network(),
         eager_bytes=cluster.eager_bytes,
         send_overhead_s=cluster.send_overhead_s,
+        call_overhead_s=cluster.call_overhead_s,
         mpi=mpi,
         gamma=cluster.gamma,
         finish=cluster.finish,

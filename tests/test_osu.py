@@ -435,6 +435,96 @@ def test_an_eager_send_keeps_its_sender_for_logps_o(tmp_path):
     assert logs[0].comm_s == pytest.approx(2e-6, rel=1e-12)
 
 
+@pytest.mark.parametrize("collectives", ["message", "closed-form"])
+def test_mpis_own_allreduce_pays_one_calls_overhead_its_steps_none(collectives):
+    """``call_overhead_s`` c: the measured alpha holds one mpi4py call, so MPI's own allreduce
+    (one call, its steps inside MPI) takes c + sum over steps of (alpha - c + m / beta); ours,
+    a call a step, keeps alpha. 2 ranks, 64 floats, MPICH: Rabenseifner's two exchanges of
+    n / 2; 1 float: recursive doubling's one. Both engines agree."""
+    from sim.backend import Simulator
+    from sim.compute import ComputeModel
+    from twinsgd.programs.ops import Allreduce
+
+    alpha, beta, c = 10e-6, 1e9, 3e-6
+
+    def allreduce(algo, floats):
+        ended = {}
+
+        def program(rank):
+            yield Allreduce(np.ones(floats, np.float32), op="sum", algo=algo)
+            ended[rank] = simulator.env.now
+
+        class Log(Charges):
+            comm_s = 0.0
+
+            def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+                self.comm_s += seconds if kind == "comm" else 0.0
+
+        logs = [Log() for _ in range(2)]
+        nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+        simulator = Simulator(
+            nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=0.0), collectives,
+            call_overhead_s=c,
+        )  # fmt: skip
+        simulator.run([program(r) for r in range(2)])
+        assert logs[0].comm_s == pytest.approx(ended[0], rel=1e-12)  # all of it comm
+        return ended[0]
+
+    n = 64 * 4
+    assert allreduce("mpi", 64) == pytest.approx(c + 2 * (alpha - c + n / 2 / beta), rel=1e-12)
+    assert allreduce("mpi", 1) == pytest.approx(c + (alpha - c + 4 / beta), rel=1e-12)
+    assert allreduce("ring", 64) == pytest.approx(2 * (alpha + n / 2 / beta), rel=1e-12)
+
+
+def test_mpis_barrier_sends_its_rounds_after_the_first_from_inside_the_call():
+    """The entry barrier before a collective is MPI's Barrier, one call: of its ceil(log2 4) =
+    2 rounds of empty messages the first costs alpha, the second alpha - c; all of it wait."""
+    from sim.backend import Simulator
+    from sim.compute import ComputeModel
+    from twinsgd.programs.ops import Allreduce
+
+    alpha, c = 10e-6, 3e-6
+    waited = {}
+
+    class Log(Charges):
+        def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+            if kind == "wait":
+                waited[self] = waited.get(self, 0.0) + seconds
+
+    def program(rank):
+        yield Allreduce(np.ones(4, np.float32), op="sum", algo="ring")  # equal chunks
+
+    logs = [Log() for _ in range(4)]
+    nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
+    simulator = Simulator(
+        nodes, logs, alpha, 1e9, ComputeModel(seconds_per_sample=0.0), entry_barrier=True,
+        call_overhead_s=c,
+    )  # fmt: skip
+    simulator.run([program(r) for r in range(4)])
+    for log in logs:
+        assert waited[log] == pytest.approx(alpha + (alpha - c), rel=1e-9)
+
+
+def test_a_profiles_call_overhead_reaches_the_simulator_and_config(tmp_path):
+    """``[network] call_overhead_s`` is read, slowed with the other measured costs, and
+    recorded in config.json's cluster header; without measured costs it is 0."""
+    import tomli_w
+
+    oneway = _measured_cost(5e-6, 1e9)
+    path = tmp_path / "c.toml"
+    network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s", "eager_bytes": 4096}
+    network |= {"call_overhead_s": 1.5e-6, "oneway": oneway, "sendrecv": oneway}
+    path.write_text(tomli_w.dumps({"cluster": {"name": "c"}, "network": network}))
+    args = build_parser().parse_args(["osu_allreduce", "--profile", str(path)])
+    measured = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+    assert measured.call_overhead_s == 1.5e-6 and measured.header()["call_overhead_s"] == 1.5e-6
+    bad = tmp_path / "bad.toml"
+    document = {"cluster": {"name": "c"}, "network": network | {"call_overhead_s": "x"}}
+    bad.write_text(tomli_w.dumps(document))
+    with pytest.raises(ValueError, match="call_overhead_s"):
+        load_profile(str(bad))
+
+
 def test_simulated_osu_mbw_mr_shares_the_nic_and_its_table_fits_the_nic(tmp_path):
     """4 pairs across 2 hosts (8 ranks, 4 a host), 1 GB/s links, a 2 GB/s NIC a host: the pairs
     together move the NIC's 2 GB/s, not 4 x 1; that table, read back, fits [network]
