@@ -528,17 +528,21 @@ class Simulator:
             snapshot = copies[id(payload)]
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
-        return self.env.process(
-            self.network.transfer(
-                node.rank,
-                dest,
-                payload.nbytes,
-                tag,
-                snapshot,
-                "sendrecv",
-                None,
-                self._sooner[node.rank],
-            )
+        return self.env.process(self._carry(node, dest, payload, tag, "sendrecv", None, snapshot))
+
+    def _carry(self, node, dest, payload, tag, pattern="oneway", taken=None, snapshot=None):
+        """The network's transfer (a generator) of ``payload`` from ``node`` to ``dest``: its
+        bytes, a snapshot of it (or ``snapshot``), and how much sooner than measured it lands
+        (sent from inside an MPI call)."""
+        return self.network.transfer(
+            node.rank,
+            dest,
+            payload.nbytes,
+            tag,
+            _snapshot(payload) if snapshot is None else snapshot,
+            pattern,
+            taken,
+            self._sooner[node.rank],
         )
 
     def _posted(self, node, source, tag):
@@ -584,16 +588,7 @@ class Simulator:
             if dest in granted and dest in self._parked:  # it waits for another message now
                 host.release(dest)
         taken = self.env.event()
-        yield from self.network.transfer(
-            rank,
-            dest,
-            payload.nbytes,
-            op.tag,
-            _snapshot(payload),
-            "oneway",
-            taken,
-            self._sooner[rank],
-        )
+        yield from self._carry(node, dest, payload, op.tag, "oneway", taken)
         yield from self._blocked(node, taken)
 
     def _take(self, node, source, tag):
@@ -630,33 +625,13 @@ class Simulator:
         if self.wire is not None and not isinstance(payload, np.ndarray):
             yield self.env.timeout(self.wire.write(payload.nbytes))  # its wire bytes written
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
-            self.env.process(
-                self.network.transfer(
-                    node.rank,
-                    op.dest,
-                    payload.nbytes,
-                    op.tag,
-                    _snapshot(payload),
-                    "oneway",
-                    None,
-                    self._sooner[node.rank],
-                )
-            )  # eager: on its own
+            self.env.process(self._carry(node, op.dest, payload, op.tag))  # eager: on its own
             if self.send_overhead_s:  # the sender's time inside the call (LogP's o)
                 yield self.env.timeout(self.send_overhead_s)
             self._charge(node, t0, (), payload.nbytes)
             return
         if not self.eager_bytes:  # no protocols measured: done when the bytes have left
-            yield from self.network.transfer(
-                node.rank,
-                op.dest,
-                payload.nbytes,
-                op.tag,
-                _snapshot(payload),
-                "oneway",
-                None,
-                self._sooner[node.rank],
-            )
+            yield from self._carry(node, op.dest, payload, op.tag)
         elif (
             (host := self.cores.get(node.rank))
             and self.cores.get(op.dest) is host
@@ -665,16 +640,7 @@ class Simulator:
             yield from self._copy_on_cores(node, op, host)  # (on one core they take turns)
         else:  # rendezvous: done when the receiver has the message (it may be off its core)
             taken = self.env.event()
-            yield from self.network.transfer(
-                node.rank,
-                op.dest,
-                payload.nbytes,
-                op.tag,
-                _snapshot(payload),
-                "oneway",
-                taken,
-                self._sooner[node.rank],
-            )
+            yield from self._carry(node, op.dest, payload, op.tag, "oneway", taken)
             yield from self._blocked(node, taken)
         self._charge(node, t0, (), payload.nbytes)
 
@@ -696,16 +662,7 @@ class Simulator:
         t0, payload, source, tag = self.env.now, op.payload, op.source, op.tag
         request = self._posted(node, source, tag)
         try:
-            yield from self.network.transfer(
-                node.rank,
-                op.dest,
-                payload.nbytes,
-                tag,
-                _snapshot(payload),
-                "sendrecv",
-                None,
-                self._sooner[node.rank],
-            )
+            yield from self._carry(node, op.dest, payload, tag, "sendrecv")
             message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
                 yield self.env.timeout(self.gamma * message.payload.nbytes)

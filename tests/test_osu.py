@@ -384,18 +384,11 @@ def test_simulated_bcast_is_the_librarys_long_message_one(mpi):
 def test_an_eager_send_keeps_its_sender_for_logps_o(tmp_path):
     """A profile's measured ``overhead_s`` (LogP's o) on an eager Send: the sender is busy o,
     charged as comm, while the message arrives at the measured one-way time (which holds o)."""
-    import tomli_w
 
     from sim.backend import Simulator
     from sim.compute import ComputeModel
 
-    oneway = _measured_cost(5e-6, 1e9)
-    path = tmp_path / "o.toml"
-    network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s", "eager_bytes": 4096}
-    network |= {"overhead_s": 2e-6, "oneway": oneway, "sendrecv": oneway}
-    path.write_text(tomli_w.dumps({"cluster": {"name": "o"}, "network": network}))
-    args = build_parser().parse_args(["osu_latency", "--profile", str(path)])
-    measured = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+    measured = _measured_cluster(tmp_path, "osu_latency", {"overhead_s": 2e-6})
     assert measured.send_overhead_s == 2e-6 and measured.header()["send_overhead_s"] == 2e-6
     done = {}
 
@@ -506,23 +499,26 @@ def test_mpis_barrier_sends_its_rounds_after_the_first_from_inside_the_call():
 
 
 def test_a_profiles_call_overhead_reaches_the_simulator_and_config(tmp_path):
-    """``[network] call_overhead_s`` is read, slowed with the other measured costs, and
-    recorded in config.json's cluster header; without measured costs it is 0."""
+    """``[network] call_overhead_s`` is read and recorded in config.json's cluster header; one
+    that is not a number is refused, naming the key."""
+    measured = _measured_cluster(tmp_path, "osu_allreduce", {"call_overhead_s": 1.5e-6})
+    assert measured.call_overhead_s == 1.5e-6 and measured.header()["call_overhead_s"] == 1.5e-6
+    with pytest.raises(ValueError, match="call_overhead_s"):
+        _measured_cluster(tmp_path, "osu_allreduce", {"call_overhead_s": "x"})
+
+
+def _measured_cluster(tmp_path, bench, network_keys):
+    """The `build_cluster` of ``bench`` on a profile of measured costs (5 us, 1 GB/s, an eager
+    limit of 4 KiB) with ``network_keys`` added to its ``[network]``."""
     import tomli_w
 
     oneway = _measured_cost(5e-6, 1e9)
-    path = tmp_path / "c.toml"
+    path = tmp_path / "measured.toml"
     network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s", "eager_bytes": 4096}
-    network |= {"call_overhead_s": 1.5e-6, "oneway": oneway, "sendrecv": oneway}
-    path.write_text(tomli_w.dumps({"cluster": {"name": "c"}, "network": network}))
-    args = build_parser().parse_args(["osu_allreduce", "--profile", str(path)])
-    measured = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
-    assert measured.call_overhead_s == 1.5e-6 and measured.header()["call_overhead_s"] == 1.5e-6
-    bad = tmp_path / "bad.toml"
-    document = {"cluster": {"name": "c"}, "network": network | {"call_overhead_s": "x"}}
-    bad.write_text(tomli_w.dumps(document))
-    with pytest.raises(ValueError, match="call_overhead_s"):
-        load_profile(str(bad))
+    network |= {"oneway": oneway, "sendrecv": oneway, **network_keys}
+    path.write_text(tomli_w.dumps({"cluster": {"name": "measured"}, "network": network}))
+    args = build_parser().parse_args([bench, "--profile", str(path)])
+    return build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
 
 
 def test_simulated_osu_mbw_mr_shares_the_nic_and_its_table_fits_the_nic(tmp_path):
