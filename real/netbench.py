@@ -187,13 +187,39 @@ def eager_limit(comm, late_s=0.02):
     return limit if comm.rank == 0 else None
 
 
-def allreduce_in_situ(comm, sizes, step, quick=False):
+def allreduce_in_situ(comm, sizes, step, quick=False, outside=None):
     """Seconds of the programs' own allreduce of n bytes between ranks 0 and 1, in situ (the
     module's docstring): the ring (`real.backend.ring_allreduce_mpi`, a ``Sendrecv`` each way,
     the add of the received half) and the division into the mean, as the real backend's comm
     times them. What is left past its messages and its add is the work programs pay around
-    them (`real.calibrate`). Collective; on rank 0, None elsewhere."""
-    return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
+    them (`real.calibrate`). ``outside`` (a dict): gets, by size, the seconds each repetition
+    spent outside its MPI calls (the slicing, the add, the division: Python's and numpy's
+    work). Collective; on rank 0, None elsewhere."""
+    if outside is None:
+        return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
+
+    def ring_mean(pair, buf, inbox):
+        timed = _TimedSendrecv(pair)
+        t0 = time.perf_counter()
+        _ring_mean(timed, buf, inbox)
+        outside.setdefault(buf.nbytes, []).append(time.perf_counter() - t0 - timed.inside_s)
+
+    return _on_pair(comm, sizes, quick, ring_mean, halve=False, step=step)
+
+
+class _TimedSendrecv:
+    """``comm``, whose ``Sendrecv`` calls add their seconds to ``inside_s``."""
+
+    def __init__(self, comm):
+        self._comm, self.inside_s = comm, 0.0
+
+    def Sendrecv(self, *args, **kwargs):
+        t0 = time.perf_counter()
+        self._comm.Sendrecv(*args, **kwargs)
+        self.inside_s += time.perf_counter() - t0
+
+    def __getattr__(self, name):
+        return getattr(self._comm, name)
 
 
 def _on_pair(comm, sizes, quick, pattern, halve, step=None, samples=None, refill_s=0.0):
