@@ -977,9 +977,9 @@ def _incast_check(measured, oneway):
 
 def _emulated_shaper():
     """The token buckets of the emulated cluster these ranks run on (`real.cluster` says where
-    its state is in ``TWINSGD_CLUSTER``), as ``[network.shaper]``: per host, in rank order (rank
-    r on host r mod hosts), the configured rate (bytes/s of frames) and burst (bytes); None on
-    any other network."""
+    its state is in ``TWINSGD_CLUSTER``), as ``[network.shaper]``: per host, in host order (the
+    simulator's host h is h_h: ranks fill both in blocks), the configured rate (bytes/s of
+    frames) and burst (bytes); None on any other network."""
     import json
 
     path = os.environ.get("TWINSGD_CLUSTER")

@@ -66,10 +66,11 @@ def build_parser():
     sub.add_parser("down", help="remove everything with the tsgd prefix (idempotent)")
     run = sub.add_parser(
         "run",
-        help="run CMD as one MPI rank per emulated host",
+        help="run CMD as N MPI ranks on the emulated hosts",
         description=(
-            "Run CMD under mpiexec, rank K on host K mod hosts. With --hosts, bring a cluster up "
-            "for this command only and take it down on any exit."
+            "Run CMD under mpiexec, the ranks in blocks: rank K on host K // ceil(N / hosts). "
+            "With --hosts, bring a cluster up for this command only and take it down on any "
+            "exit."
         ),
     )
     run.add_argument("-n", type=int, required=True, metavar="N", help="number of ranks")
@@ -271,13 +272,16 @@ def status_lines():
 
 
 def mpiexec_command(state, n, command):
-    """The MPMD command line: rank K runs ``command`` on host K mod hosts, entered through this
-    module's ``_enter`` (cgroup, UTS namespace, hostname) and then ``ip netns exec``."""
+    """The MPMD command line: ranks in blocks, as Slurm's default distribution and MPICH's
+    ``-ppn`` place them and as the simulator does (rank K on host K // ceil(n / hosts): 4
+    ranks on 2 hosts are 0, 1 on h0 and 2, 3 on h1), each entered through this module's
+    ``_enter`` (cgroup, UTS namespace, hostname) and then ``ip netns exec``."""
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
     hosts = state["hosts"]
+    per_host = -(-n // len(hosts))
     argv = [mpiexec]
     for rank in range(n):
-        h = hosts[rank % len(hosts)]
+        h = hosts[rank // per_host]
         argv += [":"] if rank else []
         argv += [
             "-n",

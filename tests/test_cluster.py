@@ -351,3 +351,19 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     table = read_table(f"{out.with_suffix('.osu_allreduce.txt')}:4x2")
     assert table.bench == "osu_allreduce" and table.sizes[-1] == 4**10
     assert "sim.osu osu_allreduce" in done.stdout and "--ranks 4 --ranks-per-host 2" in done.stdout
+
+
+def test_run_places_the_ranks_in_blocks_as_the_simulator_does():
+    """rank K on host K // ceil(N / hosts), the simulator's rank r on host r // ranks_per_host:
+    a 2 x 2 run's measured table and its simulation put the same ranks together."""
+    from real.cluster import mpiexec_command
+
+    state = {"hosts": [{"name": f"h{i}", "cgroup": None, "netns": f"n{i}"} for i in range(4)]}
+
+    def placed(n, hosts):
+        argv = mpiexec_command({"hosts": state["hosts"][:hosts]}, n, ["cmd"])
+        return [argv[i + 1] for i, word in enumerate(argv) if word == "_enter"]
+
+    assert placed(4, 2) == ["h0", "h0", "h1", "h1"] == [f"h{r // 2}" for r in range(4)]
+    assert placed(3, 2) == ["h0", "h0", "h1"]
+    assert placed(2, 4) == ["h0", "h1"]
