@@ -62,10 +62,10 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [cluster]   name, calibrated = true, source, cores, one_machine, hosts, time_slice_s,
                 memory_copies
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
-                largest segment's), overhead_s (LogP's o), call_overhead_s (one mpi4py call
-                on its own: each measured message holds it once, a step inside one of MPI's
-                own collectives does not), eager_bytes (the largest Send that returns before
-                its receiver is there)
+                largest segment's), overhead_s (LogP's o), call_overhead_s (what each
+                measured message holds once and a step inside one of MPI's own collectives
+                does not: `netbench.call_overhead`), eager_bytes (the largest Send that
+                returns before its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
@@ -332,6 +332,7 @@ def _measure(args, comm, work):
     outside = {}  # by size: each repetition's seconds outside its MPI calls
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick, outside)
     wire = netbench.wire_in_situ(comm, step, args.quick)
+    call_overhead_s = netbench.call_overhead(network, library_for(_mpi_library()))
     network.Free()
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
     allocation = (
@@ -342,7 +343,6 @@ def _measure(args, comm, work):
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
     incast = netbench.incast(comm, incast_sizes, args.quick, refill_s)
     overhead_s = netbench.send_overhead(comm)
-    call_overhead_s = netbench.call_overhead(comm)
     eager_bytes = netbench.eager_limit(comm)
     time_slice_s = measure_time_slice() if comm.rank == 0 else None
     memory_copies = measure_memory_copies(args.quick) if comm.rank == 0 else None
@@ -1075,8 +1075,9 @@ def _summary(
         f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
         f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
         f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
-        f"send overhead o: {_seconds_text(measured['overhead_s'])}; one call on its own "
-        f"{_seconds_text(measured['call_overhead_s'])}; a Send of up to "
+        f"send overhead o: {_seconds_text(measured['overhead_s'])}; a step inside MPI's own "
+        f"collectives {_seconds_text(measured['call_overhead_s'])} under the hot loop's; a "
+        f"Send of up to "
         f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
         f"(eager)",
     ]

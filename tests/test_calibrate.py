@@ -109,7 +109,7 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert wire["source"] == "program" and wire["read_s"] == wire["program"]["read_s"]  # 2 ranks
     assert "incast" not in p["network"]  # 2 ranks: no incast
     assert p["network"]["overhead_s"] > 0
-    assert 0 < p["network"]["call_overhead_s"] < 1e-3  # one mpi4py call on its own
+    assert 0 <= p["network"]["call_overhead_s"] < 1e-3  # a step inside MPI under the hot loop
     assert p["compute"]["batch_size"] == 100
     assert set(p["compute"]["seconds_per_sample"]) == {"mlp", "cnn"}
     assert set(p["compute"]["seconds_per_step"]) == {"mlp", "cnn"}
