@@ -105,6 +105,14 @@ def collective_us(comm, bench, nbytes, iterations, warmup):
 
         def call():
             comm.Alltoall(send, recv)
+    elif bench == "osu_reduce":
+        send, recv = (
+            np.ones(max(1, nbytes // 4), np.float32),
+            np.zeros(max(1, nbytes // 4), np.float32),
+        )
+
+        def call():
+            comm.Reduce(send, recv, op=MPI.SUM, root=0)
     else:
         buf = np.ones(nbytes, np.uint8)
 

@@ -27,7 +27,8 @@ a full bucket half that. There the loop is simulated as OSU runs it: warm-up cal
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
 Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
 doubling, Bruck's, neighbour exchange) and bcast (binomial tree, scatter + allgather, split
-binary tree, pipeline) as the library picks them.
+binary tree, pipeline) as the library picks them; reduce as MPICH picks it (Open MPI's rules
+are not modelled: refused).
 """
 
 import argparse
@@ -50,8 +51,10 @@ from twinsgd.programs.mpi_choices import (
     allreduce_algorithm,
     alltoall_algorithm,
     bcast_algorithm,
+    reduce_algorithm,
 )
 from twinsgd.programs.ops import Recv, Send
+from twinsgd.programs.reductions import REDUCES
 from twinsgd.run.interrupt import one_line_on_interrupt
 from twinsgd.run.units import flag_type, parse_size_range
 
@@ -127,6 +130,13 @@ def osu_bcast(nbytes, rank, size, mpi="mpich"):
     yield from BCASTS[algorithm](GhostArray(nbytes, np.uint8), 0, rank, size, segment_bytes)
 
 
+def osu_reduce(nbytes, rank, size, mpi="mpich"):
+    """One reduce of ``nbytes // 4`` floats to rank 0, as the library ``mpi`` picks it."""
+    buf = GhostArray(max(1, nbytes // 4))
+    algorithm = reduce_algorithm(mpi, buf.size, buf.itemsize, size)
+    yield from REDUCES[algorithm](buf, 0, rank, size)
+
+
 def dissemination_barrier(rank, size):
     """MPICH's barrier between hosts (``MPIR_Barrier_intra_k_dissemination``, k = 2, in its
     built-in selection): in round k every rank sends an empty message to rank + 2^k and takes
@@ -165,6 +175,7 @@ COLLECTIVES = {
     "osu_allgather": osu_allgather,
     "osu_alltoall": osu_alltoall,
     "osu_bcast": osu_bcast,
+    "osu_reduce": osu_reduce,
 }
 BENCHMARKS = {**POINT_TO_POINT, **COLLECTIVES}
 
@@ -329,6 +340,8 @@ def main(argv=None):
         profile = load_profile(args.profile) if args.profile else None
         cluster = build_cluster(machine_options(args), profile, None, "osu")
         sizes = osu_sizes(args.bench, *(args.sizes or ()))
+        if args.bench == "osu_reduce":  # the library's rules, checked before any simulating
+            reduce_algorithm(cluster.mpi, 1, 4, cluster.ranks)
     except ValueError as err:
         parser.error(str(err))
     for line in table(args.bench, cluster, sizes, args.iterations):

@@ -24,6 +24,7 @@ HAVE_EXAMPLES = {  # modules whose examples are their documentation: they must k
     "twinsgd.programs.ghost",
     "twinsgd.programs.block_collectives",
     "twinsgd.programs.broadcasts",
+    "twinsgd.programs.reductions",
     "twinsgd.calibration.osu_tables",
     "twinsgd.calibration.costfit",
     "twinsgd.data.errors",

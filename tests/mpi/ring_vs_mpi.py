@@ -2,8 +2,9 @@
 the same bits on every rank, bytes as counted), our broadcasts (binomial, scatter + ring or
 recursive-doubling allgather, the segmented pipeline, the split binary tree) against MPI's
 Bcast, our
-allgathers (ring, recursive doubling, Bruck's, neighbour exchange) against MPI's Allgather, and
-our pairwise, linear and Bruck alltoalls against MPI's Alltoall (bytes as counted).
+allgathers (ring, recursive doubling, Bruck's, neighbour exchange) against MPI's Allgather, our
+pairwise, linear and Bruck alltoalls against MPI's Alltoall (bytes as counted), and MPICH's
+reduces (binomial, reduce-scatter and gather) against MPI's Reduce, from every root.
 
 Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts the job) otherwise.
 """
@@ -25,6 +26,7 @@ from twinsgd.programs.collectives import (
     binomial_bcast,
     binomial_bcast_bytes,
 )
+from twinsgd.programs.reductions import REDUCES
 
 comm = MPI.COMM_WORLD
 rank, size = comm.rank, comm.size
@@ -117,6 +119,19 @@ for root in range(size):
             sent, received = run_collective_mpi(comm, program)
             np.testing.assert_array_equal(ours, theirs)
             assert received == (0 if rank == root else 4 * n), (n, segment_bytes, received)
+            assert comm.allreduce(sent) == comm.allreduce(received)
+
+pof2 = 1 << (size.bit_length() - 1)
+for root in range(size):
+    for n in (pof2, pof2 + 1, 2 * size + 3, 1001):  # integers: every order of adding agrees
+        values = np.random.default_rng([root, n, rank]).integers(-99, 99, n).astype(np.float32)
+        theirs = np.zeros_like(values)
+        comm.Reduce(values, theirs, op=MPI.SUM, root=root)
+        for name, reduce in REDUCES.items():
+            ours = values.copy()
+            sent, received = run_collective_mpi(comm, reduce(ours, root, rank, size))
+            if rank == root:
+                np.testing.assert_array_equal(ours, theirs, err_msg=f"{name} n={n}")
             assert comm.allreduce(sent) == comm.allreduce(received)
 
 if rank == 0:

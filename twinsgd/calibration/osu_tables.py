@@ -74,7 +74,8 @@ OSU_COLUMNS = {
     "osu_bibw": "Bandwidth (MB/s)",
     "osu_mbw_mr": "MB/s",
     **dict.fromkeys(
-        ("osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"), "Avg Latency(us)"
+        ("osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast", "osu_reduce"),
+        "Avg Latency(us)",
     ),
 }
 

@@ -31,7 +31,9 @@ ranks (than p', the largest power of two <= size, for Rabenseifner's), as both l
 does. Alltoall: each library's choice among pairwise exchange, all at once (linear) and Bruck's
 (`alltoall_algorithm`); allgather among the ring, recursive doubling, Bruck's and neighbour
 exchange (`allgather_algorithm`). Broadcast: MPICH's binomial tree or scatter + allgather,
-Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`).
+Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`). Reduce:
+MPICH's binomial tree or reduce-scatter and gather (`reduce_algorithm`); Open MPI's are not
+written.
 """
 
 import math
@@ -280,6 +282,30 @@ def bcast_algorithm(library, nbytes, size, count=None):
         if size < a * nbytes + b:
             return "pipeline", segment
     return "pipeline", 8192
+
+
+MPICH_REDUCE_SHORT = 2048  # MPICH 4/5 JSON: binomial for avg_msg_size<=2048 (inclusive)
+
+
+def reduce_algorithm(library, count, itemsize, size):
+    """The reduce (`programs.reductions.REDUCES`) ``library`` runs for ``count`` elements of
+    ``itemsize`` bytes to one root of ``size`` ranks (a built-in, commutative op): MPICH 4 and
+    5's built-in selection, ``binomial`` up to 2,048 bytes or with fewer elements than the
+    largest power of two <= size, else ``reduce-scatter-gather``. Open MPI's reduce rules are
+    not modelled: ValueError, one line.
+
+    >>> [reduce_algorithm("mpich", n, 4, 8) for n in (512, 513)]
+    ['binomial', 'reduce-scatter-gather']
+    >>> reduce_algorithm("mpich", 600, 4, 1024)
+    'binomial'
+    """
+    _check(library)
+    if library != "mpich":
+        raise ValueError(f"{library}'s reduce rules are not modelled: --mpi mpich")
+    pof2 = 1 << (size.bit_length() - 1)
+    if count * itemsize <= MPICH_REDUCE_SHORT or count < pof2:
+        return "binomial"
+    return "reduce-scatter-gather"
 
 
 def library_for(version):

@@ -1,0 +1,160 @@
+"""Reduce to one root as MPICH runs it, built from our operations so the same program runs
+measured under MPI and simulated (`sim.osu`'s osu_reduce).
+
+- `binomial_reduce`: MPICH's ``MPIR_Reduce_intra_binomial`` for a commutative op. Relative to
+  the root, a rank adds in what each child of a binomial tree sends it (the child at relative
+  rank ``rel | mask`` for each ``mask`` below its own lowest set bit) and then sends its sum to
+  its parent (``rel - mask``). ``ceil(log2 p)`` rounds: ``log2 p (alpha + n/beta + n gamma)``
+  (Thakur, Rabenseifner and Gropp 2005).
+- `reduce_scatter_gather`: MPICH's ``MPIR_Reduce_intra_reduce_scatter_gather`` (Rabenseifner's
+  reduce): past a power of two p' the odd ranks below 2 (p - p') hand their buffer to the even
+  one below them and sit out; the p' left reduce-scatter by recursive halving (block i, of
+  ``n / p'`` elements, the first ``n mod p'`` one more, ends summed at new rank i), then the
+  blocks are gathered to the root down a binomial tree of the same halving, halves growing.
+  ``2 log2 p' alpha + 2 (p'-1)/p' n/beta + (p'-1)/p' n gamma`` for a power of two.
+
+MPICH 4 and 5 pick (their built-in selection, the JSON in the library): the binomial tree up to
+2,048 bytes, or where the buffer has fewer elements than p'; else the reduce-scatter and gather
+(`mpi_choices.reduce_algorithm`). Only the root's buffer holds the sum on return; the others'
+hold partial sums, as MPI leaves a non-root's receive buffer undefined.
+"""
+
+import numpy as np
+
+from twinsgd.programs.collectives import _check_rank
+from twinsgd.programs.ops import Recv, Send, SendRecv
+
+
+def binomial_reduce(buf, root, rank, size, tag=0):
+    """Sum ``buf`` over ``size`` ranks into ``root``'s ``buf`` down a binomial tree (the
+    module's docstring). Yields Send and Recv; returns ``buf``.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.full(3, float(r)) for r in range(5)]
+    >>> _ = run_lockstep([binomial_reduce(b, 2, r, 5) for r, b in enumerate(bufs)])
+    >>> bufs[2].tolist()
+    [10.0, 10.0, 10.0]
+    """
+    _check_rank(rank, size)
+    _check_rank(root, size, "root")
+    rel, mask, incoming = (rank - root) % size, 1, None
+    while mask < size:
+        if rel & mask:  # all my children are in: my sum to my parent
+            yield Send(dest=(rel - mask + root) % size, payload=buf, tag=tag)
+            break
+        if rel | mask < size:
+            if incoming is None:
+                incoming = np.empty_like(buf)
+            source = ((rel | mask) + root) % size
+            got = yield Recv(source=source, tag=tag, buf=incoming, reduces=True)
+            np.add(buf, got[1], out=buf)
+        mask <<= 1
+    return buf
+
+
+def reduce_scatter_gather(buf, root, rank, size, tag=0):
+    """Sum ``buf`` over ``size`` ranks into ``root``'s ``buf`` by MPICH's reduce-scatter and
+    gather (the module's docstring); needs ``len(buf)`` >= the largest power of two <= size.
+    Yields Send, Recv and SendRecv; returns ``buf``.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.arange(8.0) + r for r in range(6)]
+    >>> _ = run_lockstep([reduce_scatter_gather(b, 3, r, 6) for r, b in enumerate(bufs)])
+    >>> bufs[3].tolist() == (6 * np.arange(8.0) + 15).tolist()
+    True
+    """
+    _check_rank(rank, size)
+    _check_rank(root, size, "root")
+    pof2 = 1 << (size.bit_length() - 1)
+    if len(buf) < pof2:
+        raise ValueError(f"reduce_scatter_gather needs >= {pof2} elements, got {len(buf)}")
+    rem = size - pof2
+    incoming = np.empty_like(buf)
+    if rank < 2 * rem and rank % 2:  # odd: hand my buffer down, sit out
+        yield Send(dest=rank - 1, payload=buf, tag=tag)
+        newrank = None
+    else:
+        if rank < 2 * rem:  # even: take my odd neighbour's in
+            got = yield Recv(source=rank + 1, tag=tag, buf=incoming, reduces=True)
+            np.add(buf, got[1], out=buf)
+            newrank = rank // 2
+        else:
+            newrank = rank - rem
+    counts = np.full(pof2, len(buf) // pof2)
+    counts[: len(buf) % pof2] += 1
+    offsets = np.concatenate(([0], np.cumsum(counts)))  # block i is [offsets[i], offsets[i+1])
+
+    def real(new):  # a new rank's real rank
+        return new * 2 if new < rem else new + rem
+
+    def span(first, last):  # blocks [first, last) of buf
+        return slice(int(offsets[first]), int(offsets[last]))
+
+    send_idx = recv_idx = 0
+    last_idx = pof2
+    if newrank is not None:  # reduce-scatter by recursive halving
+        mask = 1
+        while mask < pof2:
+            partner = newrank ^ mask
+            if newrank < partner:
+                send_idx = recv_idx + pof2 // (mask * 2)
+                out, into = span(send_idx, last_idx), span(recv_idx, send_idx)
+            else:
+                recv_idx = send_idx + pof2 // (mask * 2)
+                out, into = span(send_idx, recv_idx), span(recv_idx, last_idx)
+            got = yield SendRecv(
+                dest=real(partner),
+                payload=buf[out],
+                source=real(partner),
+                buf=incoming[into],
+                tag=tag,
+                reduces=True,
+            )
+            np.add(buf[into], got, out=buf[into])
+            send_idx = recv_idx
+            mask <<= 1
+            if mask < pof2:
+                last_idx = recv_idx + pof2 // mask
+    # the gather to the root; a root that sat out takes new rank 0's place
+    if root < 2 * rem and root % 2:
+        if rank == root:
+            yield Recv(source=0, tag=tag, buf=buf[span(0, 1)])
+            newrank, send_idx, last_idx = 0, 0, 2
+        elif newrank == 0:
+            yield Send(dest=root, payload=buf[span(0, 1)], tag=tag)
+            newrank = None
+        newroot = 0
+    else:
+        newroot = root // 2 if root < 2 * rem else root - rem
+    if newrank is None:
+        return buf
+    levels = pof2.bit_length() - 1
+    mask, j = pof2 >> 1, levels - 1
+    while mask > 0:
+        partner = newrank ^ mask
+        dest = real(partner)
+        if partner == 0 and root < 2 * rem and root % 2:
+            dest = root
+        if newrank < partner:
+            if mask != pof2 // 2:
+                last_idx += pof2 // (mask * 2)
+            recv_idx = send_idx + pof2 // (mask * 2)
+            out, into = span(send_idx, recv_idx), span(recv_idx, last_idx)
+        else:
+            recv_idx = send_idx - pof2 // (mask * 2)
+            out, into = span(send_idx, last_idx), span(recv_idx, send_idx)
+        if partner >> j == newroot >> j:  # the partner's half holds the root: send and stop
+            yield Send(dest=dest, payload=buf[out], tag=tag)
+            break
+        yield Recv(source=dest, tag=tag, buf=buf[into])
+        if newrank > partner:
+            send_idx = recv_idx
+        mask >>= 1
+        j -= 1
+    return buf
+
+
+REDUCES = {
+    "binomial": binomial_reduce,
+    "reduce-scatter-gather": reduce_scatter_gather,
+}
