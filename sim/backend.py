@@ -106,9 +106,9 @@ def rare_collections():
 class LibraryCall:
     """An operation of the simulator's own (no backend measures it): one call of the MPI
     library whose work is ``program``, a node program of the library's algorithm (`SendRecv`
-    steps and the like); its reply is what ``program`` returns. It pays the call's own cost
-    once, where the same steps yielded one by one would each be a call (`sim.osu`'s
-    collectives; ``Simulator``'s ``call_overhead_s``)."""
+    steps and the like); its reply is what ``program`` returns. Its steps after the first are
+    sent from inside the library, where the same steps yielded one by one would each follow
+    the program (`sim.osu`'s collectives; ``Simulator``'s ``call_overhead_s``)."""
 
     program: Generator
 
@@ -147,12 +147,12 @@ class Simulator:
         has taken the message (a parameter server takes its workers' pushes one by one);
         0: no protocols measured, every Send returns when its bytes have left.
     call_overhead_s : float
-        The seconds one call into the MPI library costs on its own (mpi4py's and MPI's entry
-        and exit, a calibrated profile's ``call_overhead_s``). The measured message costs are
-        of a hot loop of such calls, so each holds the program's return from one call and entry
-        into the next. Inside a collective of MPI's own (``--allreduce mpi``, the compressed
-        Allgather, the entry barrier, `LibraryCall`) only its first step follows the program;
-        the messages of its later steps arrive that much sooner.
+        What a step inside one of MPI's own collectives saves against the same message in the
+        measured hot loop of calls, each of which holds the program's return from one call and
+        entry into the next (a calibrated profile's ``call_overhead_s``). Inside a collective
+        of MPI's own (``--allreduce mpi``, the compressed Allgather, the entry barrier,
+        `LibraryCall`) only its first step follows the program; the messages of its later
+        steps arrive that much sooner.
     send_overhead_s : float
         LogP's o: the seconds an eager Send keeps its sender (a calibrated profile's measured
         ``overhead_s``), charged as comm while its bytes are already on their way; their
