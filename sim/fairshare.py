@@ -22,6 +22,8 @@ Units: bucket bytes (frames) for tokens and rates; a flow of n payload bytes of 
 efficiency e carries ``n / e`` bucket bytes.
 """
 
+import math
+
 from simpy.events import Event
 
 _DONE = 1e-9  # a flow with this many bucket bytes left (relative to its size) has finished
@@ -141,13 +143,17 @@ class FluidStar:
             active = [f for f in active if f.rate is None]
 
     def _next_event_s(self):
-        """Seconds to the next flow done or bucket emptied (the rates change then)."""
+        """Seconds to the next flow done or bucket emptied (the rates change then); at least
+        two steps of the clock's float, so that the state moves: a bucket's last crumbs of
+        tokens drained at a message's own rate within a burst (GB/s) would otherwise take
+        less than the clock can add to its time (1e-15 s is nothing to a clock at 1,000 s),
+        and the simulation would stand still."""
         soonest = min(flow.remaining / flow.rate for flow in self._flows if flow.rate > 0)
         for bucket, through in self._through().items():
             drain = through - bucket.rate_Bps
             if bucket.tokens > _DONE * bucket.burst_bytes and drain > 0:
                 soonest = min(soonest, bucket.tokens / drain)
-        return max(soonest, 0.0)
+        return max(soonest, 2 * math.ulp(self.env.now))
 
     def _through(self):
         """Bucket -> bucket bytes per second passing through it now."""

@@ -229,6 +229,46 @@ def test_a_message_within_a_burst_moves_as_the_one_way_measurement_moved_its_siz
     assert through(4096, empty=True) == pytest.approx(4096 / (RATE * EFF), rel=1e-6)
 
 
+_LATE_CLOCK = """
+import simpy
+from sim.fairshare import FluidStar
+from sim.shaping import ShapedPattern, Shaping
+from twinsgd.calibration.costfit import PiecewiseCost
+
+fast = PiecewiseCost.constant(15e-6, 4e9)  # within a burst: 4 GB/s
+plain = ShapedPattern(alpha_s=15e-6, efficiency=0.956)
+shaping = Shaping(((125e6, 125000.0),), 240e6, {"oneway": plain}, burst_cost=fast)
+for start in (0.0, 1000.0):
+    env = simpy.Environment(initial_time=start)
+    star, took = FluidStar(env, shaping), []
+
+    def sender():
+        for n in [8, 4096, 65536, 100000, 670240] * 20:
+            t0 = env.now
+            yield star.transfer(0, 1, n, "oneway")
+            took.append(env.now - t0)
+
+    env.process(sender())
+    env.run()
+    print(start, sum(took))
+"""
+
+
+def test_a_late_clock_does_not_stand_still_on_a_bucket_draining_at_gigabytes():
+    """A message within a burst drains a bucket at its own rate (GB/s): its last crumbs of
+    tokens go in less time than a clock at 1,000 s can add (a resumed run's), which once stood
+    the simulation still. The same messages take the same time at 0 s and at 1,000 s."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _LATE_CLOCK], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    (_, early), (_, late) = (line.split() for line in done.stdout.splitlines())
+    assert float(late) == pytest.approx(float(early), rel=1e-6)
+
+
 def test_messages_in_flight_share_a_nic_and_finish_together():
     """Two eager sends out of one NIC at once: side by side, each at half the rate, both done
     when the bytes of both have passed (FIFO would finish one at about half that time and the
