@@ -149,9 +149,9 @@ def call_overhead(comm, library="mpich", count=1000, batches=7):
     MPICH's allreduce of 2 ranks is one exchange up to 8 bytes (recursive doubling) and two
     above (Rabenseifner's): its 16-byte call less its 4-byte one is an exchange from inside the
     library, and the hot ``Sendrecv`` of 4 bytes less that is the saving (batches of the three
-    interleaved, medians; at least 0). Over TCP between emulated hosts it came to 5-8 us of a
-    15 us exchange, where one call on its own is 0.8 us. Any other ``library``: one call on
-    its own, a hot ``Sendrecv`` of 4 bytes to itself on ``COMM_SELF`` (1.3-1.5 us here)."""
+    interleaved, medians; at least 0): 1.5-1.6 us through this machine's shared memory, 1.1 us
+    between two emulated hosts. Any other ``library``: one call on its own, a hot ``Sendrecv``
+    of 4 bytes to itself on ``COMM_SELF`` (1.3-1.5 us and 0.8 us)."""
     if library == "mpich":
         return _inside_saving(comm, count, batches)
     seconds = None
@@ -313,9 +313,10 @@ def _interleaved(comm, sizes, quick, batch, plan=repetitions, refill_s=0.0):
     quick)``: passes, repetitions and warm-up); on rank 0 of ``comm``, None elsewhere.
 
     ``refill_s``: on token buckets (an emulated cluster), the seconds they take to fill, let
-    pass before each batch. Interleaved, a batch of small messages would otherwise start on
-    the buckets the last size emptied: the 4 KiB ping-pong between two emulated 1 Gbit/s hosts
-    took 21-24 us a way where OSU's order, sizes ascending, measures 13-15."""
+    pass before each batch. Interleaved, a batch would otherwise start on the buckets the last
+    size emptied: between two emulated 1 Gbit/s hosts the 335 KB one-way took 1.91-1.93 ms
+    that way, 1.75 ms from full buckets. (The 4 KiB one, 19-23 us either way against OSU's
+    13-15 in sizes ascending, differs for another reason.)"""
     plans = [plan(n, quick) for n in sizes]
     means = np.full((max(plan[0] for plan in plans), len(sizes)), np.nan)
     for p in range(len(means)):

@@ -87,14 +87,17 @@ def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
 def collective_us(comm, bench, nbytes, iterations, warmup):
     """Each rank's mean time a call, averaged over ranks (OSU's "Avg Latency"), microseconds."""
     size = comm.size
+    floats = max(1, nbytes // 4)  # a reduction's: float32 sums
     if bench == "osu_allreduce":
-        send, recv = (
-            np.ones(max(1, nbytes // 4), np.float32),
-            np.zeros(max(1, nbytes // 4), np.float32),
-        )
+        send, recv = np.ones(floats, np.float32), np.zeros(floats, np.float32)
 
         def call():
             comm.Allreduce(send, recv, op=MPI.SUM)
+    elif bench == "osu_reduce":
+        send, recv = np.ones(floats, np.float32), np.zeros(floats, np.float32)
+
+        def call():
+            comm.Reduce(send, recv, op=MPI.SUM, root=0)
     elif bench == "osu_allgather":
         send, recv = np.ones(nbytes, np.uint8), np.zeros(nbytes * size, np.uint8)
 
@@ -105,14 +108,6 @@ def collective_us(comm, bench, nbytes, iterations, warmup):
 
         def call():
             comm.Alltoall(send, recv)
-    elif bench == "osu_reduce":
-        send, recv = (
-            np.ones(max(1, nbytes // 4), np.float32),
-            np.zeros(max(1, nbytes // 4), np.float32),
-        )
-
-        def call():
-            comm.Reduce(send, recv, op=MPI.SUM, root=0)
     else:
         buf = np.ones(nbytes, np.uint8)
 

@@ -720,7 +720,7 @@ class Simulator:
         algorithm = simulated_allreduce(op.algo, op.buf, node.size, self.mpi)
         program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
         if op.algo == "mpi":  # MPI's Allreduce: one call of the library
-            yield from self._in_library(node, program)
+            yield from self._collective(node, program, library=True)
         else:  # our own algorithm: every step a call of its own
             yield from self._collective(node, program)
         finishing = self._finishing(op, node.size)
@@ -776,14 +776,16 @@ class Simulator:
             yield from self._comm_for(node, self.wire.write(len(wire)))
         if size_varies(op.payload):
             length = np.array([len(wire)], np.int64)
-            lengths = yield from self._in_library(
-                node, ALLGATHERS[allgather_algorithm(self.mpi, 8, size)](length, rank, size)
+            lengths = yield from self._collective(
+                node,
+                ALLGATHERS[allgather_algorithm(self.mpi, 8, size)](length, rank, size),
+                library=True,
             )
             program = ring_allgather(wire, rank, size, lengths=[int(n[0]) for n in lengths])
         else:
             algorithm = allgather_algorithm(self.mpi, len(wire), size)
             program = ALLGATHERS[algorithm](wire, rank, size)
-        blocks = yield from self._in_library(node, program)  # MPI's Allgather(v)
+        blocks = yield from self._collective(node, program, library=True)  # MPI's Allgather(v)
         if handled:  # and the others' read after
             yield from self._comm_for(node, (size - 1) * self.wire.read())
         return [op.payload if r == rank else from_wire(blocks[r]) for r in range(size)]
@@ -794,36 +796,28 @@ class Simulator:
         self.logs[node.rank].charge("comm", seconds)
 
     def _library_call(self, node, op):
-        return (yield from self._in_library(node, op.program))
+        return (yield from self._collective(node, op.program, library=True))
 
-    def _in_library(self, node, program):
-        """`_collective` as one call of the MPI library: its first step follows the program,
-        as a step of the measured hot loop does; every later one is sent from inside the
-        library, ``call_overhead_s`` sooner than that loop has it."""
-        if not self.call_overhead_s:
-            return (yield from self._collective(node, program))
-        rank, handlers, reply = node.rank, self._handlers, None
+    def _collective(self, node, program, library=False):
+        """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;
+        return what it returns. ``library``: the program is one call of the MPI library, whose
+        first step follows the program, as a step of the measured hot loop does, and every
+        later one is sent from inside the library, ``call_overhead_s`` sooner than that loop
+        has it."""
+        sooner = self.call_overhead_s if library else 0.0
+        reply, rank = None, node.rank
         try:
             while True:
                 try:
                     step = program.send(reply)
                 except StopIteration as done:
                     return done.value
-                reply = yield from handlers[type(step)](node, step)
-                self._sooner[rank] = self.call_overhead_s
+                reply = yield from self._handlers[type(step)](node, step)
+                if sooner:
+                    self._sooner[rank] = sooner
         finally:
-            self._sooner[rank] = 0.0
-
-    def _collective(self, node, program):
-        """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;
-        return what it returns."""
-        reply = None
-        while True:
-            try:
-                step = program.send(reply)
-            except StopIteration as done:
-                return done.value
-            reply = yield from self._handlers[type(step)](node, step)
+            if sooner:
+                self._sooner[rank] = 0.0
 
     def _evaluate(self, node, op):
         """A rendezvous of every live node (or the reporter alone) that takes no simulated time."""

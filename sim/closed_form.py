@@ -38,9 +38,8 @@ class ClosedFormAllreduce:
     each rank's RunLog (a node's wait is from its arrival to the last one's, its comm the
     algorithm's time); ``mpi``: the library whose choice ``--allreduce mpi`` runs; ``gamma``:
     seconds a byte combined; ``finishing(op, size)``: seconds of the mean's pass after it;
-    ``call_s``: one MPI library call's own cost, which the measured alpha holds once a step
-    and MPI's own allreduce pays once a call: its steps after the first are that much under
-    alpha (`Simulator`'s ``call_overhead_s``).
+    ``call_s``: what a step inside MPI's own allreduce saves against the measured alpha: its
+    steps after the first are that much under alpha (`Simulator`'s ``call_overhead_s``).
     """
 
     def __init__(self, env, network, logs, mpi, gamma, finishing, call_s=0.0):

@@ -43,9 +43,9 @@ class Cluster:
     ``costs`` and ``shaping``: a calibrated profile's measured message costs and token buckets
     ({} and None otherwise), of messages between hosts; ``slowdown`` the factor they were
     slowed by for more ranks a core than measured; ``eager_bytes`` the measured eager limit and
-    ``send_overhead_s`` an eager Send's time in its sender (LogP's o); ``call_overhead_s`` one
-    MPI call's own cost, which the measured costs hold once a message (MPI's own collectives
-    pay it once a call).
+    ``send_overhead_s`` an eager Send's time in its sender (LogP's o); ``call_overhead_s`` what
+    a step inside MPI's own collectives saves against the measured hot loop's (its steps after
+    the first arrive that much sooner).
     """
 
     ranks: int
@@ -70,7 +70,7 @@ class Cluster:
     time_slice_s: float  # a turn on a core (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
-    call_overhead_s: float  # one MPI call's own seconds (measured), else 0
+    call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
     compute: ComputeModel
     faults: FaultSchedule
     collectives: str

@@ -25,6 +25,7 @@ The format::
     nic_bandwidth = "24GB/s"       # each host's links (its NIC, all rails); default: bandwidth
     eager_bytes = 4096             # measured: the largest Send that returns before its receiver
     overhead_s = 4.8e-7            # measured: LogP's o, a rank's seconds inside an eager Send
+    call_overhead_s = 1.5e-6       # measured: what a step inside MPI's own collectives saves
 
     [network.memory]               # between two ranks of one host (--memory-latency, ...)
     latency = "0.4us"              # a small message, one way
@@ -132,7 +133,7 @@ class ClusterProfile:
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
     send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
-    call_overhead_s: float = 0.0  # one MPI call's own seconds, held once by each measured cost
+    call_overhead_s: float = 0.0  # a step inside MPI's collectives under the hot loop's
 
     @property
     def sha256(self):

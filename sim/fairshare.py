@@ -66,8 +66,9 @@ class FluidStar:
         self._flows = []
         self._last = 0.0  # when the state was last moved forward
         self._wake = None  # the event the process sleeps on besides its timer
-        # NOTE: the line rate in bucket bytes by one pattern's efficiency (one-way's, listed
-        # first): a bucket's capacity cannot depend on which flows cross it (they differ < 1 %)
+        # NOTE: a flow's line rate in bucket bytes by one pattern's efficiency (one-way's,
+        # listed first), so that messages of one size have one line rate whatever their
+        # pattern (the efficiencies differ < 1 %)
         self._first = next(iter(shaping.patterns.values()))
         self._caps = {}  # nbytes -> a flow's own line rate, bucket bytes a second
         env.process(self._run())

@@ -334,8 +334,8 @@ class RoutedNetwork:
 
         The `Message` (its ``taken`` event, if any, for a rendezvous send to wait on) lands in
         ``mailbox[dest]`` the route's latency after its last byte left (``sooner_s`` less, at
-        least 0: a message sent from inside an MPI library call, whose measured cost holds a
-        call's own cost once).
+        least 0: a step of MPI's own collective, sent from inside the library, which the measured
+        costs' hot loop of calls is not).
         ``pattern`` (``oneway`` or ``sendrecv``) picks the measured cost model of ``costs``
         where the network has them. Yields SimPy events; returns None.
 

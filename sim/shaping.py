@@ -16,8 +16,9 @@ payload bytes per shaped byte (tbf counts whole Ethernet frames, 1448 payload by
 1514; a Sendrecv's frames share each direction with the other's acknowledgements); and the rate
 of bytes covered by tokens (``line_Bps``), from the one-way measurement; a message that fits
 in a burst moves, while there are tokens, as fast as the one-way measurement moved one of its
-size (a 4 KiB message took 1.5 us more than an empty one, where the line rate at half a burst,
-240 MB/s, would take 17). How the buckets pass the messages in flight is `sim.fairshare`'s.
+size (in OSU's latency test a 4 KiB message took 1-4 us more than an empty one, where the
+line rate at half a burst, 240 MB/s, adds 17). How the buckets pass the messages in flight
+is `sim.fairshare`'s.
 """
 
 from dataclasses import dataclass, field

@@ -552,7 +552,14 @@ def test_simulated_osu_mbw_mr_shares_the_nic_and_its_table_fits_the_nic(tmp_path
 
 @pytest.mark.parametrize(
     ("ranks", "bench"),
-    [(2, "osu_latency"), (2, "osu_bw"), (4, "osu_mbw_mr"), (3, "osu_allreduce"), (3, "osu_bcast")],
+    [
+        (2, "osu_latency"),
+        (2, "osu_bw"),
+        (4, "osu_mbw_mr"),
+        (3, "osu_allreduce"),
+        (3, "osu_bcast"),
+        (3, "osu_reduce"),
+    ],
 )
 def test_real_osu_under_mpiexec_prints_a_table_osu_readers_read(tmp_path, ranks, bench):
     """real.osu measures each benchmark under mpiexec and prints OSU's format: the table reads

@@ -21,7 +21,7 @@ hold partial sums, as MPI leaves a non-root's receive buffer undefined.
 
 import numpy as np
 
-from twinsgd.programs.collectives import _check_rank
+from twinsgd.programs.collectives import _check_rank, _rabenseifner_schedule
 from twinsgd.programs.ops import Recv, Send, SendRecv
 
 
@@ -82,75 +82,48 @@ def reduce_scatter_gather(buf, root, rank, size, tag=0):
             newrank = rank - rem
     counts = np.full(pof2, len(buf) // pof2)
     counts[: len(buf) % pof2] += 1
-    offsets = np.concatenate(([0], np.cumsum(counts)))  # block i is [offsets[i], offsets[i+1])
+    offsets = [0, *np.cumsum(counts).tolist()]  # block i is [offsets[i], offsets[i + 1])
+    levels = pof2.bit_length() - 1
 
     def real(new):  # a new rank's real rank
         return new * 2 if new < rem else new + rem
 
-    def span(first, last):  # blocks [first, last) of buf
-        return slice(int(offsets[first]), int(offsets[last]))
+    def blocks(first_last):  # blocks [first, last) of buf
+        return slice(offsets[first_last[0]], offsets[first_last[1]])
 
-    send_idx = recv_idx = 0
-    last_idx = pof2
-    if newrank is not None:  # reduce-scatter by recursive halving
-        mask = 1
-        while mask < pof2:
-            partner = newrank ^ mask
-            if newrank < partner:
-                send_idx = recv_idx + pof2 // (mask * 2)
-                out, into = span(send_idx, last_idx), span(recv_idx, send_idx)
-            else:
-                recv_idx = send_idx + pof2 // (mask * 2)
-                out, into = span(send_idx, recv_idx), span(recv_idx, last_idx)
+    if newrank is not None:  # reduce-scatter by recursive halving, as the allreduce's
+        for partner, out, into in _rabenseifner_schedule(newrank, pof2)[:levels]:
             got = yield SendRecv(
                 dest=real(partner),
-                payload=buf[out],
+                payload=buf[blocks(out)],
                 source=real(partner),
-                buf=incoming[into],
+                buf=incoming[blocks(into)],
                 tag=tag,
                 reduces=True,
             )
-            np.add(buf[into], got, out=buf[into])
-            send_idx = recv_idx
-            mask <<= 1
-            if mask < pof2:
-                last_idx = recv_idx + pof2 // mask
-    # the gather to the root; a root that sat out takes new rank 0's place
-    if root < 2 * rem and root % 2:
+            np.add(buf[blocks(into)], got, out=buf[blocks(into)])
+    # the gather to the root; a root that sat out takes new rank 0's place (and its blocks)
+    stand_in = root < 2 * rem and root % 2
+    if stand_in:
         if rank == root:
-            yield Recv(source=0, tag=tag, buf=buf[span(0, 1)])
-            newrank, send_idx, last_idx = 0, 0, 2
+            yield Recv(source=0, tag=tag, buf=buf[blocks((0, 1))])
+            newrank = 0
         elif newrank == 0:
-            yield Send(dest=root, payload=buf[span(0, 1)], tag=tag)
+            yield Send(dest=root, payload=buf[blocks((0, 1))], tag=tag)
             newrank = None
         newroot = 0
     else:
         newroot = root // 2 if root < 2 * rem else root - rem
     if newrank is None:
         return buf
-    levels = pof2.bit_length() - 1
-    mask, j = pof2 >> 1, levels - 1
-    while mask > 0:
-        partner = newrank ^ mask
-        dest = real(partner)
-        if partner == 0 and root < 2 * rem and root % 2:
-            dest = root
-        if newrank < partner:
-            if mask != pof2 // 2:
-                last_idx += pof2 // (mask * 2)
-            recv_idx = send_idx + pof2 // (mask * 2)
-            out, into = span(send_idx, recv_idx), span(recv_idx, last_idx)
-        else:
-            recv_idx = send_idx - pof2 // (mask * 2)
-            out, into = span(send_idx, last_idx), span(recv_idx, send_idx)
+    # the allgather's steps in reverse, each half of the tree towards the root's half
+    gather = _rabenseifner_schedule(newrank, pof2)[levels:]
+    for j, (partner, out, into) in zip(range(levels - 1, -1, -1), gather, strict=True):
+        dest = root if stand_in and partner == 0 else real(partner)
         if partner >> j == newroot >> j:  # the partner's half holds the root: send and stop
-            yield Send(dest=dest, payload=buf[out], tag=tag)
+            yield Send(dest=dest, payload=buf[blocks(out)], tag=tag)
             break
-        yield Recv(source=dest, tag=tag, buf=buf[into])
-        if newrank > partner:
-            send_idx = recv_idx
-        mask >>= 1
-        j -= 1
+        yield Recv(source=dest, tag=tag, buf=buf[blocks(into)])
     return buf
 
 
