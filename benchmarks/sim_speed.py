@@ -59,7 +59,7 @@ from sim.compute import ComputeModel
 from twinsgd.programs.node import Step
 from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
 from twinsgd.run.runfolder import RunFolder
-from twinsgd.run.runlog import RunLog
+from twinsgd.run.runlog import Charges, RunLog
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s
@@ -116,7 +116,7 @@ def bare_timeouts(events):
 # -- node programs on bare nodes -------------------------------------------------------------------
 
 
-class _CountingLog:
+class _CountingLog(Charges):
     """A log that keeps nothing but the number of messages sent (tests/test_sim.py's, lighter)."""
 
     def __init__(self):

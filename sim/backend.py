@@ -616,9 +616,7 @@ class Simulator:
         else:
             waited = max([0.0, *(m.started - t0 for m in messages)])
             received = sum(m.payload.nbytes for m in messages)
-        log = self.logs[node.rank]
-        log.charge("wait", waited)
-        log.charge("comm", self.env.now - t0 - waited, sent, received)
+        self.logs[node.rank].charge_collective(waited, self.env.now - t0 - waited, sent, received)
 
     def _send(self, node, op):
         t0, payload = self.env.now, op.payload  # the transfer inline: no process to start

@@ -56,6 +56,7 @@ from twinsgd.programs.mpi_choices import (
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.programs.reductions import REDUCES
 from twinsgd.run.interrupt import one_line_on_interrupt
+from twinsgd.run.runlog import Charges
 from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # osu_bw's, osu_bibw's and osu_mbw_mr's messages in flight an iteration (OSU's)
@@ -180,7 +181,7 @@ COLLECTIVES = {
 BENCHMARKS = {**POINT_TO_POINT, **COLLECTIVES}
 
 
-class _Clock:
+class _Clock(Charges):
     """A rank's time inside the benchmark: everything the simulator charges it (no compute)."""
 
     def __init__(self):

@@ -50,13 +50,18 @@ class Timeline:
         ``start`` end to end as its events (the program's own code first, as it ran before
         the operation); a stretch that goes on the last event of the same name and kind
         extends it."""
-        events = self.events[rank]
-        for kind, seconds in log.charges:
+        events, charges = self.events[rank], log.charges
+        last = events[-1] if events else (None, None, None, None)
+        for kind, seconds in charges:  # NOTE: per operation of a drawn node: kept lean
             if seconds > 0:
-                event_name, kind = ("local", "compute") if kind == "local" else (name, kind)
-                if events and events[-1][:2] == (event_name, kind) and events[-1][3] == start:
-                    events[-1] = (event_name, kind, events[-1][2], start + seconds)  # one stretch
+                event_name = name
+                if kind == "local":
+                    event_name, kind = "local", "compute"
+                end = start + seconds
+                if last[3] == start and last[1] == kind and last[0] == event_name:
+                    last = events[-1] = (event_name, kind, last[2], end)  # one stretch
                 else:
-                    events.append((event_name, kind, start, start + seconds))
-                start += seconds
-        log.charges.clear()
+                    last = (event_name, kind, start, end)
+                    events.append(last)
+                start = end
+        charges.clear()

@@ -8,7 +8,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from twinsgd.run.runfolder import CsvLog, RunFolder, claim_run_folder
+from twinsgd.run.runfolder import STEPS_COLUMNS, CsvLog, RunFolder, claim_run_folder
+from twinsgd.run.runlog import RunLog
 
 
 def test_json_is_strict_and_numpy_scalars_become_plain(tmp_path):
@@ -28,6 +29,39 @@ def test_logs_round_trip_floats_exactly(tmp_path):
         rows = list(csv.DictReader(fh))
     assert [float(r["a"]) for r in rows] == values
     assert [r["c"] for r in rows] == ["", "", ""]
+
+
+def test_a_run_logs_step_row_lands_under_its_columns(tmp_path):
+    """RunLog writes a step's values in steps.csv's column order without a dict: each value
+    read back under its own header, the totals summed."""
+    log = RunLog(RunFolder(tmp_path), {"config": {}})
+    log.charge("compute", 0.25)
+    log.charge_collective(0.125, 0.5, 96, 64)
+    log.end_step(rank=3, epoch=2, iteration=7, time_s=1.5, loss=np.float32(0.75), staleness=4)
+    log.steps.close()
+    with (tmp_path / "steps.csv").open() as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert tuple(row) == STEPS_COLUMNS
+    assert row == {
+        "rank": "3",
+        "epoch": "2",
+        "iteration": "7",
+        "time_s": "1.5",
+        "compute_s": "0.25",
+        "comm_s": "0.5",
+        "wait_s": "0.125",
+        "bytes_sent": "96",
+        "bytes_recv": "64",
+        "staleness": "4",
+        "loss": "0.75",
+    }
+    assert log.totals == {
+        "compute_s": 0.25,
+        "comm_s": 0.5,
+        "wait_s": 0.125,
+        "bytes_sent": 96,
+        "bytes_recv": 64,
+    }
 
 
 def test_arrays_saved_by_name(tmp_path):

@@ -242,12 +242,19 @@ class CsvLog:
         if time.monotonic() - self._flushed_at >= self.flush_s:
             self.flush()
 
+    def write_values(self, values):
+        """Append one row given as its values in the order of ``columns`` (`write_rows` without
+        a dict: the simulator writes a row per node and step)."""
+        self._pending.append(values)
+        if time.monotonic() - self._flushed_at >= self.flush_s:
+            self.flush()
+
     def flush(self):
         """Write the lines held back, in one system call (more only if the kernel takes part of
         them: a regular file does that only when the disk fills, and the next call then fails
         loudly with `OSError` naming the file, rather than leaving a torn line unsaid)."""
         if self._pending:
-            data = _lines(self._pending).encode()
+            data = _lines(self._pending, len(self.columns)).encode()
             self._pending.clear()
             _write_all(self._fd, data, self.path)
         self._flushed_at = time.monotonic()
@@ -283,15 +290,16 @@ def _write_all(fd, data, path):
 _EMPTY = re.compile(r"(?<![^,\n])(?:None|nan)(?![^,\n])")  # a whole field of None or NaN
 
 
-def _lines(rows):
-    """CSV lines of rows of values: floats round-trip exactly (``str`` is the shortest repr),
-    None and NaN are empty fields. One ``str`` per value and one pass of `_EMPTY` over the text,
-    rather than a function call per field (a simulated run writes millions of fields).
+def _lines(rows, width):
+    """CSV lines of rows of ``width`` values: floats round-trip exactly (``%s`` is ``str``, the
+    shortest repr), None and NaN are empty fields. One ``%`` a row and one pass of `_EMPTY`
+    over the text, rather than a function call per field (a simulated run writes millions).
 
-    >>> _lines([[1, 0.1, None, float("nan"), "x"]])
+    >>> _lines([[1, 0.1, None, float("nan"), "x"]], 5)
     '1,0.1,,,x\\n'
     """
-    text = "\n".join([",".join(map(str, row)) for row in rows]) + "\n"
+    line = ",".join(["%s"] * width)
+    text = "\n".join([line % tuple(row) for row in rows]) + "\n"
     return _EMPTY.sub("", text)
 
 

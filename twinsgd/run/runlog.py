@@ -121,18 +121,24 @@ class RunLog(Charges):
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
         if self.write_steps:
-            row, totals = self._current, self.totals
-            row.update(
-                rank=rank,
-                epoch=epoch,
-                iteration=iteration,
-                time_s=time_s,
-                loss=float(loss),
-                staleness=staleness,
+            step, totals = self._current, self.totals
+            self.steps.write_values(  # NOTE: STEPS_COLUMNS' order; no dict a row (per message)
+                (
+                    rank,
+                    epoch,
+                    iteration,
+                    time_s,
+                    step["compute_s"],
+                    step["comm_s"],
+                    step["wait_s"],
+                    step["bytes_sent"],
+                    step["bytes_recv"],
+                    staleness,
+                    float(loss),
+                )
             )
-            self.steps.write_rows([row])
             for key in TOTALS:
-                totals[key] += row[key]
+                totals[key] += step[key]
             self._current = _new_step()
         if iteration > self.iterations:
             self.iterations = iteration
