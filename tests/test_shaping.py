@@ -145,23 +145,24 @@ def test_three_pushes_into_one_share_its_bucket():
 
 
 def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_path):
-    """The line rate is the one-way model's within half a burst; each pattern's efficiency its
-    largest messages' rate over the configured rate; its alpha a small message's time."""
+    """The line rate is the one-way model's within half a burst; each pattern's efficiency the
+    median rate of its sizes past twice the burst over the configured rate (a last segment
+    that sags does not set it); its alpha a small message's time."""
     import tomli_w
 
     from sim.cluster_profile import load_profile
     from twinsgd.calibration.costfit import PiecewiseCost
 
-    def cost(alpha_s, line_Bps, rate_Bps):
+    def cost(alpha_s, line_Bps, rate_Bps, sag_Bps):  # sag_Bps from 2**23 B to 2**26
         nan = (float("nan"), float("nan"))
         return PiecewiseCost(
-            min_bytes=(0.0, 1e5),
-            max_bytes=(1e5, 2.0**24),
-            latency_s=(alpha_s, -2e-4),
-            bandwidth_Bps=(line_Bps, rate_Bps),
-            latency_ci_s=(nan, nan),
-            bandwidth_ci_Bps=(nan, nan),
-            max_rel_residual=(0.0, 0.0),
+            min_bytes=(0.0, 1e5, 2.0**23),
+            max_bytes=(1e5, 2.0**23, 2.0**26),
+            latency_s=(alpha_s, -2e-4, -2e-4),
+            bandwidth_Bps=(line_Bps, rate_Bps, sag_Bps),
+            latency_ci_s=(nan, nan, nan),
+            bandwidth_ci_Bps=(nan, nan, nan),
+            max_rel_residual=(0.0, 0.0, 0.0),
         ).to_dict()
 
     path = tmp_path / "p.toml"
@@ -173,8 +174,8 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
                     "topology": "star",
                     "latency": "12us",
                     "bandwidth": "119MB/s",
-                    "oneway": cost(12e-6, 240e6, 119.5e6),
-                    "sendrecv": cost(18e-6, 120e6, 116e6),
+                    "oneway": cost(12e-6, 240e6, 119.5e6, 119.5e6),
+                    "sendrecv": cost(18e-6, 120e6, 116e6, 90e6),
                     "shaper": {"rates_Bps": [RATE, RATE / 10], "bursts_bytes": [BURST, 12500]},
                 },
             }
@@ -185,7 +186,8 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     oneway, sendrecv = shaping.patterns["oneway"], shaping.patterns["sendrecv"]
     assert shaping.line_Bps == 240e6  # the one-way model's, for every pattern
     assert (oneway.alpha_s, sendrecv.alpha_s) == (12e-6, 18e-6)
-    # the median of the two configured rates (upper median of an even count): RATE
+    # the median of the two configured rates (upper median of an even count): RATE; of the
+    # 9 sizes past twice the burst (2**18 .. 2**26) 5 keep the Sendrecv's 116 MB/s, 4 sag
     assert oneway.efficiency == pytest.approx(119.5e6 / RATE)
     assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
 
