@@ -176,6 +176,9 @@ class Simulator:
         Hosts with more ranks than cores: their ranks take turns of ``time_slice_s`` on the
         cores (`sim.cores`): compute, own code and moving bytes need a core, a rank gives it up
         while it waits for a message that has not come, and needs it back to go on.
+    wakes_preempt : bool
+        The waiting ranks of ``core_groups`` sleep in the kernel (MPI over TCP): a message puts
+        its rank on a core at once, ahead of ranks that compute (`sim.cores`).
     """
 
     def __init__(
@@ -200,6 +203,7 @@ class Simulator:
         wire=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
+        wakes_preempt=False,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -214,7 +218,8 @@ class Simulator:
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
-        self.cores = shared_cores(self.env, core_groups, time_slice_s)  # rank -> HostCores
+        # rank -> HostCores
+        self.cores = shared_cores(self.env, core_groups, time_slice_s, wakes_preempt)
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self._parked = set()  # ranks off their core in `_blocked`, until they have one back
         self.entry_barrier = entry_barrier
@@ -376,6 +381,7 @@ class Simulator:
             and not measured
             and not self.faults.active
         )
+        asleep = host is not None and host.wakes_preempt  # waits asleep in the kernel
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
             closed_form = None  # message-level collectives: the handler's generator
@@ -427,6 +433,10 @@ class Simulator:
                 elif closed_form is not None and type(op) is Allreduce:  # no generator a step
                     yield closed_form.enter(node, op, env.now)
                     reply = closed_form.reduced(op, node.size)
+                elif asleep:  # over TCP: off its core in the call, woken onto one after
+                    host.release(rank)
+                    reply = yield from handlers[type(op)](node, op)
+                    yield from host.acquire(rank, wake=True)
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:
@@ -464,7 +474,7 @@ class Simulator:
         host's cores gives its core up while the event has not happened, and waits for one
         again after."""
         host = self.cores.get(node.rank)
-        if host is None or event.triggered:
+        if host is None or host.wakes_preempt or event.triggered:  # (asleep: off it already)
             return (yield event)
         host.release(node.rank)
         self._parked.add(node.rank)
@@ -473,7 +483,7 @@ class Simulator:
         except simpy.Interrupt:
             self._parked.discard(node.rank)
             if not host.holds(node.rank):
-                yield from host.acquire(node.rank)  # it goes on (or fails) on a core
+                yield from host.acquire(node.rank, wake=True)  # it goes on (or fails) on a core
             raise
         finally:
             # NOTE: parked no longer from the moment it wakes, before it waits for a core: a
@@ -481,7 +491,7 @@ class Simulator:
             # take that core back, which it may have gone on with already
             self._parked.discard(node.rank)
         if not host.holds(node.rank):  # (a copy into it may have put it on one already)
-            yield from host.acquire(node.rank)
+            yield from host.acquire(node.rank, wake=True)
         return message
 
     def _compute(self, node, op):
@@ -634,6 +644,7 @@ class Simulator:
             (host := self.cores.get(node.rank))
             and self.cores.get(op.dest) is host
             and host.cores > 1
+            and not host.wakes_preempt  # (over TCP the kernel holds the bytes: no copy on cores)
         ):
             yield from self._copy_on_cores(node, op, host)  # (on one core they take turns)
         else:  # rendezvous: done when the receiver has the message (it may be off its core)

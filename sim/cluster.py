@@ -68,6 +68,7 @@ class Cluster:
     slowdown: float
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
+    wakes_preempt: bool  # a message puts its rank on a core at once (MPI over TCP; `sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
@@ -181,6 +182,7 @@ class Cluster:
                 {"ranks": len(ranks), "cores": cores} for ranks, cores in self.core_groups[:4]
             ],
             "time_slice_s": self.time_slice_s if self.core_groups else None,
+            "wakes_preempt": self.wakes_preempt if self.core_groups else None,
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "stragglers": self.stragglers,
@@ -346,6 +348,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         slowdown=slowdown,
         core_groups=groups,
         time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
+        wakes_preempt=wakes_preempt(profile),
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
         call_overhead_s=profile.call_overhead_s * slowdown if costs else 0.0,
@@ -476,14 +479,10 @@ def core_groups(options, profile, ranks, ranks_per_host):
     each a range of ranks and its host's cores. Every rank of a one-machine profile's run shares
     that machine's ``[cluster] cores`` (unless --ranks-per-host places them); else each host of
     --ranks-per-host R on --cores-per-host C < R (or the profile's cores). None for the closed
-    forms and the analytic engine, which slow compute by the cores' share instead; none for an
-    emulated cluster's profile (token buckets, MPI over TCP): its waiting ranks sleep in the
-    kernel and a message wakes its rank at once, where ranks that talk through shared memory
-    spin, and wait for their turn (with turns, 4 emulated hosts on 2 cores came out 48-55 %
-    too slow; with the share, within 1 %)."""
+    forms and the analytic engine, which slow compute by the cores' share instead. An emulated
+    cluster's profile (token buckets, MPI over TCP) puts its hosts' ranks on the machine's
+    cores too, where a message wakes its rank at once (`wakes_preempt`)."""
     if options.collectives != "message" or getattr(options, "engine", "events") != "events":
-        return ()
-    if profile is not None and profile.shaper:
         return ()
     cores = options.cores_per_host or (profile.cores if profile else None)
     if not cores:
@@ -494,6 +493,13 @@ def core_groups(options, profile, ranks, ranks_per_host):
         return ()
     hosts = (range(h, min(ranks, h + ranks_per_host)) for h in range(0, ranks, ranks_per_host))
     return tuple((host, cores) for host in hosts if len(host) > cores)
+
+
+def wakes_preempt(profile):
+    """Whether the ranks that share cores wait asleep in the kernel, so that a message wakes its
+    rank onto a core at once (`sim.cores`): an emulated cluster's (MPI over TCP), not ranks
+    that talk through shared memory, which spin and wait for their turn."""
+    return bool(profile is not None and profile.shaper)
 
 
 def network_slowdown(options, profile):

@@ -290,6 +290,7 @@ def run_simulation(run):
         wire=cluster.wire,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
+        wakes_preempt=cluster.wakes_preempt,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

@@ -26,13 +26,15 @@ from twinsgd.programs.ops import Compute, Recv, Send
         max_size=6,
     ),
     slice_s=st.sampled_from([0.001, 0.004]),
+    wakes_preempt=st.booleans(),
 )
-def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s):
+def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, wakes_preempt):
     """Each rank alternates work and a wait off its core: at no time do more ranks hold a
     core than there are cores, each rank's work takes at least its seconds, and the cores
-    cannot have done the work faster than all of them busy."""
+    cannot have done the work faster than all of them busy; so too where a rank back from
+    its wait takes the core of one that works (``wakes_preempt``)."""
     env = simpy.Environment()
-    host = HostCores(env, cores, slice_s)
+    host = HostCores(env, cores, slice_s, wakes_preempt)
     worked, peak = {}, [0]
 
     def rank(r, plan):
@@ -46,7 +48,8 @@ def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s):
             peak[0] = max(peak[0], len(host.turn_ends))
             host.release(r)
             yield env.timeout(wait)
-            yield from host.acquire(r)
+            yield from host.acquire(r, wake=True)
+            peak[0] = max(peak[0], len(host.turn_ends))
         host.release(r)
         worked[r] = total
 
@@ -172,13 +175,41 @@ def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
     assert granted == [(1,)] and host.free == 2 and not host.turn_ends
 
 
-def test_ranks_take_turns_where_they_spin_and_share_where_they_sleep(tmp_path):
+def test_a_woken_rank_takes_the_core_of_one_that_computes_where_ranks_sleep():
+    """Two cores, ranks 0 and 1 computing 6 ms from 0, rank 2 woken at 1 ms for 0.5 ms of
+    work. Where waiting ranks sleep (MPI over TCP) it takes rank 0's core at once and ends at
+    1.5 ms; rank 0, first in line, gets it back then and ends 0.5 ms late. Where they spin,
+    rank 2 waits for the end of a turn (4 ms)."""
+
+    def ends(wakes_preempt):
+        env = simpy.Environment()
+        host, done = HostCores(env, 2, 0.004, wakes_preempt), {}
+
+        def rank(r, start, work):
+            if start:
+                yield env.timeout(start)
+            yield from host.acquire(r, wake=bool(start))
+            yield from host.run(r, work)
+            host.release(r)
+            done[r] = round(env.now, 9)
+
+        for r, start, work in ((0, 0.0, 0.006), (1, 0.0, 0.006), (2, 0.001, 0.0005)):
+            env.process(rank(r, start, work))
+        env.run()
+        assert host.free == 2 and not host.turn_ends and not host.ready
+        return done
+
+    assert ends(wakes_preempt=True) == {2: 0.0015, 1: 0.006, 0: 0.0065}
+    assert ends(wakes_preempt=False) == {2: 0.0045, 0: 0.006, 1: 0.0065}
+
+
+def test_ranks_take_turns_where_they_spin_and_wake_onto_a_core_where_they_sleep(tmp_path):
     """Turns for a one-machine profile's shared memory, and for hosts of more ranks than cores;
-    the cores' share for an emulated cluster's profile (MPI over TCP: a waiting rank sleeps and
-    its message wakes it at once), for the closed forms and past the cores only."""
+    for an emulated cluster's profile too (MPI over TCP), where a waiting rank sleeps and its
+    message wakes it onto a core at once; none for the closed forms, nor within the cores."""
     import tomli_w
 
-    from sim.cluster import core_groups
+    from sim.cluster import core_groups, wakes_preempt
     from sim.cluster_profile import load_profile
     from sim.run import build_parser
 
@@ -192,7 +223,9 @@ def test_ranks_take_turns_where_they_spin_and_share_where_they_sleep(tmp_path):
 
     assert groups(["--nodes", "4"]) == ((range(4), 2),)
     assert groups(["--nodes", "4", "--collectives", "closed-form"]) == ()
-    assert groups(["--nodes", "4"], shaper=True) == ()
+    assert groups(["--nodes", "4"], shaper=True) == ((range(4), 2),)
+    assert wakes_preempt(load_profile(str(tmp_path / "p.toml")))  # the last: the shaper's
+    assert not wakes_preempt(None)
     options = build_parser().parse_known_args(["--nodes", "6", "--cores-per-host", "2"])[0]
     assert core_groups(options, None, 6, 3) == ((range(0, 3), 2), (range(3, 6), 2))
     assert core_groups(options, None, 6, 2) == ()  # as many cores as ranks a host
