@@ -88,6 +88,18 @@ def _snapshot(payload):
     return snapshot
 
 
+_EVENT_NAMES = {}  # kind of operation -> its name on the timeline
+
+
+def _event_name(op):
+    """An operation's name on the timeline: its kind in lower case (``sendrecv``), made once a
+    kind (a drawn node traces every operation)."""
+    name = _EVENT_NAMES.get(type(op))
+    if name is None:
+        name = _EVENT_NAMES[type(op)] = type(op).__name__.lower()
+    return name
+
+
 @contextlib.contextmanager
 def rare_collections():
     """Run the block with the cyclic garbage collector called rarely, for speed: with thousands
@@ -442,7 +454,7 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    self.timeline.trace(self.logs[rank], rank, type(op).__name__.lower(), start)
+                    self.timeline.trace(self.logs[rank], rank, _event_name(op), start)
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
                     program.close()
@@ -655,7 +667,17 @@ class Simulator:
 
     def _recv(self, node, op):
         t0 = self.env.now
-        message = yield from self._take(node, op.source, op.tag)
+        if self.cores:
+            message = yield from self._take(node, op.source, op.tag)
+        else:  # NOTE: `_take` inline, no generator more per message (the message path)
+            request = self._posted(node, op.source, op.tag)
+            try:
+                message = yield request
+            except simpy.Interrupt:
+                request.cancel()
+                raise
+            if message.taken is not None:
+                message.taken.succeed()
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
             yield self.env.timeout(self.gamma * message.payload.nbytes)
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
