@@ -27,8 +27,8 @@ a full bucket half that. There the loop is simulated as OSU runs it: warm-up cal
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
 Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
 doubling, Bruck's, neighbour exchange) and bcast (binomial tree, scatter + allgather, split
-binary tree, pipeline) as the library picks them; reduce as MPICH picks it (Open MPI's rules
-are not modelled: refused).
+binary tree, pipeline) and reduce (binomial tree, reduce-scatter + gather, linear, Open MPI's
+segmented trees and pipeline) as the library picks them.
 """
 
 import argparse
@@ -134,8 +134,8 @@ def osu_bcast(nbytes, rank, size, mpi="mpich"):
 def osu_reduce(nbytes, rank, size, mpi="mpich"):
     """One reduce of ``nbytes // 4`` floats to rank 0, as the library ``mpi`` picks it."""
     buf = GhostArray(max(1, nbytes // 4))
-    algorithm = reduce_algorithm(mpi, buf.size, buf.itemsize, size)
-    yield from REDUCES[algorithm](buf, 0, rank, size)
+    algorithm, segment_bytes = reduce_algorithm(mpi, buf.size, buf.itemsize, size)
+    yield from REDUCES[algorithm](buf, 0, rank, size, segment_bytes)
 
 
 def dissemination_barrier(rank, size):
@@ -342,8 +342,6 @@ def main(argv=None):
         profile = load_profile(args.profile) if args.profile else None
         cluster = build_cluster(machine_options(args), profile, None, "osu")
         sizes = osu_sizes(args.bench, *(args.sizes or ()))
-        if args.bench == "osu_reduce":  # the library's rules, checked before any simulating
-            reduce_algorithm(cluster.mpi, 1, 4, cluster.ranks)
     except ValueError as err:
         parser.error(str(err))
     for line in table(args.bench, cluster, sizes, args.iterations):

@@ -1,6 +1,7 @@
-"""MPICH's reduce to one root (`programs.reductions`): the root ends with the sum, in every
-rank count and from every root, bytes and times against the alpha-beta formulas (the lockstep
-driver's synchronous sends), and which one MPICH picks; `sim.osu osu_reduce` runs it."""
+"""Reduce to one root as MPICH and Open MPI run it (`programs.reductions`): the root ends with
+the sum, in every rank count, from every root and in any segment size, bytes and times against
+the alpha-beta formulas (the lockstep driver's synchronous sends), and which one each library
+picks; `sim.osu osu_reduce` runs them."""
 
 import subprocess
 import sys
@@ -13,19 +14,24 @@ from hypothesis import strategies as st
 
 from twinsgd.programs import lockstep
 from twinsgd.programs.mpi_choices import reduce_algorithm
-from twinsgd.programs.reductions import REDUCES, binomial_reduce, reduce_scatter_gather
+from twinsgd.programs.reductions import (
+    REDUCES,
+    binomial_reduce,
+    in_order_binomial_tree,
+    reduce_scatter_gather,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second
 
 
-def _reduce(program, n, root, size):
+def _reduce(program, n, root, size, *segment_bytes):
     """Run ``program`` to ``root`` on ``size`` ranks in lockstep on integer-valued floats
     (every order of adding gives the same bits); the run, after checking the root's sum."""
     rng = np.random.default_rng([n, root, size])
     bufs = [rng.integers(-50, 50, n).astype(np.float32) for _ in range(size)]
     total = np.sum(bufs, axis=0, dtype=np.float32)
-    programs = [program(b, root, r, size) for r, b in enumerate(bufs)]
+    programs = [program(b, root, r, size, *segment_bytes) for r, b in enumerate(bufs)]
     run = lockstep.run_lockstep(programs, ALPHA, BETA)
     assert bufs[root].tobytes() == total.tobytes()
     return run
@@ -58,6 +64,43 @@ def test_times_and_bytes_are_thakurs(size):
     assert sum(halving.sent) == sum(halving.received)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.sampled_from(["linear", "in-order-binomial", "binary", "pipeline"]),
+    st.integers(1, 13),
+    st.integers(1, 40),
+    st.sampled_from([0, 4, 8, 20, 1024]),
+    st.data(),
+)
+def test_open_mpis_reduces_give_the_root_the_sum_in_any_segments(name, size, n, segment, data):
+    root = data.draw(st.integers(0, size - 1))
+    run = _reduce(REDUCES[name], n, root, size, segment)
+    assert sum(run.sent) == sum(run.received) == (size - 1) * 4 * n  # each rank's sum once up
+    assert run.sent[root] == 0  # the root only takes
+    assert run.received[root] > 0 or size == 1
+
+
+@pytest.mark.parametrize("size, segments", [(2, 1), (3, 4), (5, 2), (8, 6)])
+def test_a_pipeline_takes_p_plus_k_minus_2_segment_steps_and_linear_p_minus_1(size, segments):
+    """The chain of p ranks with k segments of s bytes: the root has its last segment after
+    (p - 1 + k - 1) (alpha + s/beta), each inner rank sending one segment up while it takes the
+    next; the linear reduce: the root takes p - 1 messages of n bytes one after another."""
+    n = 4 * segments  # 16-byte segments of 4 floats
+    run = _reduce(REDUCES["pipeline"], n, 0, size, 16)
+    assert max(run.finished) == pytest.approx((size + segments - 2) * (ALPHA + 16 / BETA))
+    linear = _reduce(REDUCES["linear"], n, size - 1, size)
+    assert max(linear.finished) == pytest.approx((size - 1) * (ALPHA + 4 * n / BETA))
+    assert linear.received[size - 1] == (size - 1) * 4 * n
+
+
+def test_the_in_order_binomial_tree_is_open_mpis_picture():
+    """ompi_coll_base_topo_build_in_order_bmtree's own comment: 8 ranks, 0 over 1, 2, 4; 2 over
+    3; 4 over 5 and 6; 6 over 7 (and every rank but the root has one parent)."""
+    trees = {r: in_order_binomial_tree(r, 0, 8) for r in range(8)}
+    assert {r: c for r, (_, c) in trees.items() if c} == {0: [1, 2, 4], 2: [3], 4: [5, 6], 6: [7]}
+    assert [trees[r][0] for r in range(8)] == [None, 0, 0, 2, 0, 4, 4, 6]
+
+
 def test_reduce_scatter_gather_refuses_fewer_elements_than_the_power_of_two():
     with pytest.raises(ValueError, match=">= 4 elements"):
         next(reduce_scatter_gather(np.zeros(3, np.float32), 0, 0, 5))
@@ -69,22 +112,44 @@ def test_reduce_scatter_gather_refuses_fewer_elements_than_the_power_of_two():
 )
 def test_mpich_picks_as_its_built_in_selection(count, size, expected):
     """Binomial up to 2,048 bytes (inclusive) or with fewer elements than p', else the
-    reduce-scatter and gather; Open MPI's rules are refused, not guessed."""
-    assert reduce_algorithm("mpich", count, 4, size) == expected
+    reduce-scatter and gather."""
+    assert reduce_algorithm("mpich", count, 4, size) == (expected, 0)
     assert expected in REDUCES
-    with pytest.raises(ValueError, match="not modelled"):
-        reduce_algorithm("openmpi", count, 4, size)
 
 
-def test_sim_osu_reduce_prints_a_table_and_refuses_open_mpi_in_one_line():
+@pytest.mark.parametrize(
+    "nbytes, size, expected",
+    [
+        (508, 7, ("linear", 0)),
+        (512, 7, ("in-order-binomial", 0)),  # 512 B is past Linear_0K's "< 512"
+        (20476, 7, ("in-order-binomial", 0)),
+        (2044, 64, ("in-order-binomial", 0)),
+        (2048, 64, ("in-order-binomial", 1024)),  # 64 > 0.6016/1024 * 2048 + 1.3496
+        (100_000, 64, ("in-order-binomial", 1024)),  # 64 > 0.6016/1024 * 1e5 + 1.3496 = 60.1
+        (400_000, 64, ("pipeline", 1024)),  # 64 <= 236.4; 64 > 0.0410/1024 * 4e5 + 9.7128 = 25.7
+        (1_400_000, 64, ("binary", 32768)),  # 64 <= 65.8 (pipeline's line), > 58.9
+        (4_000_000, 64, ("pipeline", 32768)),  # 64 > 0.0033/1024 * 4e6 + 1.6761 = 14.6
+        (40_000_000, 64, ("pipeline", 65536)),
+    ],
+)
+def test_open_mpi_picks_as_its_fixed_decision(nbytes, size, expected):
+    """Open MPI 4.0's ``ompi_coll_tuned_reduce_intra_dec_fixed`` (commutative ops), at each
+    of its lines; 4.1 reduces as 4.0 decides."""
+    assert reduce_algorithm("openmpi", nbytes // 4, 4, size) == expected
+    assert reduce_algorithm("openmpi-4.1", nbytes // 4, 4, size) == expected
+    assert expected[0] in REDUCES
+
+
+def test_sim_osu_reduce_prints_a_table_as_either_library_picks():
     run = [sys.executable, "-m", "sim.osu", "osu_reduce", "--ranks", "6", "--sizes", "4:8192"]
     done = subprocess.run(run, capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     rows = [line.split() for line in done.stdout.splitlines() if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [2**k for k in range(2, 14)]
     assert all(float(r[1]) > 0 for r in rows)
-    refused = subprocess.run(
-        [*run, "--mpi", "openmpi"], capture_output=True, text=True, cwd=ROOT, timeout=120
-    )
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
-    assert "reduce rules are not modelled" in refused.stderr
+    run[-1] = "4:1MiB"  # Open MPI's linear, in-order binomial, binary tree and pipelines on 6
+    ompi = subprocess.run([*run, "--mpi", "openmpi"], capture_output=True, text=True, cwd=ROOT)
+    assert ompi.returncode == 0, ompi.stderr
+    rows = [line.split() for line in ompi.stdout.splitlines() if not line.startswith("#")]
+    assert [int(r[0]) for r in rows] == [2**k for k in range(2, 21)]
+    assert all(float(r[1]) > 0 for r in rows)

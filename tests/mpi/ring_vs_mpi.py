@@ -128,11 +128,13 @@ for root in range(size):
         theirs = np.zeros_like(values)
         comm.Reduce(values, theirs, op=MPI.SUM, root=root)
         for name, reduce in REDUCES.items():
-            ours = values.copy()
-            sent, received = run_collective_mpi(comm, reduce(ours, root, rank, size))
-            if rank == root:
-                np.testing.assert_array_equal(ours, theirs, err_msg=f"{name} n={n}")
-            assert comm.allreduce(sent) == comm.allreduce(received)
+            for segment_bytes in (0, 16, 100):  # Open MPI's segments (MPICH's take none)
+                ours = values.copy()
+                program = reduce(ours, root, rank, size, segment_bytes)
+                sent, received = run_collective_mpi(comm, program)
+                if rank == root:
+                    np.testing.assert_array_equal(ours, theirs, err_msg=f"{name} n={n}")
+                assert comm.allreduce(sent) == comm.allreduce(received)
 
 if rank == 0:
     print("ok", size)

@@ -23,8 +23,9 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
   broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
-  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast rules
-  (a table of nine algorithms) and its reduce rules are not here.
+  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast and
+  reduce rules (tables of nine and seven algorithms) are not here: it broadcasts and reduces
+  as 4.0 decides.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
@@ -32,8 +33,8 @@ does. Alltoall: each library's choice among pairwise exchange, all at once (line
 (`alltoall_algorithm`); allgather among the ring, recursive doubling, Bruck's and neighbour
 exchange (`allgather_algorithm`). Broadcast: MPICH's binomial tree or scatter + allgather,
 Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`). Reduce:
-MPICH's binomial tree or reduce-scatter and gather (`reduce_algorithm`); Open MPI's are not
-written.
+MPICH's binomial tree or reduce-scatter and gather; Open MPI 4.0's linear, in-order binomial,
+binary tree or pipeline, with their segments (`reduce_algorithm`).
 """
 
 import math
@@ -287,25 +288,51 @@ def bcast_algorithm(library, nbytes, size, count=None):
 MPICH_REDUCE_SHORT = 2048  # MPICH 4/5 JSON: binomial for avg_msg_size<=2048 (inclusive)
 
 
-def reduce_algorithm(library, count, itemsize, size):
-    """The reduce (`programs.reductions.REDUCES`) ``library`` runs for ``count`` elements of
-    ``itemsize`` bytes to one root of ``size`` ranks (a built-in, commutative op): MPICH 4 and
-    5's built-in selection, ``binomial`` up to 2,048 bytes or with fewer elements than the
-    largest power of two <= size, else ``reduce-scatter-gather``. Open MPI's reduce rules are
-    not modelled: ValueError, one line.
+# Open MPI 4.0's reduce for commutative operations (v4.0.x ompi_coll_tuned_reduce_intra_dec_fixed;
+# SimGrid's reduce__ompi mirrors it): lines size = a n + b (a in 1/byte) past which a rule holds
+OPENMPI_REDUCE_LINES = (  # (a, b, program, segment bytes), tried in turn: size > a n + b
+    (0.6016 / 1024, 1.3496, "in-order-binomial", 1024),
+    (0.0410 / 1024, 9.7128, "pipeline", 1024),
+    (0.0422 / 1024, 1.1614, "binary", 32 * 1024),
+    (0.0033 / 1024, 1.6761, "pipeline", 32 * 1024),
+)
 
-    >>> [reduce_algorithm("mpich", n, 4, 8) for n in (512, 513)]
+
+def reduce_algorithm(library, count, itemsize, size):
+    """(program, segment bytes) of the reduce (`programs.reductions.REDUCES`) ``library`` runs
+    for ``count`` elements of ``itemsize`` bytes to one root of ``size`` ranks (a built-in,
+    commutative op); segment 0 where there are none. MPICH 4 and 5's built-in selection:
+    ``binomial`` up to 2,048 bytes or with fewer elements than the largest power of two <=
+    size, else ``reduce-scatter-gather``. Open MPI 4.0: ``linear`` below 8 ranks and 512 bytes;
+    the ``in-order-binomial`` tree unsegmented below 8 ranks and 20,480 bytes, below 2,048
+    bytes or for one element; else the first of `OPENMPI_REDUCE_LINES` whose line the size
+    passes, else the ``pipeline`` of 64 KiB segments. Open MPI 4.1 reduces as 4.0 decides (its
+    table is not written here).
+
+    >>> [reduce_algorithm("mpich", n, 4, 8)[0] for n in (512, 513)]
     ['binomial', 'reduce-scatter-gather']
-    >>> reduce_algorithm("mpich", 600, 4, 1024)
-    'binomial'
+    >>> [reduce_algorithm("openmpi", n, 4, 4) for n in (127, 128, 5120)]
+    [('linear', 0), ('in-order-binomial', 0), ('binary', 32768)]
+    >>> [reduce_algorithm("openmpi", n, 4, 64)[0] for n in (511, 512, 10**5, 350_000)]
+    ['in-order-binomial', 'in-order-binomial', 'pipeline', 'binary']
+    >>> [reduce_algorithm("openmpi", n, 4, 64)[1] for n in (512, 10**5, 10**6, 10**7)]
+    [1024, 1024, 32768, 65536]
     """
     _check(library)
-    if library != "mpich":
-        raise ValueError(f"{library}'s reduce rules are not modelled: --mpi mpich")
-    pof2 = 1 << (size.bit_length() - 1)
-    if count * itemsize <= MPICH_REDUCE_SHORT or count < pof2:
-        return "binomial"
-    return "reduce-scatter-gather"
+    nbytes = count * itemsize
+    if library == "mpich":
+        pof2 = 1 << (size.bit_length() - 1)
+        if nbytes <= MPICH_REDUCE_SHORT or count < pof2:
+            return "binomial", 0
+        return "reduce-scatter-gather", 0
+    if size < 8 and nbytes < 512:
+        return "linear", 0
+    if (size < 8 and nbytes < 20480) or nbytes < 2048 or count <= 1:
+        return "in-order-binomial", 0
+    for a, b, program, segment_bytes in OPENMPI_REDUCE_LINES:
+        if size > a * nbytes + b:
+            return program, segment_bytes
+    return "pipeline", 64 * 1024
 
 
 def library_for(version):

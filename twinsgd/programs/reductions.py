@@ -15,12 +15,25 @@ measured under MPI and simulated (`sim.osu`'s osu_reduce).
 
 MPICH 4 and 5 pick (their built-in selection, the JSON in the library): the binomial tree up to
 2,048 bytes, or where the buffer has fewer elements than p'; else the reduce-scatter and gather
-(`mpi_choices.reduce_algorithm`). Only the root's buffer holds the sum on return; the others'
-hold partial sums, as MPI leaves a non-root's receive buffer undefined.
+(`mpi_choices.reduce_algorithm`).
+
+Open MPI (``ompi/mca/coll/base/coll_base_reduce.c``) reduces along a tree in segments
+(``ompi_coll_base_reduce_generic``; `tree_reduce`): a leaf sends its segments to its parent one
+by one; an inner rank, segment by segment, takes each child's in turn and adds it in, and sends
+the finished segment up while it takes the next segment's first child's (its receive posted
+before that send: a `SendRecv` of two peers here, as in `programs.broadcasts`). The trees: the
+in-order binomial tree (``ompi_coll_base_topo_build_in_order_bmtree``: MPICH's tree), Open MPI's
+binary tree (`programs.broadcasts.binary_tree`) and the chain root, root + 1, ... (the
+pipeline, ``build_chain`` of fan-out 1); and `linear_reduce`, every rank straight to the root.
+Open MPI 4.0 picks among them and their segment sizes by size and message (`mpi_choices`).
+
+Only the root's buffer holds the sum on return; the others' hold partial sums, as MPI leaves a
+non-root's receive buffer undefined.
 """
 
 import numpy as np
 
+from twinsgd.programs.broadcasts import _flat, _segments, binary_tree
 from twinsgd.programs.collectives import _check_rank, _rabenseifner_schedule
 from twinsgd.programs.ops import Recv, Send, SendRecv
 
@@ -127,7 +140,114 @@ def reduce_scatter_gather(buf, root, rank, size, tag=0):
     return buf
 
 
+def in_order_binomial_tree(rank, root, size):
+    """(parent, children) of ``rank`` in Open MPI's in-order binomial tree rooted at ``root``
+    (``ompi_coll_base_topo_build_in_order_bmtree``): relative rank v's children are v ^ mask
+    for the masks below v's lowest set bit (from 1 up) that stay below ``size``, its parent
+    v ^ (that bit).
+
+    >>> [in_order_binomial_tree(r, 0, 8) for r in (0, 4, 6, 7)]
+    [(None, [1, 2, 4]), (0, [5, 6]), (4, [7]), (6, [])]
+    """
+    vrank, mask, children = (rank - root) % size, 1, []
+    while mask < size:
+        remote = vrank ^ mask
+        if remote < vrank:
+            return (remote + root) % size, children
+        if remote < size:
+            children.append((remote + root) % size)
+        mask <<= 1
+    return None, children
+
+
+def chain(rank, root, size):
+    """(parent, children) of ``rank`` on the chain root, root + 1, ..., root - 1 (Open MPI's
+    pipeline: ``ompi_coll_base_topo_build_chain`` of fan-out 1)."""
+    relative = (rank - root) % size
+    parent = None if relative == 0 else (rank - 1) % size
+    return parent, [(rank + 1) % size] if relative < size - 1 else []
+
+
+def tree_reduce(buf, parent, children, segment_bytes, tag=0):
+    """A rank's part of Open MPI's segmented reduce along a tree (the module's docstring): its
+    ``parent`` (None: the root) and ``children`` in the order it takes them; segments of
+    ``segment_bytes // itemsize`` elements (0: the whole buffer, one segment). Adds into
+    ``buf``. Yields Recv, Send and SendRecv; returns ``buf``."""
+    data = _flat(buf)
+    segments = _segments(data, segment_bytes or max(1, data.nbytes))
+    if not children:  # a leaf: its segments up, one after another (a root alone: nothing)
+        for segment in segments if parent is not None else ():
+            yield Send(dest=parent, payload=segment, tag=tag)
+        return buf
+    incoming = np.empty_like(segments[0])
+    for k, segment in enumerate(segments):
+        into = incoming[: segment.size]
+        for i, child in enumerate(children):
+            if i == 0 and k > 0 and parent is not None:  # the last segment up, the next one in
+                step = SendRecv(parent, segments[k - 1], child, into, tag, reduces=True)
+            else:
+                step = Recv(source=child, tag=tag, buf=into, reduces=True)
+            yield step
+            np.add(segment, into, out=segment)
+    if parent is not None:
+        yield Send(dest=parent, payload=segments[-1], tag=tag)
+    return buf
+
+
+def linear_reduce(buf, root, rank, size, segment_bytes=0, tag=0):
+    """Open MPI's ``basic_linear`` reduce: every other rank sends its buffer to ``root``, which
+    takes them from rank ``size - 1`` down to 0 and adds each in. Yields Send or Recv; returns
+    ``buf``.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.full(2, float(r)) for r in range(4)]
+    >>> _ = run_lockstep([linear_reduce(b, 1, r, 4) for r, b in enumerate(bufs)])
+    >>> bufs[1].tolist()
+    [6.0, 6.0]
+    """
+    _check_rank(rank, size)
+    _check_rank(root, size, "root")
+    if rank != root:
+        yield Send(dest=root, payload=buf, tag=tag)
+        return buf
+    incoming = np.empty_like(buf)
+    for source in range(size - 1, -1, -1):
+        if source != root:
+            yield Recv(source=source, tag=tag, buf=incoming, reduces=True)
+            np.add(buf, incoming, out=buf)
+    return buf
+
+
+def _on_tree(tree):
+    def program(buf, root, rank, size, segment_bytes=0, tag=0):
+        _check_rank(rank, size)
+        _check_rank(root, size, "root")
+        parent, children = tree(rank, root, size)
+        return tree_reduce(buf, parent, children, segment_bytes, tag)
+
+    program.__doc__ = f"""Open MPI's segmented reduce along `{tree.__name__}` (`tree_reduce`)."""
+    return program
+
+
+in_order_binomial_reduce = _on_tree(in_order_binomial_tree)
+binary_reduce = _on_tree(binary_tree)
+pipeline_reduce = _on_tree(chain)
+
+
+def _mpich(program):
+    def unsegmented(buf, root, rank, size, segment_bytes=0, tag=0):
+        return program(buf, root, rank, size, tag)
+
+    unsegmented.__doc__ = program.__doc__
+    return unsegmented
+
+
+# `mpi_choices.reduce_algorithm`'s names -> program(buf, root, rank, size, segment_bytes, tag)
 REDUCES = {
-    "binomial": binomial_reduce,
-    "reduce-scatter-gather": reduce_scatter_gather,
+    "binomial": _mpich(binomial_reduce),
+    "reduce-scatter-gather": _mpich(reduce_scatter_gather),
+    "linear": linear_reduce,
+    "in-order-binomial": in_order_binomial_reduce,
+    "binary": binary_reduce,
+    "pipeline": pipeline_reduce,
 }
