@@ -17,6 +17,7 @@ from twinsgd.programs.mpi_choices import reduce_algorithm
 from twinsgd.programs.reductions import (
     REDUCES,
     binomial_reduce,
+    in_order_binary_tree,
     in_order_binomial_tree,
     reduce_scatter_gather,
 )
@@ -66,7 +67,7 @@ def test_times_and_bytes_are_thakurs(size):
 
 @settings(max_examples=60, deadline=None)
 @given(
-    st.sampled_from(["linear", "in-order-binomial", "binary", "pipeline"]),
+    st.sampled_from(["linear", "in-order-binomial", "binary", "pipeline", "in-order-binary"]),
     st.integers(1, 13),
     st.integers(1, 40),
     st.sampled_from([0, 4, 8, 20, 1024]),
@@ -75,8 +76,10 @@ def test_times_and_bytes_are_thakurs(size):
 def test_open_mpis_reduces_give_the_root_the_sum_in_any_segments(name, size, n, segment, data):
     root = data.draw(st.integers(0, size - 1))
     run = _reduce(REDUCES[name], n, root, size, segment)
-    assert sum(run.sent) == sum(run.received) == (size - 1) * 4 * n  # each rank's sum once up
-    assert run.sent[root] == 0  # the root only takes
+    handed_on = name == "in-order-binary" and root != size - 1  # the tree's top to the root
+    # each rank's sum once up its tree, and the whole sum once more where it is handed on
+    assert sum(run.sent) == sum(run.received) == (size - 1 + handed_on) * 4 * n
+    assert run.sent[root] == 0 or handed_on  # the root only takes
     assert run.received[root] > 0 or size == 1
 
 
@@ -91,6 +94,19 @@ def test_a_pipeline_takes_p_plus_k_minus_2_segment_steps_and_linear_p_minus_1(si
     linear = _reduce(REDUCES["linear"], n, size - 1, size)
     assert max(linear.finished) == pytest.approx((size - 1) * (ALPHA + 4 * n / BETA))
     assert linear.received[size - 1] == (size - 1) * 4 * n
+
+
+def test_the_in_order_binary_tree_has_every_rank_once_below_size_minus_1():
+    """Rooted at size - 1, whatever the reduce's root: every other rank has one parent, which
+    lists it among its at most two children."""
+    for size in range(1, 40):
+        trees = {r: in_order_binary_tree(r, size) for r in range(size)}
+        assert trees[size - 1][0] is None
+        for rank, (parent, children) in trees.items():
+            assert len(children) <= 2
+            assert all(trees[c][0] == rank for c in children)
+            if rank != size - 1:
+                assert rank in trees[parent][1]
 
 
 def test_the_in_order_binomial_tree_is_open_mpis_picture():
@@ -134,10 +150,38 @@ def test_mpich_picks_as_its_built_in_selection(count, size, expected):
 )
 def test_open_mpi_picks_as_its_fixed_decision(nbytes, size, expected):
     """Open MPI 4.0's ``ompi_coll_tuned_reduce_intra_dec_fixed`` (commutative ops), at each
-    of its lines; 4.1 reduces as 4.0 decides."""
+    of its lines."""
     assert reduce_algorithm("openmpi", nbytes // 4, 4, size) == expected
-    assert reduce_algorithm("openmpi-4.1", nbytes // 4, 4, size) == expected
     assert expected[0] in REDUCES
+
+
+@pytest.mark.parametrize(
+    "nbytes, size, expected",
+    [
+        (4, 2, "linear"),  # Rabenseifner's, which falls back with fewer elements than p'
+        (8, 3, "binary"),
+        (4096, 3, "linear"),
+        (600_000, 3, "pipeline"),  # the chain, its fan-out forced to 1
+        (2000, 6, "binary"),
+        (100_000, 6, "in-order-binomial"),
+        (300_000, 6, "linear"),
+        (10_000, 300, "in-order-binary"),
+        (1 << 20, 64, "in-order-binomial"),
+    ],
+)
+def test_open_mpi_41_picks_from_its_table_unsegmented(nbytes, size, expected):
+    assert reduce_algorithm("openmpi-4.1", nbytes // 4, 4, size) == (expected, 0)
+    assert expected in REDUCES
+
+
+def test_a_reader_that_stops_early_ends_sim_osu_quietly():
+    """``sim.osu ... | head -3``: three lines, and no traceback from the closed pipe."""
+    command = f"{sys.executable} -m sim.osu osu_reduce --ranks 4 --sizes 4:1MiB | head -3"
+    done = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, cwd=ROOT
+    )
+    assert done.returncode == 0, done.stderr
+    assert len(done.stdout.splitlines()) == 3 and done.stderr == ""
 
 
 def test_sim_osu_reduce_prints_a_table_as_either_library_picks():

@@ -23,9 +23,9 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
   broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
-  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`). Its bcast and
-  reduce rules (tables of nine and seven algorithms) are not here: it broadcasts and reduces
-  as 4.0 decides.
+  and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`), and its reduce
+  table (`reduce_algorithm`). Its bcast rules (a table of nine algorithms) are not here: it
+  broadcasts as 4.0 decides.
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
@@ -34,7 +34,8 @@ does. Alltoall: each library's choice among pairwise exchange, all at once (line
 exchange (`allgather_algorithm`). Broadcast: MPICH's binomial tree or scatter + allgather,
 Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`). Reduce:
 MPICH's binomial tree or reduce-scatter and gather; Open MPI 4.0's linear, in-order binomial,
-binary tree or pipeline, with their segments (`reduce_algorithm`).
+binary tree or pipeline, with their segments, and 4.1's table of these, the in-order binary tree
+and the reduce-scatter and gather, unsegmented (`reduce_algorithm`).
 """
 
 import math
@@ -288,6 +289,29 @@ def bcast_algorithm(library, nbytes, size, count=None):
 MPICH_REDUCE_SHORT = 2048  # MPICH 4/5 JSON: binomial for avg_msg_size<=2048 (inclusive)
 
 
+# Open MPI 4.1's reduce for commutative operations (v4.1.x ompi_coll_tuned_reduce_intra_dec_fixed,
+# as SimGrid mirrors it in reduce__ompi), read as the allreduce's table; 4.1 passes no segment
+# size (0: the whole buffer at once), so its chain (fan-out 0, forced to 1) is the pipeline.
+# "rabenseifner" is the reduce-scatter and gather (ompi_coll_base_reduce_intra_redscat_gather),
+# linear below p' elements as its code falls back.
+OPENMPI_41_REDUCE = (
+    (4, ((8, "rabenseifner"), (16, "binary"), (32, "pipeline"), (262144, "linear"),
+         (524288, "pipeline"), (1048576, "chain"), (math.inf, "pipeline"))),
+    (8, ((4096, "binary"), (65536, "chain"), (262144, "in-order-binomial"),
+         (524288, "linear"), (1048576, "in-order-binomial"), (math.inf, "linear"))),
+    (16, ((8192, "binary"), (math.inf, "in-order-binomial"))),
+    (32, ((4096, "binary"), (math.inf, "in-order-binomial"))),
+    (256, ((math.inf, "in-order-binomial"),)),
+    (512, ((8192, "in-order-binomial"), (16384, "in-order-binary"),
+           (math.inf, "in-order-binomial"))),
+    (2048, ((math.inf, "in-order-binomial"),)),
+    (4096, ((512, "in-order-binomial"), (1024, "in-order-binary"), (8192, "in-order-binomial"),
+            (16384, "in-order-binary"), (math.inf, "in-order-binomial"))),
+    (math.inf, ((16, "in-order-binomial"), (32, "in-order-binary"), (1024, "in-order-binomial"),
+                (2048, "in-order-binary"), (8192, "in-order-binomial"),
+                (16384, "in-order-binary"), (math.inf, "in-order-binomial"))),
+)  # fmt: skip
+
 # Open MPI 4.0's reduce for commutative operations (v4.0.x ompi_coll_tuned_reduce_intra_dec_fixed;
 # SimGrid's reduce__ompi mirrors it): lines size = a n + b (a in 1/byte) past which a rule holds
 OPENMPI_REDUCE_LINES = (  # (a, b, program, segment bytes), tried in turn: size > a n + b
@@ -306,8 +330,8 @@ def reduce_algorithm(library, count, itemsize, size):
     size, else ``reduce-scatter-gather``. Open MPI 4.0: ``linear`` below 8 ranks and 512 bytes;
     the ``in-order-binomial`` tree unsegmented below 8 ranks and 20,480 bytes, below 2,048
     bytes or for one element; else the first of `OPENMPI_REDUCE_LINES` whose line the size
-    passes, else the ``pipeline`` of 64 KiB segments. Open MPI 4.1 reduces as 4.0 decides (its
-    table is not written here).
+    passes, else the ``pipeline`` of 64 KiB segments. Open MPI 4.1: `OPENMPI_41_REDUCE`, no
+    segments.
 
     >>> [reduce_algorithm("mpich", n, 4, 8)[0] for n in (512, 513)]
     ['binomial', 'reduce-scatter-gather']
@@ -317,14 +341,21 @@ def reduce_algorithm(library, count, itemsize, size):
     ['in-order-binomial', 'in-order-binomial', 'pipeline', 'binary']
     >>> [reduce_algorithm("openmpi", n, 4, 64)[1] for n in (512, 10**5, 10**6, 10**7)]
     [1024, 1024, 32768, 65536]
+    >>> [reduce_algorithm("openmpi-4.1", n, 4, 64) for n in (10**6,)]
+    [('in-order-binomial', 0)]
     """
     _check(library)
     nbytes = count * itemsize
+    pof2 = 1 << (size.bit_length() - 1)
     if library == "mpich":
-        pof2 = 1 << (size.bit_length() - 1)
         if nbytes <= MPICH_REDUCE_SHORT or count < pof2:
             return "binomial", 0
         return "reduce-scatter-gather", 0
+    if library == "openmpi-4.1":
+        chosen = _look_up(OPENMPI_41_REDUCE, size, nbytes)
+        if chosen == "rabenseifner":
+            return ("reduce-scatter-gather" if count >= pof2 else "linear"), 0
+        return ("pipeline" if chosen == "chain" else chosen), 0
     if size < 8 and nbytes < 512:
         return "linear", 0
     if (size < 8 and nbytes < 20480) or nbytes < 2048 or count <= 1:

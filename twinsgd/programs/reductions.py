@@ -160,6 +160,33 @@ def in_order_binomial_tree(rank, root, size):
     return None, children
 
 
+def in_order_binary_tree(rank, size):
+    """(parent, children) of ``rank`` in Open MPI's in-order binary tree of ``size`` ranks
+    (``ompi_coll_base_topo_build_in_order_bintree``): rooted at rank ``size - 1`` whatever the
+    reduce's root; a node's left child the rank below it, its right child the root of the
+    lower ``size // 2`` ranks' subtree, each subtree built the same way.
+
+    >>> [in_order_binary_tree(r, 9) for r in (8, 7, 3, 5, 1, 0)]  # Open MPI's picture
+    [(None, [7, 3]), (8, [6, 5]), (8, [2, 1]), (7, [4]), (3, [0]), (1, [])]
+    """
+    me, top, parent, delta, below = rank, size, size - 1, 0, None
+    while True:
+        right_size = top >> 1
+        left = parent - 1 if top > 1 else -1
+        right = right_size - 1 if left > 0 else -1
+        if me == parent:
+            return below, [c + delta for c in (left, right) if c >= 0]
+        if me > right:  # in the left subtree
+            if me == left:
+                below = parent + delta
+            top, delta, me = top - right_size - 1, delta + right_size, me - right_size
+            parent = top - 1
+        else:  # in the right subtree
+            if me == right:
+                below = parent + delta
+            top, parent = right_size, right
+
+
 def chain(rank, root, size):
     """(parent, children) of ``rank`` on the chain root, root + 1, ..., root - 1 (Open MPI's
     pipeline: ``ompi_coll_base_topo_build_chain`` of fan-out 1)."""
@@ -229,6 +256,27 @@ def _on_tree(tree):
     return program
 
 
+def in_order_binary_reduce(buf, root, rank, size, segment_bytes=0, tag=0):
+    """Open MPI's ``in_order_binary`` reduce: `tree_reduce` along `in_order_binary_tree`, whose
+    root is rank ``size - 1``; that rank then sends the sum to ``root`` if it is another.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.full(2, float(r)) for r in range(5)]
+    >>> _ = run_lockstep([in_order_binary_reduce(b, 1, r, 5) for r, b in enumerate(bufs)])
+    >>> bufs[1].tolist()
+    [10.0, 10.0]
+    """
+    _check_rank(rank, size)
+    _check_rank(root, size, "root")
+    top = size - 1
+    yield from tree_reduce(buf, *in_order_binary_tree(rank, size), segment_bytes, tag)
+    if root != top and rank == top:
+        yield Send(dest=root, payload=buf, tag=tag)
+    elif root != top and rank == root:
+        yield Recv(source=top, tag=tag, buf=buf)
+    return buf
+
+
 in_order_binomial_reduce = _on_tree(in_order_binomial_tree)
 binary_reduce = _on_tree(binary_tree)
 pipeline_reduce = _on_tree(chain)
@@ -250,4 +298,5 @@ REDUCES = {
     "in-order-binomial": in_order_binomial_reduce,
     "binary": binary_reduce,
     "pipeline": pipeline_reduce,
+    "in-order-binary": in_order_binary_reduce,
 }

@@ -1,8 +1,11 @@
 """Ctrl-C at a command line: one line on stderr and exit status 130 (128 + SIGINT), never a
-traceback. The run folder, if any, has already said so (``failed: interrupted``)."""
+traceback. The run folder, if any, has already said so (``failed: interrupted``). A reader
+that stops early (``sim.osu ... | head``) ends a command quietly, as it ends ``cat``."""
 
 import functools
 import logging
+import os
+import sys
 
 from twinsgd.cli import set_up_logging
 
@@ -27,6 +30,9 @@ def one_line_on_interrupt(prog):
                     set_up_logging(prog)
                 logging.getLogger(__name__).error("interrupted (SIGINT)")
                 return 130
+            except BrokenPipeError:  # | head had enough: no traceback, none at exit either
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+                return 0
 
         return wrapped
 
