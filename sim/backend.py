@@ -189,8 +189,9 @@ class Simulator:
         cores (`sim.cores`): compute, own code and moving bytes need a core, a rank gives it up
         while it waits for a message that has not come, and needs it back to go on.
     wakes_preempt : bool
-        The waiting ranks of ``core_groups`` sleep in the kernel (MPI over TCP): a message puts
-        its rank on a core at once, ahead of ranks that compute (`sim.cores`).
+        The ranks of ``core_groups`` hold no core in a communication call, and their message
+        puts them back on one at once, ahead of ranks that compute (an emulated cluster's MPI
+        over TCP, as measured; `sim.cores`).
     """
 
     def __init__(
@@ -393,7 +394,7 @@ class Simulator:
             and not measured
             and not self.faults.active
         )
-        asleep = host is not None and host.wakes_preempt  # waits asleep in the kernel
+        off_core = host is not None and host.wakes_preempt  # no core in a call (`sim.cores`)
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
             closed_form = None  # message-level collectives: the handler's generator
@@ -445,7 +446,7 @@ class Simulator:
                 elif closed_form is not None and type(op) is Allreduce:  # no generator a step
                     yield closed_form.enter(node, op, env.now)
                     reply = closed_form.reduced(op, node.size)
-                elif asleep:  # over TCP: off its core in the call, woken onto one after
+                elif off_core:  # over TCP: no core in the call, back on one at once after
                     host.release(rank)
                     reply = yield from handlers[type(op)](node, op)
                     yield from host.acquire(rank, wake=True)
@@ -486,7 +487,7 @@ class Simulator:
         host's cores gives its core up while the event has not happened, and waits for one
         again after."""
         host = self.cores.get(node.rank)
-        if host is None or host.wakes_preempt or event.triggered:  # (asleep: off it already)
+        if host is None or host.wakes_preempt or event.triggered:  # (no core in a call there)
             return (yield event)
         host.release(node.rank)
         self._parked.add(node.rank)

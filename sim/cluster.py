@@ -68,7 +68,7 @@ class Cluster:
     slowdown: float
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
-    wakes_preempt: bool  # a message puts its rank on a core at once (MPI over TCP; `sim.cores`)
+    wakes_preempt: bool  # a message puts its rank on a core at once (emulated hosts; `sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
@@ -481,7 +481,7 @@ def core_groups(options, profile, ranks, ranks_per_host):
     --ranks-per-host R on --cores-per-host C < R (or the profile's cores). None for the closed
     forms and the analytic engine, which slow compute by the cores' share instead. An emulated
     cluster's profile (token buckets, MPI over TCP) puts its hosts' ranks on the machine's
-    cores too, where a message wakes its rank at once (`wakes_preempt`)."""
+    cores too, where a message puts its rank on a core at once (`wakes_preempt`)."""
     if options.collectives != "message" or getattr(options, "engine", "events") != "events":
         return ()
     cores = options.cores_per_host or (profile.cores if profile else None)
@@ -496,9 +496,9 @@ def core_groups(options, profile, ranks, ranks_per_host):
 
 
 def wakes_preempt(profile):
-    """Whether the ranks that share cores wait asleep in the kernel, so that a message wakes its
-    rank onto a core at once (`sim.cores`): an emulated cluster's (MPI over TCP), not ranks
-    that talk through shared memory, which spin and wait for their turn."""
+    """Whether a message puts its rank on a shared core at once and a rank holds none while it
+    communicates (`sim.cores`): an emulated cluster's ranks (MPI over TCP), as measured; not
+    ranks that talk through shared memory, which wait for their turn."""
     return bool(profile is not None and profile.shaper)
 
 

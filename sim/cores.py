@@ -12,14 +12,18 @@ go on once it has; a rank whose turn ends while others wait for a core goes behi
 message to a rank that is not on a core therefore waits until its turn comes, up to
 ``(R / C - 1)`` turns: on fast links that, not the wire, is the time.
 
-Ranks that talk over TCP (an emulated cluster: MPI's sockets) wait asleep in the kernel, and
-Linux puts a rank its message wakes on a core at once, ahead of the ranks that compute
-(``wakes_preempt``): it takes the core of the rank furthest into its turn, which goes first in
-line for the next. Without that, a woken rank waited out a computing rank's turn and 4 emulated
-hosts on 2 cores came out 48-55 % too slow; with compute slowed by the cores' share instead, every
-rank computed at half speed at once, where the measured ranks take turns of whole steps: two
-compute at full speed while two wait for a core (their wait at the next barrier 0.9 ms a step
-measured, 0.16 simulated; their compute 19 % shorter than simulated; 2026-11-27).
+Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well:
+a 2 s receive took 2 s of CPU (half of it in the kernel, no voluntary switch), on the emulated
+cluster as on shared memory (2026-11-27). Yet there the measured runs go as if a rank whose
+message has come is put on a core at once, ahead of the ranks that compute (``wakes_preempt``:
+it takes the core of the rank furthest into its turn, which goes first in line for the next),
+and as if a rank held no core while the kernel moves its bytes. Why is not established (TCP's
+interrupts, the qdisc's timers and the kernel's share of the sends are candidates); it is kept
+because it reproduces the measurements best. Four hosts on 2 cores (8 configurations, one
+run's measurements simulated again): a message waiting out a computing rank's turn made
+them 48-55 % too slow; compute slowed by the cores' share, every rank at half speed at once
+where the measured ranks take turns of whole steps, gave a median |error| of 16.1 % (their
+wait at the next barrier 0.9 ms a step measured, 0.16 simulated); this, 11.3 %.
 
 Examples
 --------
@@ -54,8 +58,8 @@ class HostCores:
 
     A rank calls `acquire` before it runs (it may wait its turn), `run` for seconds of work
     (preempted at the end of each turn while others wait), and `release` when it blocks.
-    ``wakes_preempt``: a rank woken by its message (``acquire(rank, wake=True)``) takes a core
-    from a rank in `run` if none is free (the module's notes).
+    ``wakes_preempt``: a rank back from a wait (``acquire(rank, wake=True)``: its message has
+    come) takes a core from a rank in `run` if none is free (the module's notes).
     """
 
     def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S, wakes_preempt=False):
@@ -75,7 +79,7 @@ class HostCores:
         """Process step: wait for a core for each of ``ranks`` that has none, all at once
         (behind the requests already waiting), then each holds its core for a turn; returns
         the ranks it put on a core. Two ranks: a copy through shared memory, which moves only
-        while sender and receiver are both on a core. ``wake``: one rank its message woke,
+        while sender and receiver are both on a core. ``wake``: one rank whose message came,
         which with ``wakes_preempt`` takes the core of a rank in `run` if none is free, else
         goes first in line (as does a rank with ``first``: one that was preempted)."""
         if len(ranks) > self.cores:
@@ -146,8 +150,8 @@ class HostCores:
                 self.turn_ends[rank] = env.now + self.slice_s
 
     def _run_preemptible(self, rank, seconds):
-        """`run` where a woken rank may take the core (``wakes_preempt``): the work stops there
-        and goes on when the rank is back on a core, first in line."""
+        """`run` where a rank back from a wait may take the core (``wakes_preempt``): the work
+        stops there and goes on when the rank is back on a core, first in line."""
         env = self.env
         while seconds > 0:
             step = min(seconds, self.turn_ends[rank] - env.now)

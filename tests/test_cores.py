@@ -175,11 +175,11 @@ def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
     assert granted == [(1,)] and host.free == 2 and not host.turn_ends
 
 
-def test_a_woken_rank_takes_the_core_of_one_that_computes_where_ranks_sleep():
-    """Two cores, ranks 0 and 1 computing 6 ms from 0, rank 2 woken at 1 ms for 0.5 ms of
-    work. Where waiting ranks sleep (MPI over TCP) it takes rank 0's core at once and ends at
-    1.5 ms; rank 0, first in line, gets it back then and ends 0.5 ms late. Where they spin,
-    rank 2 waits for the end of a turn (4 ms)."""
+def test_a_rank_back_from_a_wait_takes_the_core_of_one_that_computes_with_wakes_preempt():
+    """Two cores, ranks 0 and 1 computing 6 ms from 0, rank 2 back from a wait at 1 ms for 0.5
+    ms of work. With ``wakes_preempt`` (emulated hosts) it takes rank 0's core at once and ends
+    at 1.5 ms; rank 0, first in line, gets it back then and ends 0.5 ms late. Without (shared
+    memory), rank 2 waits for the end of a turn (4 ms)."""
 
     def ends(wakes_preempt):
         env = simpy.Environment()
@@ -203,10 +203,12 @@ def test_a_woken_rank_takes_the_core_of_one_that_computes_where_ranks_sleep():
     assert ends(wakes_preempt=False) == {2: 0.0045, 0: 0.006, 1: 0.0065}
 
 
-def test_ranks_take_turns_where_they_spin_and_wake_onto_a_core_where_they_sleep(tmp_path):
+def test_ranks_take_turns_on_shared_cores_and_emulated_hosts_get_one_when_a_message_comes(
+    tmp_path,
+):
     """Turns for a one-machine profile's shared memory, and for hosts of more ranks than cores;
-    for an emulated cluster's profile too (MPI over TCP), where a waiting rank sleeps and its
-    message wakes it onto a core at once; none for the closed forms, nor within the cores."""
+    for an emulated cluster's profile too (MPI over TCP), where a message puts its rank on a
+    core at once (`wakes_preempt`); none for the closed forms, nor within the cores."""
     import tomli_w
 
     from sim.cluster import core_groups, wakes_preempt
