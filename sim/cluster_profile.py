@@ -298,11 +298,14 @@ class Slowed:
 def _past_the_burst_Bps(cost, burst_bytes):
     """The payload rate a measured pattern ``cost`` shows once the buckets are empty: the
     median of its model's rate at the powers of two from twice ``burst_bytes`` to its largest
-    size (the largest alone if none lies between). A median, as one segment at either end may
-    stray: on an emulated 1 Gbit/s pair the Sendrecvs past 24 MB moved 101.5 MB/s where every
-    size from 92 KB moved 118 (2026-11-27), and the largest size alone made every Sendrecv
-    of a run 14 % slower than measured."""
+    size (where its last segment begins, if that one is open; the largest alone if no power of
+    two lies between). A median, as one segment at either end may stray: on an emulated 1
+    Gbit/s pair the Sendrecvs past 24 MB moved 101.5 MB/s where every size from 92 KB moved
+    118 (2026-11-27), and the largest size alone made every Sendrecv of a run 14 % slower
+    than measured."""
     largest = float(cost.max_bytes[-1])
+    if not math.isfinite(largest):  # an open last segment: up to where it begins
+        largest = max(float(cost.min_bytes[-1]), 2 * burst_bytes)
     low = math.ceil(math.log2(2 * burst_bytes))
     sizes = [2.0**k for k in range(low, math.floor(math.log2(largest)) + 1)] or [largest]
     rates = sorted(float(cost.beta_Bps(n)) for n in sizes)
