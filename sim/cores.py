@@ -87,8 +87,9 @@ class HostCores:
         if not self.ready and self._fits(ranks):
             return self._grant(ranks)
         wake = wake and self.wakes_preempt
-        if wake and self._working:  # (no core is free: the line would have had it)
-            self._preempt()
+        if wake and (self._fits(ranks) or self._working):  # ahead of the line
+            if not self._fits(ranks):
+                self._preempt()
             return self._grant(ranks)
         turn = self.env.event()
         if wake or first:
