@@ -12,6 +12,12 @@ go on once it has; a rank whose turn ends while others wait for a core goes behi
 message to a rank that is not on a core therefore waits until its turn comes, up to
 ``(R / C - 1)`` turns: on fast links that, not the wire, is the time.
 
+Not modelled: a waiting rank yields to other waiting ranks, not to one that computes. Two ranks
+on one core (``taskset``), a 13.4 ms numpy kernel took 24.1 ms beside a rank spinning in MPI's
+``Recv`` and 24.4 ms beside one computing (2026-11-27, another machine of this kind): against a
+computing rank a spinner takes its fair share. Here it takes none, which is one reason 4 ranks
+on 2 cores come out 12-57 % fast (docs/validation.md).
+
 Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well:
 a 2 s receive took 2 s of CPU (half of it in the kernel, no voluntary switch), on the emulated
 cluster as on shared memory (2026-11-27). Yet there the measured runs go as if a rank whose
