@@ -448,7 +448,11 @@ class Simulator:
                     reply = closed_form.reduced(op, node.size)
                 elif off_core:  # over TCP: no core in the call, back on one at once after
                     host.release(rank)
-                    reply = yield from handlers[type(op)](node, op)
+                    try:
+                        reply = yield from handlers[type(op)](node, op)
+                    except simpy.Interrupt:  # it goes on (or fails) on a core, as `_blocked`
+                        yield from host.acquire(rank, wake=True)
+                        raise
                     yield from host.acquire(rank, wake=True)
                 else:
                     reply = yield from handlers[type(op)](node, op)

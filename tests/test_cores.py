@@ -355,3 +355,43 @@ def _run_to_the_end_on_shared_cores(program, size, cores, straggle, seed):
     sim.run([program(r) for r in range(size)])
     host = sim.cores[0]
     assert host.free == cores and not host.turn_ends and not host.ready
+
+
+def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_with_wakes_preempt():
+    """Emulated hosts hold no core in a call: rank 0, waiting for rank 1 when rank 1 is killed,
+    is told (`PeerFailed`), gets a core back and computes on (it raised KeyError before)."""
+    from twinsgd.programs.ops import PeerFailed
+    from twinsgd.run.faults import parse_fail_spec
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+
+    def program(rank):
+        if rank == 0:
+            told = False
+            try:
+                yield Recv(source=1, tag=0)
+            except PeerFailed:
+                told = True
+            yield Compute(lambda: None, (), samples=1)
+            return "told, went on" if told else "not told"
+        yield Compute(lambda: None, (), samples=1)
+        if rank == 1:
+            yield Recv(source=2, tag=0)  # never sent: rank 1 is killed while it waits
+        return "done"
+
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in nodes],
+        1e-6,
+        1e9,
+        ComputeModel(seconds_per_sample=1e-3),
+        core_groups=((range(3), 2),),
+        wakes_preempt=True,
+    )
+    assert sim.run([program(r) for r in range(3)], parse_fail_spec("1@0.5ms")) == [
+        "told, went on",
+        None,
+        "done",
+    ]
+    host = sim.cores[0]
+    assert host.free == 2 and not host.turn_ends and not host.ready
