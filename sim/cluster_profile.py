@@ -82,6 +82,7 @@ a measured ``seconds_per_sample`` for the run's model comes first.
 import hashlib
 import importlib.resources
 import math
+import statistics
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -308,9 +309,7 @@ def _past_the_burst_Bps(cost, burst_bytes):
         largest = max(float(cost.min_bytes[-1]), 2 * burst_bytes)
     low = math.ceil(math.log2(2 * burst_bytes))
     sizes = [2.0**k for k in range(low, math.floor(math.log2(largest)) + 1)] or [largest]
-    rates = sorted(float(cost.beta_Bps(n)) for n in sizes)
-    middle = len(rates) // 2
-    return rates[middle] if len(rates) % 2 else (rates[middle - 1] + rates[middle]) / 2
+    return statistics.median(float(cost.beta_Bps(n)) for n in sizes)
 
 
 def load_profile(name_or_path):

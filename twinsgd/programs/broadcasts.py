@@ -161,11 +161,17 @@ def _segments(data, segment_bytes):
 
 
 def _pipeline(buf, root, rank, size, segment_bytes, tag):
-    relative = (rank - root) % size
-    parent = None if relative == 0 else (rank - 1) % size
-    children = [(rank + 1) % size] if relative < size - 1 else []
+    parent, children = chain(rank, root, size)
     yield from _relay(_segments(_flat(buf), segment_bytes), parent, children, tag)
     return buf
+
+
+def chain(rank, root, size):
+    """(parent, children) of ``rank`` on the chain root, root + 1, ..., root - 1 (Open MPI's
+    pipeline: ``ompi_coll_base_topo_build_chain`` of fan-out 1)."""
+    relative = (rank - root) % size
+    parent = None if relative == 0 else (rank - 1) % size
+    return parent, [(rank + 1) % size] if relative < size - 1 else []
 
 
 def _relay(segments, parent, children, tag):

@@ -69,7 +69,8 @@ OPENMPI_41_ALLREDUCE = (
     (math.inf, ((2048, "nonoverlapping"), (16384, "segmented-ring"),
                 (32768, "recursive-doubling"), (math.inf, "rabenseifner"))),
 )  # fmt: skip
-PROGRAM = {"segmented-ring": "ring", "nonoverlapping": "reduce-bcast"}  # Open MPI's -> ours
+# Open MPI's -> ours (a reduce's chain of fan-out 0 is forced to 1 by Open MPI: the pipeline)
+PROGRAM = {"segmented-ring": "ring", "nonoverlapping": "reduce-bcast", "chain": "pipeline"}
 
 
 def allreduce_algorithm(library, count, itemsize, size):
@@ -355,7 +356,7 @@ def reduce_algorithm(library, count, itemsize, size):
         chosen = _look_up(OPENMPI_41_REDUCE, size, nbytes)
         if chosen == "rabenseifner":
             return ("reduce-scatter-gather" if count >= pof2 else "linear"), 0
-        return ("pipeline" if chosen == "chain" else chosen), 0
+        return PROGRAM.get(chosen, chosen), 0
     if size < 8 and nbytes < 512:
         return "linear", 0
     if (size < 8 and nbytes < 20480) or nbytes < 2048 or count <= 1:

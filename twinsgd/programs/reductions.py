@@ -4,8 +4,9 @@ measured under MPI and simulated (`sim.osu`'s osu_reduce).
 - `binomial_reduce`: MPICH's ``MPIR_Reduce_intra_binomial`` for a commutative op. Relative to
   the root, a rank adds in what each child of a binomial tree sends it (the child at relative
   rank ``rel | mask`` for each ``mask`` below its own lowest set bit) and then sends its sum to
-  its parent (``rel - mask``). ``ceil(log2 p)`` rounds: ``log2 p (alpha + n/beta + n gamma)``
-  (Thakur, Rabenseifner and Gropp 2005).
+  its parent (``rel - mask``): Open MPI's in-order binomial tree, unsegmented (`tree_reduce`).
+  ``ceil(log2 p)`` rounds: ``log2 p (alpha + n/beta + n gamma)`` (Thakur, Rabenseifner and
+  Gropp 2005).
 - `reduce_scatter_gather`: MPICH's ``MPIR_Reduce_intra_reduce_scatter_gather`` (Rabenseifner's
   reduce): past a power of two p' the odd ranks below 2 (p - p') hand their buffer to the even
   one below them and sit out; the p' left reduce-scatter by recursive halving (block i, of
@@ -33,7 +34,7 @@ non-root's receive buffer undefined.
 
 import numpy as np
 
-from twinsgd.programs.broadcasts import _flat, _segments, binary_tree
+from twinsgd.programs.broadcasts import _flat, _segments, binary_tree, chain
 from twinsgd.programs.collectives import _check_rank, _rabenseifner_schedule
 from twinsgd.programs.ops import Recv, Send, SendRecv
 
@@ -50,19 +51,7 @@ def binomial_reduce(buf, root, rank, size, tag=0):
     """
     _check_rank(rank, size)
     _check_rank(root, size, "root")
-    rel, mask, incoming = (rank - root) % size, 1, None
-    while mask < size:
-        if rel & mask:  # all my children are in: my sum to my parent
-            yield Send(dest=(rel - mask + root) % size, payload=buf, tag=tag)
-            break
-        if rel | mask < size:
-            if incoming is None:
-                incoming = np.empty_like(buf)
-            source = ((rel | mask) + root) % size
-            got = yield Recv(source=source, tag=tag, buf=incoming, reduces=True)
-            np.add(buf, got[1], out=buf)
-        mask <<= 1
-    return buf
+    return tree_reduce(buf, *in_order_binomial_tree(rank, root, size), 0, tag)
 
 
 def reduce_scatter_gather(buf, root, rank, size, tag=0):
@@ -185,14 +174,6 @@ def in_order_binary_tree(rank, size):
             if me == right:
                 below = parent + delta
             top, parent = right_size, right
-
-
-def chain(rank, root, size):
-    """(parent, children) of ``rank`` on the chain root, root + 1, ..., root - 1 (Open MPI's
-    pipeline: ``ompi_coll_base_topo_build_chain`` of fan-out 1)."""
-    relative = (rank - root) % size
-    parent = None if relative == 0 else (rank - 1) % size
-    return parent, [(rank + 1) % size] if relative < size - 1 else []
 
 
 def tree_reduce(buf, parent, children, segment_bytes, tag=0):

@@ -239,13 +239,15 @@ class CsvLog:
         are kept as they are and formatted once, all together, when they are flushed."""
         columns = self.columns
         self._pending.extend([row.get(c) for c in columns] for row in rows)
-        if time.monotonic() - self._flushed_at >= self.flush_s:
-            self.flush()
+        self._flush_if_due()
 
     def write_values(self, values):
         """Append one row given as its values in the order of ``columns`` (`write_rows` without
         a dict: the simulator writes a row per node and step)."""
         self._pending.append(values)
+        self._flush_if_due()
+
+    def _flush_if_due(self):
         if time.monotonic() - self._flushed_at >= self.flush_s:
             self.flush()
 
