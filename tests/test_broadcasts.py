@@ -11,12 +11,15 @@ from twinsgd.programs import lockstep
 from twinsgd.programs.broadcasts import (
     BCASTS,
     binary_tree,
+    bmtree,
+    knomial_tree,
+    linear_bcast,
     pipeline_bcast,
     scatter_allgather_bcast,
     scatter_blocks,
     split_binary_bcast,
 )
-from twinsgd.programs.mpi_choices import bcast_algorithm
+from twinsgd.programs.mpi_choices import OPENMPI_41_BCAST, bcast_algorithm
 
 ALPHA, BETA = 3.0, 8.0  # seconds per message, bytes per second
 
@@ -121,11 +124,73 @@ def test_split_binary_bcast_delivers_each_byte_once_to_each_rank(size, segment_b
         assert sum(run.sent) == sum(run.received)
 
 
-@pytest.mark.parametrize("library", ["mpich", "openmpi"])
+@pytest.mark.parametrize("library", ["mpich", "openmpi", "openmpi-4.1"])
 @pytest.mark.parametrize("nbytes", [100, 2048, 12288, 400_000, 600_000, 4 << 20])
-@pytest.mark.parametrize("size", [2, 8, 12, 16, 64])
+@pytest.mark.parametrize("size", [2, 3, 6, 8, 12, 16, 24, 64])
 def test_every_picked_broadcast_runs(library, nbytes, size):
     """Whatever a library picks at this size and rank count is a program that delivers."""
     algorithm, segment_bytes = bcast_algorithm(library, nbytes, size)
     n = nbytes // 4 // 64  # the same shape of choice, a smaller buffer to run
-    _bcast(BCASTS[algorithm], n, 0, size, segment_bytes=max(1, segment_bytes // 64), tag=0)
+    segment_bytes = max(1, segment_bytes // 64) if segment_bytes else 0  # 0: unsegmented
+    _bcast(BCASTS[algorithm], n, 0, size, segment_bytes=segment_bytes, tag=0)
+
+
+@pytest.mark.parametrize("tree", [bmtree, knomial_tree, binary_tree])
+@pytest.mark.parametrize("size", range(1, 40))
+def test_open_mpis_trees_span_the_ranks_once(tree, size):
+    """Every rank but the root has one parent, which lists it among its children; from the
+    root every rank is reached."""
+    for root in {0, size // 2, size - 1}:
+        links = {rank: tree(rank, root, size) for rank in range(size)}
+        assert links[root][0] is None
+        for rank, (parent, children) in links.items():
+            assert all(links[child][0] == rank for child in children)
+            if rank != root:
+                assert rank in links[parent][1]
+        reached, frontier = {root}, [root]
+        while frontier:
+            frontier = [c for r in frontier for c in links[r][1]]
+            reached.update(frontier)
+        assert reached == set(range(size))
+
+
+def test_trees_depth_as_open_mpis():
+    """Open MPI's binomial tree of 2^k ranks is k deep, its 4-nomial one log4 p deep, and
+    the root's children come as its source lists them (nearest first; farthest first)."""
+
+    def depth(tree, rank, size):
+        parent = tree(rank, 0, size)[0]
+        return 0 if parent is None else 1 + depth(tree, parent, size)
+
+    assert max(depth(bmtree, r, 64) for r in range(64)) == 6
+    assert max(depth(knomial_tree, r, 64) for r in range(64)) == 3
+    assert bmtree(0, 0, 16)[1] == [1, 2, 4, 8]
+    assert knomial_tree(0, 0, 16)[1] == [4, 8, 12, 1, 2, 3]
+    assert knomial_tree(5, 1, 16) == (1, [6, 7, 8])  # shifted 4: under 0, over 5, 6, 7
+    assert knomial_tree(3, 1, 16) == (1, [])  # shifted 2: a leaf
+
+
+def test_linear_bcast_root_sends_to_each_in_rank_order():
+    """The root's messages go out one after another: the last rank has the buffer after
+    p - 1 messages (the lockstep driver's synchronous sends)."""
+    run = _bcast(linear_bcast, 64, 2, 5)
+    assert run.sent == [0, 0, 4 * 256, 0, 0]
+    assert run.received == [256, 256, 0, 256, 256]
+    assert max(run.finished) == pytest.approx(4 * (ALPHA + 256 / BETA))
+
+
+def test_open_mpi_41_bcast_table_as_its_source():
+    """Spot checks of v4.1.x ompi_coll_tuned_bcast_intra_dec_fixed, each bound exclusive."""
+    assert OPENMPI_41_BCAST[-1][0] == math.inf
+    cases = [
+        (2, 31, "pipeline"), (2, 32, "binary"), (3, 1023, "knomial"), (3, 1024, "linear"),
+        (3, 262144, "linear"), (3, 524288, "bmtree"), (4, 8191, "bmtree"),
+        (7, 1048575, "linear"), (7, 1048576, "pipeline"), (8, 7, "knomial"),
+        (15, 16384, "bmtree"), (15, 32768, "linear"), (16, 4095, "knomial"),
+        (31, 1048575, "bmtree"), (32, 2048, "knomial"), (127, 1, "knomial"),
+        (128, 1, "bmtree"), (200, 20000, "linear"), (300, 20000, "split-binary"),
+        (1500, 524288, "scatter-ring"), (2048, 262144, "scatter-recursive-doubling"),
+        (5000, 10000, "binary"),
+    ]  # fmt: skip
+    for size, nbytes, name in cases:
+        assert bcast_algorithm("openmpi-4.1", nbytes, size) == (name, 0), (size, nbytes)

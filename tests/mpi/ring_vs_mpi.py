@@ -15,6 +15,7 @@ from mpi4py import MPI
 from real.backend import run_collective_mpi
 from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS, alltoall_bytes
 from twinsgd.programs.broadcasts import (
+    BCASTS,
     pipeline_bcast,
     scatter_allgather_bcast,
     scatter_blocks,
@@ -119,6 +120,13 @@ for root in range(size):
             sent, received = run_collective_mpi(comm, program)
             np.testing.assert_array_equal(ours, theirs)
             assert received == (0 if rank == root else 4 * n), (n, segment_bytes, received)
+            assert comm.allreduce(sent) == comm.allreduce(received)
+        for name in ("linear", "binary", "bmtree", "knomial", "split-binary"):  # 4.1's, whole
+            ours = values.copy() if rank == root else np.zeros_like(values)
+            sent, received = run_collective_mpi(comm, BCASTS[name](ours, root, rank, size, 0))
+            np.testing.assert_array_equal(ours, theirs)
+            if name != "split-binary":  # a tree: each rank but the root receives it once
+                assert received == (0 if rank == root or n == 0 else 4 * n), (name, received)
             assert comm.allreduce(sent) == comm.allreduce(received)
 
 pof2 = 1 << (size.bit_length() - 1)

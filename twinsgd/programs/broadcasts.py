@@ -139,7 +139,8 @@ def _scatter_allgather(data, buf, root, rank, size, allgather, tag):
 
 def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     """Broadcast ``root``'s ``buf`` down the chain root, root + 1, ..., root - 1 in segments of
-    ``segment_bytes // itemsize`` elements (at least one; the last segment shorter): each rank
+    ``segment_bytes // itemsize`` elements (at least one; the last segment shorter; 0: the
+    whole buffer in one, as Open MPI 4.1's fixed rules pass no segment size): each rank
     receives a segment from its predecessor, then passes it to its successor, segment by
     segment (Open MPI's pipeline, a chain of fan-out 1). Yields Recv and Send; returns ``buf``.
     Collective.
@@ -150,13 +151,14 @@ def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     >>> all(b.tolist() == list(range(7)) for b in out.results)
     True
     """
-    _check(root, rank, size, segment_bytes)
+    _check(root, rank, size, segment_bytes or 1)
     return _pipeline(buf, root, rank, size, segment_bytes, tag)
 
 
 def _segments(data, segment_bytes):
-    """``data`` (flat) cut into Open MPI's segments of ``segment_bytes // itemsize`` elements."""
-    count = max(1, segment_bytes // data.itemsize)
+    """``data`` (flat) cut into Open MPI's segments of ``segment_bytes // itemsize`` elements
+    (``segment_bytes`` 0: one segment, the whole of it)."""
+    count = max(1, segment_bytes // data.itemsize if segment_bytes else data.size)
     return [data[start : start + count] for start in range(0, data.size, count)]
 
 
@@ -231,7 +233,7 @@ def split_binary_bcast(buf, root, rank, size, segment_bytes, tag=0):
     ...     [split_binary_bcast(b, 2, r, 6, 32) for r, b in enumerate(bufs)]).results] == [True] * 6
     True
     """
-    _check(root, rank, size, segment_bytes)
+    _check(root, rank, size, segment_bytes or 1)
     data = _flat(buf)
     first = -(-data.size // 2)
     halves = (data[:first], data[first:])
@@ -265,6 +267,101 @@ def _split_binary(buf, halves, root, rank, size, segment_bytes, tag):
     return buf
 
 
+def linear_bcast(buf, root, rank, size, segment_bytes=0, tag=0):
+    """Broadcast ``root``'s ``buf`` as Open MPI's basic linear one does
+    (``ompi_coll_base_bcast_intra_basic_linear``): the root sends the whole buffer to every
+    other rank, in rank order; each receives it once. ``segment_bytes`` is not used (the
+    signature is `BCASTS`'). Yields Send and Recv; returns ``buf``. Collective.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.arange(3.0) if r == 1 else np.zeros(3) for r in range(3)]
+    >>> out = run_lockstep([linear_bcast(b, 1, r, 3) for r, b in enumerate(bufs)])
+    >>> [b.tolist() for b in out.results], out.sent
+    ([[0.0, 1.0, 2.0], [0.0, 1.0, 2.0], [0.0, 1.0, 2.0]], [0, 48, 0])
+    """
+    _check(root, rank, size)
+    return _linear(_flat(buf), buf, root, rank, size, tag)
+
+
+def _linear(data, buf, root, rank, size, tag):
+    if rank == root:
+        for dest in range(size):
+            if dest != root:
+                yield Send(dest=dest, payload=data, tag=tag)
+    else:
+        yield Recv(source=root, tag=tag, buf=data)
+    return buf
+
+
+def bmtree(rank, root, size):
+    """(parent, children) of ``rank`` in Open MPI's binomial tree (``ompi_coll_base_topo_
+    build_bmtree``): with shifted rank s, the parent is s less its highest bit, the children
+    s + 2^k for every 2^k above s (nearest first) under ``size``. (MPICH's binomial tree, in
+    `programs.collectives.binomial_bcast`, takes off the lowest bit.)
+
+    >>> [bmtree(r, 0, 6) for r in range(6)]
+    [(None, [1, 2, 4]), (0, [3, 5]), (0, []), (1, []), (0, []), (1, [])]
+    """
+    shifted = (rank - root) % size
+    mask = 1 << shifted.bit_length()  # the least power of two above s
+    parent = None if shifted == 0 else (shifted ^ (mask >> 1)) + root
+    children = []
+    while mask < size and (shifted ^ mask) < size:
+        children.append((shifted ^ mask) + root)
+        mask <<= 1
+    return (None if parent is None else parent % size), [c % size for c in children]
+
+
+def knomial_tree(rank, root, size, radix=4):
+    """(parent, children) of ``rank`` in Open MPI's k-nomial tree of ``radix`` (``ompi_coll_
+    base_topo_build_kmtree``; 4 is the tuned component's default): shifted rank s hangs under
+    s with its lowest nonzero base-``radix`` digit cleared, and has children s + j m (j = 1 ..
+    radix - 1) for each power m of the radix below its own lowest nonzero digit's, farthest
+    first.
+
+    >>> [knomial_tree(r, 0, 6) for r in range(6)]
+    [(None, [4, 1, 2, 3]), (0, []), (0, []), (0, []), (0, [5]), (4, [])]
+    """
+    shifted = (rank - root) % size
+    parent, mask = None, 1
+    while mask < size:
+        if shifted % (radix * mask):
+            parent = (shifted // (radix * mask) * (radix * mask) + root) % size
+            break
+        mask *= radix
+    children, mask = [], mask // radix
+    while mask > 0:
+        for j in range(1, radix):
+            if shifted + mask * j >= size:
+                break
+            children.append((shifted + mask * j + root) % size)
+        mask //= radix
+    return parent, children
+
+
+def tree_bcast(buf, root, rank, size, tree, segment_bytes=0, tag=0):
+    """Broadcast ``root``'s ``buf`` down ``tree`` ((rank, root, size) -> (parent, children)) as
+    Open MPI's generic tree broadcast does (``ompi_coll_base_bcast_intra_generic``): each rank
+    receives each segment of ``segment_bytes // itemsize`` elements (0: the whole buffer in one)
+    from its parent and passes it to its children in the tree's order. Yields Recv, Send and
+    SendRecv; returns ``buf``. Collective.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.arange(5.0) if r == 2 else np.zeros(5) for r in range(7)]
+    >>> out = run_lockstep([tree_bcast(b, 2, r, 7, knomial_tree) for r, b in enumerate(bufs)])
+    >>> all(b.tolist() == list(range(5)) for b in out.results), sum(out.received)
+    (True, 240)
+    """
+    _check(root, rank, size, segment_bytes or 1)
+    parent, children = tree(rank, root, size)
+    return _down_tree(buf, _segments(_flat(buf), segment_bytes), parent, children, tag)
+
+
+def _down_tree(buf, segments, parent, children, tag):
+    yield from _relay(segments, parent, children, tag)
+    return buf
+
+
 def _nothing(buf):
     return buf
     yield  # a generator that yields nothing
@@ -294,8 +391,24 @@ def _scatter_recursive_doubling(buf, root, rank, size, segment_bytes, tag=0):
     return scatter_allgather_bcast(buf, root, rank, size, "recursive-doubling", tag)
 
 
+def _binary(buf, root, rank, size, segment_bytes, tag=0):
+    return tree_bcast(buf, root, rank, size, binary_tree, segment_bytes, tag)
+
+
+def _bmtree(buf, root, rank, size, segment_bytes, tag=0):
+    return tree_bcast(buf, root, rank, size, bmtree, segment_bytes, tag)
+
+
+def _knomial(buf, root, rank, size, segment_bytes, tag=0):
+    return tree_bcast(buf, root, rank, size, knomial_tree, segment_bytes, tag)
+
+
 # `mpi_choices.bcast_algorithm`'s names -> program(buf, root, rank, size, segment_bytes, tag)
 BCASTS = {
+    "linear": linear_bcast,
+    "binary": _binary,
+    "bmtree": _bmtree,
+    "knomial": _knomial,
     "binomial": _binomial,
     "scatter-ring": _scatter_ring,
     "scatter-recursive-doubling": _scatter_recursive_doubling,

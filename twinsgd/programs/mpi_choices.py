@@ -24,15 +24,17 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
   broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
   and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`), and its reduce
-  table (`reduce_algorithm`). Its bcast rules (a table of nine algorithms) are not here: it
-  broadcasts as 4.0 decides.
+  table (`reduce_algorithm`) and its broadcast table of nine algorithms, unsegmented
+  (`bcast_algorithm`).
 
 Open MPI's ring and Rabenseifner's fall back to recursive doubling with fewer elements than
 ranks (than p', the largest power of two <= size, for Rabenseifner's), as both libraries' code
 does. Alltoall: each library's choice among pairwise exchange, all at once (linear) and Bruck's
 (`alltoall_algorithm`); allgather among the ring, recursive doubling, Bruck's and neighbour
 exchange (`allgather_algorithm`). Broadcast: MPICH's binomial tree or scatter + allgather,
-Open MPI 4.0's binomial tree, split binary tree or pipeline (`bcast_algorithm`). Reduce:
+Open MPI 4.0's binomial tree, split binary tree or pipeline, and 4.1's table of these, the
+linear one, the binary, binomial and 4-nomial trees and the scatter + allgathers
+(`bcast_algorithm`). Reduce:
 MPICH's binomial tree or reduce-scatter and gather; Open MPI 4.0's linear, in-order binomial,
 binary tree or pipeline, with their segments, and 4.1's table of these, the in-order binary tree
 and the reduce-scatter and gather, unsegmented (`reduce_algorithm`).
@@ -246,14 +248,42 @@ OPENMPI_BCAST_LINES = (  # (a [1/byte], b, segment bytes): the pipeline's while 
     (3.2118e-6, 8.7936, 16 * 1024),
 )
 
+# Open MPI 4.1's broadcast (v4.1.x ompi_coll_tuned_bcast_intra_dec_fixed; SimGrid 3.32's
+# bcast__ompi has the same table), read as the allreduce's; 4.1 passes no segment size (0: the
+# whole message, or each half, in one). Its "chain" of fan-out 0 is forced to 1 by Open MPI, and
+# with no segments it and the "pipeline" are one message down the chain; "binomial" is Open
+# MPI's own tree ("bmtree"), "knomial" of radix 4 (the tuned default); "scatter_allgather" is
+# a binomial scatter then recursive doubling (MPICH's where the ranks are a power of two; Open
+# MPI's own variant for other counts is not written here: the ring allgather stands in),
+# "scatter_allgather_ring" the ring.
+OPENMPI_41_BCAST = (
+    (4, ((32, "pipeline"), (256, "binary"), (512, "pipeline"), (1024, "knomial"),
+         (32768, "linear"), (131072, "binary"), (262144, "pipeline"), (524288, "linear"),
+         (1048576, "bmtree"), (math.inf, "binary"))),
+    (8, ((64, "binary"), (128, "bmtree"), (2048, "binary"), (8192, "bmtree"),
+         (1048576, "linear"), (math.inf, "pipeline"))),
+    (16, ((8, "knomial"), (64, "binary"), (4096, "knomial"), (16384, "binary"),
+          (32768, "bmtree"), (math.inf, "linear"))),
+    (32, ((4096, "knomial"), (1048576, "bmtree"), (math.inf, "scatter-allgather"))),
+    (64, ((2048, "bmtree"), (math.inf, "knomial"))),
+    (128, ((math.inf, "knomial"),)),
+    (256, ((2, "bmtree"), (16384, "binary"), (32768, "linear"), (65536, "binary"),
+           (math.inf, "knomial"))),
+    (1024, ((16384, "knomial"), (32768, "split-binary"), (math.inf, "knomial"))),
+    (2048, ((524288, "knomial"), (math.inf, "scatter-allgather"))),
+    (4096, ((262144, "knomial"), (math.inf, "scatter-allgather"))),
+    (math.inf, ((8192, "knomial"), (16384, "binary"), (262144, "knomial"),
+                (math.inf, "scatter-allgather"))),
+)  # fmt: skip
+
 
 def bcast_algorithm(library, nbytes, size, count=None):
     """(program, segment bytes) of the broadcast ``library`` runs for ``nbytes`` (``count``
     elements, default one a byte) on ``size`` ranks: ``binomial``, ``scatter-recursive-
     doubling`` or ``scatter-ring`` (MPICH; `programs.broadcasts.BCASTS`), ``split-binary`` or
-    ``pipeline`` with their segments (Open MPI); segment 0 where there are none. Open MPI 4.1
-    rewrote these rules into a table of nine algorithms; that table is not written here, and
-    ``openmpi-4.1`` broadcasts as 4.0 decides.
+    ``pipeline`` with their segments (Open MPI 4.0); segment 0 where there are none. Open MPI
+    4.1: `OPENMPI_41_BCAST`, no segments (``linear``, ``pipeline``, ``split-binary``,
+    ``binary``, ``bmtree``, ``knomial``, ``scatter-recursive-doubling``, ``scatter-ring``).
 
     >>> [bcast_algorithm("mpich", n, 8)[0] for n in (12288, 12289, 524289)]
     ['binomial', 'scatter-recursive-doubling', 'scatter-ring']
@@ -263,8 +293,17 @@ def bcast_algorithm(library, nbytes, size, count=None):
     [('binomial', 0), ('split-binary', 1024), ('pipeline', 8192)]
     >>> [bcast_algorithm("openmpi", 10**6, p) for p in (2, 8)]
     [('pipeline', 131072), ('split-binary', 8192)]
+    >>> [bcast_algorithm("openmpi-4.1", n, 64)[0] for n in (4, 65536)]
+    ['knomial', 'knomial']
+    >>> [bcast_algorithm("openmpi-4.1", 1 << 20, p)[0] for p in (3, 6, 16, 24)]
+    ['binary', 'pipeline', 'scatter-recursive-doubling', 'scatter-ring']
     """
     _check(library)
+    if library == "openmpi-4.1":
+        name = _look_up(OPENMPI_41_BCAST, size, nbytes)
+        if name == "scatter-allgather":
+            name = "scatter-ring" if size & (size - 1) else "scatter-recursive-doubling"
+        return name, 0
     count = nbytes if count is None else count
     if library == "mpich":
         if nbytes <= MPICH_BCAST_SHORT or size < MPICH_BCAST_MIN_PROCS:
