@@ -12,7 +12,7 @@ Prints one line "ok N" on rank 0 when every case agrees; raises (and so aborts t
 import numpy as np
 from mpi4py import MPI
 
-from real.backend import run_collective_mpi
+from real.backend import probe, run_collective_mpi
 from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS, alltoall_bytes
 from twinsgd.programs.broadcasts import (
     BCASTS,
@@ -143,6 +143,22 @@ for root in range(size):
                 if rank == root:
                     np.testing.assert_array_equal(ours, theirs, err_msg=f"{name} n={n}")
                 assert comm.allreduce(sent) == comm.allreduce(received)
+
+# real.backend.probe: MPI's Probe as a yielding loop; it names the sender and the size
+if rank:
+    comm.Send(np.full(rank, rank, np.int32), dest=0, tag=7)
+else:
+    seen = set()
+    for _ in range(size - 1):
+        status = MPI.Status()
+        probe(comm, MPI.ANY_SOURCE, 7, status)
+        source = status.Get_source()
+        assert status.Get_count(MPI.INT) == source, (source, status.Get_count(MPI.INT))
+        got = np.empty(source, np.int32)
+        comm.Recv(got, source=source, tag=7)
+        assert (got == source).all() and source not in seen
+        seen.add(source)
+    assert seen == set(range(1, size))
 
 if rank == 0:
     print("ok", size)
