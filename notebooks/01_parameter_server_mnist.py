@@ -124,9 +124,11 @@ print(verdict_table([
     Verdict(f"(ours) the simulator predicts {most} processes on {cores} cores",
             f"{over_m:.2f}x", f"{over_s:.2f}x",
             "yes" if abs(over_s / over_m - 1) <= 0.25 else "no",
-            "the simulated ranks take turns of the measured slice on the cores and copy a "
-            "gradient only while both are on one; measured, the server waits for a turn far "
-            "more often (see docs/validation.md: the parameter server past the cores)"
+            "the simulated ranks take turns of the measured slice on the cores and a rank that "
+            "waits gives its core up, as MPICH's Recv does (real.train waits in a yielding "
+            "loop, not MPI's Probe, which kept the core); from run to run this machine's "
+            "speed moves the points by 10-30 % (docs/validation.md: the parameter server "
+            "past the cores)"
             if cores < most else
             "every process has its own core"),
     Verdict("about 87 % test accuracy at every process count",
