@@ -15,10 +15,15 @@ message to a rank that is not on a core therefore waits until its turn comes, up
 Not modelled: a waiting rank yields to other waiting ranks, not to one that computes. Two ranks
 on one core (``taskset``), a 13.4 ms numpy kernel took 24.1 ms beside a rank spinning in MPI's
 ``Recv`` and 24.4 ms beside one computing (2026-11-27, another machine of this kind): against a
-computing rank a spinner takes its fair share. Here it takes none, which is one reason 4 ranks
-on 2 cores come out 12-57 % fast (docs/validation.md).
+computing rank a spinner takes its fair share. Here it takes none. Nor is MPICH's ``Probe``,
+which polls without yielding: a rank in it keeps its core for its whole turn, which is why
+``real.backend`` waits in a yielding loop instead (`real.backend.probe`); measured with
+``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers most, and
+without it within 16 % (median 5.6 %, docs/validation.md).
 
-Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well:
+Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well
+(what follows was fitted to measurements taken while ``real.backend`` waited in ``Probe``; taken
+without it, on 2026-11-27, 4 hosts came to 11.0 % with ``wakes_preempt`` and 13.8 % without):
 a 2 s receive took 2 s of CPU (half of it in the kernel, no voluntary switch), on the emulated
 cluster as on shared memory (2026-11-27). Yet there the measured runs go as if a rank whose
 message has come is put on a core at once, ahead of the ranks that compute (``wakes_preempt``:
