@@ -25,6 +25,8 @@ Open MPI posts a segment's receive before passing on the one before; here that i
 one segment's time, not two.
 """
 
+from functools import partial
+
 import numpy as np
 
 from twinsgd.programs.collectives import binomial_bcast
@@ -151,8 +153,8 @@ def pipeline_bcast(buf, root, rank, size, segment_bytes, tag=0):
     >>> all(b.tolist() == list(range(7)) for b in out.results)
     True
     """
-    _check(root, rank, size, segment_bytes or 1)
-    return _pipeline(buf, root, rank, size, segment_bytes, tag)
+    _check(root, rank, size, segment_bytes)
+    return _down_tree(buf, root, rank, size, chain, segment_bytes, tag)
 
 
 def _segments(data, segment_bytes):
@@ -160,12 +162,6 @@ def _segments(data, segment_bytes):
     (``segment_bytes`` 0: one segment, the whole of it)."""
     count = max(1, segment_bytes // data.itemsize if segment_bytes else data.size)
     return [data[start : start + count] for start in range(0, data.size, count)]
-
-
-def _pipeline(buf, root, rank, size, segment_bytes, tag):
-    parent, children = chain(rank, root, size)
-    yield from _relay(_segments(_flat(buf), segment_bytes), parent, children, tag)
-    return buf
 
 
 def chain(rank, root, size):
@@ -233,14 +229,14 @@ def split_binary_bcast(buf, root, rank, size, segment_bytes, tag=0):
     ...     [split_binary_bcast(b, 2, r, 6, 32) for r, b in enumerate(bufs)]).results] == [True] * 6
     True
     """
-    _check(root, rank, size, segment_bytes or 1)
+    _check(root, rank, size, segment_bytes)
     data = _flat(buf)
     first = -(-data.size // 2)
     halves = (data[:first], data[first:])
     if size == 1:
         return _nothing(buf)
     if min(h.size for h in halves) == 0 or segment_bytes > halves[1].nbytes:
-        return _pipeline(buf, root, rank, size, segment_bytes, tag)
+        return _down_tree(buf, root, rank, size, chain, segment_bytes, tag)
     return _split_binary(buf, halves, root, rank, size, segment_bytes, tag)
 
 
@@ -339,7 +335,7 @@ def knomial_tree(rank, root, size, radix=4):
     return parent, children
 
 
-def tree_bcast(buf, root, rank, size, tree, segment_bytes=0, tag=0):
+def tree_bcast(buf, root, rank, size, segment_bytes=0, tag=0, tree=binary_tree):
     """Broadcast ``root``'s ``buf`` down ``tree`` ((rank, root, size) -> (parent, children)) as
     Open MPI's generic tree broadcast does (``ompi_coll_base_bcast_intra_generic``): each rank
     receives each segment of ``segment_bytes // itemsize`` elements (0: the whole buffer in one)
@@ -348,17 +344,17 @@ def tree_bcast(buf, root, rank, size, tree, segment_bytes=0, tag=0):
 
     >>> from twinsgd.programs.lockstep import run_lockstep
     >>> bufs = [np.arange(5.0) if r == 2 else np.zeros(5) for r in range(7)]
-    >>> out = run_lockstep([tree_bcast(b, 2, r, 7, knomial_tree) for r, b in enumerate(bufs)])
+    >>> out = run_lockstep([tree_bcast(b, 2, r, 7, tree=knomial_tree) for r, b in enumerate(bufs)])
     >>> all(b.tolist() == list(range(5)) for b in out.results), sum(out.received)
     (True, 240)
     """
-    _check(root, rank, size, segment_bytes or 1)
+    _check(root, rank, size, segment_bytes)
+    return _down_tree(buf, root, rank, size, tree, segment_bytes, tag)
+
+
+def _down_tree(buf, root, rank, size, tree, segment_bytes, tag):
     parent, children = tree(rank, root, size)
-    return _down_tree(buf, _segments(_flat(buf), segment_bytes), parent, children, tag)
-
-
-def _down_tree(buf, segments, parent, children, tag):
-    yield from _relay(segments, parent, children, tag)
+    yield from _relay(_segments(_flat(buf), segment_bytes), parent, children, tag)
     return buf
 
 
@@ -372,11 +368,11 @@ def _flat(buf):
     return buf if isinstance(buf, GhostArray) else buf.reshape(-1)
 
 
-def _check(root, rank, size, segment_bytes=1):
+def _check(root, rank, size, segment_bytes=0):
     if not (0 <= root < size and 0 <= rank < size):
         raise ValueError(f"root and rank must be in [0, size={size}), got {root} and {rank}")
-    if segment_bytes < 1:
-        raise ValueError(f"segment_bytes must be >= 1, got {segment_bytes}")
+    if segment_bytes < 0:
+        raise ValueError(f"segment_bytes must be >= 0 (0: unsegmented), got {segment_bytes}")
 
 
 def _binomial(buf, root, rank, size, segment_bytes, tag=0):
@@ -391,24 +387,12 @@ def _scatter_recursive_doubling(buf, root, rank, size, segment_bytes, tag=0):
     return scatter_allgather_bcast(buf, root, rank, size, "recursive-doubling", tag)
 
 
-def _binary(buf, root, rank, size, segment_bytes, tag=0):
-    return tree_bcast(buf, root, rank, size, binary_tree, segment_bytes, tag)
-
-
-def _bmtree(buf, root, rank, size, segment_bytes, tag=0):
-    return tree_bcast(buf, root, rank, size, bmtree, segment_bytes, tag)
-
-
-def _knomial(buf, root, rank, size, segment_bytes, tag=0):
-    return tree_bcast(buf, root, rank, size, knomial_tree, segment_bytes, tag)
-
-
 # `mpi_choices.bcast_algorithm`'s names -> program(buf, root, rank, size, segment_bytes, tag)
 BCASTS = {
     "linear": linear_bcast,
-    "binary": _binary,
-    "bmtree": _bmtree,
-    "knomial": _knomial,
+    "binary": tree_bcast,
+    "bmtree": partial(tree_bcast, tree=bmtree),
+    "knomial": partial(tree_bcast, tree=knomial_tree),
     "binomial": _binomial,
     "scatter-ring": _scatter_ring,
     "scatter-recursive-doubling": _scatter_recursive_doubling,

@@ -182,7 +182,7 @@ def tree_reduce(buf, parent, children, segment_bytes, tag=0):
     ``segment_bytes // itemsize`` elements (0: the whole buffer, one segment). Adds into
     ``buf``. Yields Recv, Send and SendRecv; returns ``buf``."""
     data = _flat(buf)
-    segments = _segments(data, segment_bytes or max(1, data.nbytes))
+    segments = _segments(data, segment_bytes)
     if not children:  # a leaf: its segments up, one after another (a root alone: nothing)
         for segment in segments if parent is not None else ():
             yield Send(dest=parent, payload=segment, tag=tag)
