@@ -32,7 +32,7 @@ from time import perf_counter
 import numpy as np
 import simpy
 
-from sim.closed_form import ClosedFormAllreduce, simulated_allreduce
+from sim.closed_form import ClosedFormAllreduce, allreduce_program
 from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, shared_cores
 from sim.faults import Killed, SimulatedFaults
@@ -40,7 +40,6 @@ from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.block_collectives import ALLGATHERS, ring_allgather
 from twinsgd.programs.collectives import (
-    ALLREDUCES,
     evaluate_for_log,
     finish_reduction,
 )
@@ -753,8 +752,7 @@ class Simulator:
 
     def _allreduce(self, node, op):
         yield from self._enter_collective(node)
-        algorithm = simulated_allreduce(op.algo, op.buf, node.size, self.mpi)
-        program = ALLREDUCES[algorithm](op.buf, node.rank, node.size)
+        program = allreduce_program(op.algo, op.buf, node.rank, node.size, self.mpi)
         if op.algo == "mpi":  # MPI's Allreduce: one call of the library
             yield from self._collective(node, program, library=True)
         else:  # our own algorithm: every step a call of its own

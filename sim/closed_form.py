@@ -20,6 +20,7 @@ from twinsgd.programs.collectives import (
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.lockstep import run_lockstep
 from twinsgd.programs.mpi_choices import allreduce_algorithm
+from twinsgd.programs.reductions import library_reduce_bcast
 
 
 def simulated_allreduce(algorithm, buf, size, library="mpich"):
@@ -28,6 +29,17 @@ def simulated_allreduce(algorithm, buf, size, library="mpich"):
     if algorithm in ALLREDUCES:
         return algorithm
     return allreduce_algorithm(library, buf.size, buf.itemsize, size)
+
+
+def allreduce_program(algorithm, buf, rank, size, library="mpich"):
+    """``rank``'s node program of the allreduce `simulated_allreduce` names. Open MPI's own
+    reduce and broadcast (``nonoverlapping``, picked by ``mpi`` alone) go through the library's
+    reduce and broadcast decisions (`reductions.library_reduce_bcast`); ``reduce-bcast`` by
+    name, and that pick's closed-form time, use binomial trees for both."""
+    name = simulated_allreduce(algorithm, buf, size, library)
+    if name == "reduce-bcast" and algorithm == "mpi" and library != "mpich":
+        return library_reduce_bcast(buf, rank, size, library)
+    return ALLREDUCES[name](buf, rank, size)
 
 
 class ClosedFormAllreduce:
@@ -108,7 +120,10 @@ class ClosedFormAllreduce:
         algorithm = simulated_allreduce(op.algo, op.buf, size, self.mpi)
         if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
             run_lockstep(
-                [ALLREDUCES[algorithm](buf, rank, size) for rank, buf in enumerate(bufs)],
+                [
+                    allreduce_program(op.algo, buf, rank, size, self.mpi)
+                    for rank, buf in enumerate(bufs)
+                ],
                 buffered=True,
             )
         nbytes = op.buf.nbytes

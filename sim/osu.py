@@ -38,17 +38,16 @@ from types import SimpleNamespace
 import numpy as np
 
 from sim.backend import LibraryCall, Simulator
+from sim.closed_form import allreduce_program
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from twinsgd.calibration.osu_tables import format_table, osu_sizes
 from twinsgd.cli import OneLineParser
 from twinsgd.programs.block_collectives import ALLGATHERS, ALLTOALLS
 from twinsgd.programs.broadcasts import BCASTS
-from twinsgd.programs.collectives import ALLREDUCES
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.mpi_choices import (
     allgather_algorithm,
-    allreduce_algorithm,
     alltoall_algorithm,
     bcast_algorithm,
     reduce_algorithm,
@@ -108,9 +107,7 @@ def osu_bibw(nbytes, rank, size, iterations, mpi="mpich"):
 
 def osu_allreduce(nbytes, rank, size, mpi="mpich"):
     """One allreduce of ``nbytes // 4`` floats, as the library ``mpi`` picks its algorithm."""
-    buf = GhostArray(max(1, nbytes // 4))
-    algorithm = allreduce_algorithm(mpi, buf.size, buf.itemsize, size)
-    yield from ALLREDUCES[algorithm](buf, rank, size)
+    yield from allreduce_program("mpi", GhostArray(max(1, nbytes // 4)), rank, size, mpi)
 
 
 def osu_allgather(nbytes, rank, size, mpi="mpich"):

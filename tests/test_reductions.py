@@ -12,13 +12,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sim.closed_form import allreduce_program
 from twinsgd.programs import lockstep
-from twinsgd.programs.mpi_choices import reduce_algorithm
+from twinsgd.programs.broadcasts import BCASTS
+from twinsgd.programs.mpi_choices import allreduce_algorithm, bcast_algorithm, reduce_algorithm
 from twinsgd.programs.reductions import (
     REDUCES,
     binomial_reduce,
     in_order_binary_tree,
     in_order_binomial_tree,
+    library_reduce_bcast,
     reduce_scatter_gather,
 )
 
@@ -197,3 +200,43 @@ def test_sim_osu_reduce_prints_a_table_as_either_library_picks():
     rows = [line.split() for line in ompi.stdout.splitlines() if not line.startswith("#")]
     assert [int(r[0]) for r in rows] == [2**k for k in range(2, 21)]
     assert all(float(r[1]) > 0 for r in rows)
+
+
+# -- Open MPI's nonoverlapping allreduce: its own reduce, then its own broadcast ------------------
+
+
+def _alone(program_of, bufs):
+    """Run ``program_of(buf, rank)`` on copies of ``bufs`` in lockstep: (the run, the copies)."""
+    copies = [b.copy() for b in bufs]
+    run = lockstep.run_lockstep([program_of(b, r) for r, b in enumerate(copies)], ALPHA, BETA)
+    return run, copies
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["openmpi", "openmpi-4.1"]), st.integers(1, 13), st.integers(1, 3000))
+def test_nonoverlapping_is_the_librarys_reduce_then_its_broadcast(library, size, n):
+    """Every rank ends with the bits the library's reduce leaves at rank 0 (its order of adding,
+    not the binomial tree's), and moves the bytes of that reduce and that broadcast."""
+    rng = np.random.default_rng([size, n])
+    bufs = [rng.standard_normal(n).astype(np.float32) for _ in range(size)]
+    run, out = _alone(lambda b, r: library_reduce_bcast(b, r, size, library), bufs)
+    reduce, segment = reduce_algorithm(library, n, 4, size)
+    reduced, summed = _alone(lambda b, r: REDUCES[reduce](b, 0, r, size, segment), bufs)
+    bcast, segment = bcast_algorithm(library, 4 * n, size, count=n)
+    spread, _ = _alone(lambda b, r: BCASTS[bcast](b, 0, r, size, segment), summed)
+    assert {b.tobytes() for b in out} == {summed[0].tobytes()}
+    assert run.sent == [a + b for a, b in zip(reduced.sent, spread.sent, strict=True)]
+    assert run.received == [a + b for a, b in zip(reduced.received, spread.received, strict=True)]
+
+
+def test_mpi_on_open_mpi_41_runs_its_nonoverlapping_through_its_own_tables():
+    """200 ranks, 4 KiB: Open MPI 4.1 picks nonoverlapping; the simulator runs its reduce and
+    broadcast (not the binomial trees of ``--allreduce reduce-bcast``)."""
+    size, n = 200, 1024
+    assert allreduce_algorithm("openmpi-4.1", n, 4, size) == "reduce-bcast"
+    bufs = [np.full(n, float(r), np.float32) for r in range(size)]
+    ours, out = _alone(lambda b, r: allreduce_program("mpi", b, r, size, "openmpi-4.1"), bufs)
+    named, _ = _alone(lambda b, r: allreduce_program("reduce-bcast", b, r, size), bufs)
+    library, _ = _alone(lambda b, r: library_reduce_bcast(b, r, size, "openmpi-4.1"), bufs)
+    assert ours.sent == library.sent != named.sent
+    assert {b.tobytes() for b in out} == {np.full(n, sum(range(size)), np.float32).tobytes()}

@@ -22,7 +22,7 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   ``allreduce__ompi``): a table of message-size thresholds per communicator size, choosing among
   recursive doubling, the ring, the segmented ring (simulated as the ring: the same alpha-beta
   cost), Rabenseifner's reduce-scatter + allgather and ``nonoverlapping`` (a reduce, then a
-  broadcast: `collectives.reduce_bcast_allreduce`, binomial trees for both); its alltoall
+  broadcast, each as the library picks it: `reductions.library_reduce_bcast`); its alltoall
   and allgather rules too (`alltoall_algorithm`, `allgather_algorithm`), and its reduce
   table (`reduce_algorithm`) and its broadcast table of nine algorithms, unsegmented
   (`bcast_algorithm`).

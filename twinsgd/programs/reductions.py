@@ -30,12 +30,17 @@ Open MPI 4.0 picks among them and their segment sizes by size and message (`mpi_
 
 Only the root's buffer holds the sum on return; the others' hold partial sums, as MPI leaves a
 non-root's receive buffer undefined.
+
+Open MPI's ``nonoverlapping`` allreduce (``ompi_coll_base_allreduce_intra_nonoverlapping``) is a
+reduce to rank 0 and a broadcast from it, each through the communicator's own reduce and
+broadcast, so through the same fixed decisions (`library_reduce_bcast`).
 """
 
 import numpy as np
 
-from twinsgd.programs.broadcasts import _flat, _segments, binary_tree, chain
+from twinsgd.programs.broadcasts import BCASTS, _flat, _segments, binary_tree, chain
 from twinsgd.programs.collectives import _check_rank, _rabenseifner_schedule
+from twinsgd.programs.mpi_choices import bcast_algorithm, reduce_algorithm
 from twinsgd.programs.ops import Recv, Send, SendRecv
 
 
@@ -281,3 +286,23 @@ REDUCES = {
     "pipeline": pipeline_reduce,
     "in-order-binary": in_order_binary_reduce,
 }
+
+
+def library_reduce_bcast(buf, rank, size, library, tag=0):
+    """Sum ``buf`` over ``size`` ranks into every rank's ``buf`` as Open MPI's ``nonoverlapping``
+    allreduce does: the reduce to rank 0 that ``library`` picks for it (`reduce_algorithm`,
+    with its segments), then the broadcast from rank 0 it picks (`bcast_algorithm`). Every
+    rank ends with rank 0's bits. Yields Send, Recv and SendRecv; returns ``buf``. Collective.
+
+    >>> from twinsgd.programs.lockstep import run_lockstep
+    >>> bufs = [np.full(3, float(r)) for r in range(6)]
+    >>> _ = run_lockstep([library_reduce_bcast(b, r, 6, "openmpi-4.1") for r, b in enumerate(bufs)])
+    >>> [b.tolist() for b in bufs] == [[15.0] * 3] * 6
+    True
+    """
+    _check_rank(rank, size)
+    reduce, segment_bytes = reduce_algorithm(library, buf.size, buf.itemsize, size)
+    yield from REDUCES[reduce](buf, 0, rank, size, segment_bytes, tag)
+    bcast, segment_bytes = bcast_algorithm(library, buf.nbytes, size, count=buf.size)
+    yield from BCASTS[bcast](buf, 0, rank, size, segment_bytes, tag)
+    return buf
