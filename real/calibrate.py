@@ -38,7 +38,9 @@ What is measured, and why so
   (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
   take turns of it (`sim.cores`). And how many copies the machine's memory moves at once at
   one copy's rate (``[cluster] memory_copies``, `measure_memory_copies`): the ranks of a
-  one-machine profile copy every message through it, and beyond it their messages queue.
+  one-machine profile copy every message through it, and beyond it their messages queue. And
+  what a model's gradient takes more right after another process ran on its core (``[compute]
+  switch_s``, `measure_switch_s`): a rank past the cores pays it when it is back on one.
 - On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
   (``[network.memory]``: one copy's latency and bandwidth), its ranks sending to another host's
   all at once (``[network] nic_bandwidth``: the NIC they share), its ranks copying in pairs all
@@ -76,7 +78,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                        rates_Bps and bursts_bytes as configured
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
-                seconds_per_update (the Adam update's part of seconds_per_step), batch_size,
+                seconds_per_update (the Adam update's part of seconds_per_step), switch_s
+                (the same keys: a gradient's refill after another process), batch_size,
                 dataset, flops_per_sample, gamma_s_per_byte (a reduction's add)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
@@ -346,6 +349,11 @@ def _measure(args, comm, work):
     eager_bytes = netbench.eager_limit(comm)
     time_slice_s = measure_time_slice() if comm.rank == 0 else None
     memory_copies = measure_memory_copies(args.quick) if comm.rank == 0 else None
+    switch_s = (
+        {name: measure_switch_s(name, work[3], args.batch_size, args.quick) for name in args.models}
+        if comm.rank == 0
+        else None
+    )
     # the others sleep while rank 0's spinners take the cores, waking seldom: a rank that wakes
     # every millisecond cut the turns it measures to 1.1 ms
     netbench.quiet_barrier(comm, poll_s=0.05)
@@ -376,6 +384,7 @@ def _measure(args, comm, work):
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
         "memory_copies": memory_copies,
+        "switch_s": switch_s,
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
@@ -677,6 +686,7 @@ def _finish(args, measured, work, started):
             "seconds_per_sample": per_model,
             "seconds_per_step": per_step,
             "seconds_per_update": per_update,
+            "switch_s": {name: _round(x) for name, x in measured["switch_s"].items()},
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "input_shape": list(dataset.input_shape),  # what the steps were timed on
@@ -755,6 +765,90 @@ def measure_time_slice(seconds=0.5):
     gaps = np.sort(gaps)
     weight = np.cumsum(gaps)
     return float(gaps[np.searchsorted(weight, weight[-1] / 2)])
+
+
+_SWITCHER = """
+import os
+import time
+import numpy as np
+from models import build_model
+from models.threads import one_blas_thread
+one_blas_thread()
+os.sched_setaffinity(0, {{{cpu}}})  # one core for both: each turn comes after the other's
+rng = np.random.default_rng({seed})
+model = build_model({name!r}, {shape!r}, {classes}, seed=0)
+X = rng.random({batch_shape!r}).astype(model.dtype)
+y = rng.integers(0, {classes}, {batch})
+grad = np.empty(model.n_params, dtype=model.dtype)
+model.loss_and_gradient(X, y, out=grad)
+cold = warm = 0.0
+end = time.perf_counter() + {seconds}
+turns = 0
+while True:
+    if not ({first} and turns == 0):
+        if os.read({read}, 1) == b"e":  # the other's turn is done: this one's caches are cold
+            break
+    t0 = time.process_time()
+    model.loss_and_gradient(X, y, out=grad)
+    t1 = time.process_time()
+    model.loss_and_gradient(X, y, out=grad)  # the same step again, warm
+    cold, warm, turns = cold + t1 - t0, warm + time.process_time() - t1, turns + 1
+    done = time.perf_counter() > end
+    os.write({write}, b"e" if done else b"x")
+    if done:
+        break
+print(cold / turns, warm / turns)
+"""
+
+
+def measure_switch_s(model, dataset, batch, quick=False):
+    """The median of `switch_once` over 3 tries (1 with ``quick``): this machine's tries of the
+    MLP moved between 85 and 120 us from one to the next."""
+    return float(
+        np.median([switch_once(model, dataset, batch, quick) for _ in range(1 if quick else 3)])
+    )
+
+
+def switch_once(model, dataset, batch, quick=False):
+    """``[compute] switch_s`` of ``model``: the CPU seconds a gradient on a batch of ``batch``
+    takes more when another process ran on its core since its last one (its caches refilled),
+    as ranks past the cores do between their steps (`sim.cores`). Two processes on one core
+    take turns; in each turn a gradient comes after the other's (cold) and then once more
+    (warm), so both are timed at the same moment of the machine's drift. This machine
+    (2026-11-27): the MLP at batch 32 0.29 ms warm and about 70 us more cold; the CNN at batch
+    100 57 ms, the difference within its noise. A rank that polls beside one that computes
+    (they yield) took 1-3 % of its core: not modelled."""
+    cpu = max(os.sched_getaffinity(0))
+    fds = os.pipe() + os.pipe()  # (read, write) of 0 -> 1, then of 1 -> 0
+    processes = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                _SWITCHER.format(
+                    cpu=cpu,
+                    seed=i,
+                    name=model,
+                    shape=tuple(dataset.input_shape),
+                    classes=dataset.n_classes,
+                    batch=batch,
+                    batch_shape=(batch, *dataset.input_shape),
+                    seconds=0.5 if quick else 1.5,
+                    first=i == 0,
+                    read=fds[2] if i == 0 else fds[0],
+                    write=fds[1] if i == 0 else fds[3],
+                ),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            pass_fds=fds,
+        )
+        for i in range(2)
+    ]
+    for fd in fds:
+        os.close(fd)
+    times = [[float(x) for x in p.communicate(timeout=300)[0].split()] for p in processes]
+    return max(0.0, float(np.mean([cold - warm for cold, warm in times])))
 
 
 _COPIER = """
@@ -1145,6 +1239,8 @@ def _summary(
         f"memory: {measured['memory_copies']:.3g} copies at once at the pair's rate "
         f"([cluster] memory_copies)"
     )
+    switches = ", ".join(f"{m} {_seconds_text(x)}" for m, x in measured["switch_s"].items())
+    lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

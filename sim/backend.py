@@ -191,6 +191,10 @@ class Simulator:
         The ranks of ``core_groups`` hold no core in a communication call, and their message
         puts them back on one at once, ahead of ranks that compute (an emulated cluster's MPI
         over TCP, as measured; `sim.cores`).
+    switch_s : float
+        Seconds the next compute of a rank of ``core_groups`` takes more when it comes back to
+        a core after other ranks ran on the cores: its caches refilled (`sim.cores`; measured
+        per model, ``[compute] switch_s``).
     """
 
     def __init__(
@@ -216,6 +220,7 @@ class Simulator:
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
         wakes_preempt=False,
+        switch_s=0.0,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -231,7 +236,7 @@ class Simulator:
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
         # rank -> HostCores
-        self.cores = shared_cores(self.env, core_groups, time_slice_s, wakes_preempt)
+        self.cores = shared_cores(self.env, core_groups, time_slice_s, wakes_preempt, switch_s)
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self._parked = set()  # ranks off their core in `_blocked`, until they have one back
         self.entry_barrier = entry_barrier

@@ -69,6 +69,7 @@ class Cluster:
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
     wakes_preempt: bool  # a message puts its rank on a core at once (emulated hosts; `sim.cores`)
+    switch_s: float  # a compute back on a shared core after others ran: its refill (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
@@ -183,6 +184,7 @@ class Cluster:
             ],
             "time_slice_s": self.time_slice_s if self.core_groups else None,
             "wakes_preempt": self.wakes_preempt if self.core_groups else None,
+            "switch_s": self.switch_s if self.core_groups else None,
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "stragglers": self.stragglers,
@@ -349,6 +351,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         core_groups=groups,
         time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
         wakes_preempt=wakes_preempt(profile),
+        switch_s=(profile.switch_seconds(model_name) if profile else 0.0) if groups else 0.0,
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
         call_overhead_s=profile.call_overhead_s * slowdown if costs else 0.0,

@@ -57,6 +57,8 @@ buckets (`sim.shaping`) instead.
     seconds_per_step = { mlp = 6.5e-4, cnn = 1.2e-3 }     # measured with them: a step of b
                                    # samples lasts seconds_per_step + b * seconds_per_sample
     seconds_per_update = { mlp = 3.5e-4, cnn = 3.0e-4 }   # the optimizer's part of a step
+    switch_s = { mlp = 7.0e-5 }    # a step back on a core shared by more ranks than cores,
+                                   # after others ran there, takes this much more (caches)
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
 
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
@@ -126,6 +128,7 @@ class ClusterProfile:
     seconds_per_sample: dict = field(default_factory=dict)  # model name (or "*") -> seconds
     seconds_per_step: dict = field(default_factory=dict)  # the same keys: a step's fixed part
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
+    switch_s: dict = field(default_factory=dict)  # ... more when its caches were refilled
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
@@ -219,6 +222,11 @@ class ClusterProfile:
         if not whole_step:
             fixed = max(0.0, fixed - self.seconds_per_update.get(key, 0.0))
         return fixed, self.seconds_per_sample[key]
+
+    def switch_seconds(self, model):
+        """Seconds a step of ``model`` takes more on a core shared by more ranks than cores,
+        back on it after others ran there (`sim.cores`); 0 where not measured."""
+        return next((self.switch_s[k] for k in (model, "*") if k in self.switch_s), 0.0)
 
     @property
     def has_compute(self):
@@ -383,6 +391,7 @@ def load_profile(name_or_path):
             seconds_per_sample=_per_model(compute, "seconds_per_sample"),
             seconds_per_step=_per_model(compute, "seconds_per_step"),
             seconds_per_update=_per_model(compute, "seconds_per_update"),
+            switch_s=_per_model(compute, "switch_s"),
         )
     except FileNotFoundError:
         presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))

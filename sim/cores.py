@@ -73,11 +73,17 @@ class HostCores:
     come) takes a core from a rank in `run` if none is free (the module's notes).
     """
 
-    def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S, wakes_preempt=False):
-        if cores < 1 or not slice_s > 0:
-            raise ValueError(f"need cores >= 1 and a turn > 0 s, got {cores} and {slice_s}")
+    def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S, wakes_preempt=False, switch_s=0.0):
+        if cores < 1 or not slice_s > 0 or switch_s < 0:
+            raise ValueError(
+                f"need cores >= 1, a turn > 0 s and a switch >= 0 s, got {cores}, {slice_s} "
+                f"and {switch_s}"
+            )
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
-        self.wakes_preempt = wakes_preempt
+        self.wakes_preempt, self.switch_s = wakes_preempt, switch_s
+        self._granted = 0  # cores granted so far, to tell whether others ran since a rank left
+        self._left_at = {}  # rank off its core -> ``_granted`` when it gave it up
+        self._cold = set()  # ranks back on a core after others ran: their next work refills
         self.ready = deque()  # (ranks, event) of the requests waiting, first come first
         self.turn_ends = {}  # rank -> when its turn on the core it holds ends
         self._working = {}  # rank in `run` -> the event that preempts it (wakes_preempt)
@@ -122,6 +128,7 @@ class HostCores:
         rank = min(self._working, key=self.turn_ends.__getitem__)
         self._working.pop(rank).succeed()
         del self.turn_ends[rank]
+        self._left_at[rank] = self._granted
         self.free += 1
 
     def _fits(self, ranks):
@@ -132,18 +139,31 @@ class HostCores:
         self.free -= len(granted)
         for rank in granted:
             self.turn_ends[rank] = self.env.now + self.slice_s
+            if self._left_at.pop(rank, self._granted) < self._granted:
+                self._cold.add(rank)  # another rank had a core meanwhile: its caches are gone
+            self._granted += 1
         return granted
 
     def release(self, rank):
         """``rank`` gives its core up (it blocks, or its program ended)."""
         if self.turn_ends.pop(rank, None) is not None:
+            self._left_at[rank] = self._granted
             self.free += 1
             self._hand_on()
+
+    def _refill(self, rank):
+        """Seconds ``rank``'s next work takes more for coming back to a core after other ranks
+        ran: ``switch_s`` once (its caches refilled), else 0."""
+        if rank in self._cold:
+            self._cold.discard(rank)
+            return self.switch_s
+        return 0.0
 
     def run(self, rank, seconds):
         """Process step: ``seconds`` of work by ``rank``, which holds a core; at the end of each
         of its turns it goes behind the ranks waiting for one, if any."""
         env = self.env
+        seconds += self._refill(rank)
         if self.wakes_preempt:
             return (yield from self._run_preemptible(rank, seconds))
         while True:
@@ -158,6 +178,7 @@ class HostCores:
             if self.ready:
                 self.release(rank)
                 yield from self.acquire(rank)
+                seconds += self._refill(rank)
             else:
                 self.turn_ends[rank] = env.now + self.slice_s
 
@@ -178,6 +199,7 @@ class HostCores:
                 if preempted.triggered:  # its core taken (`_preempt`): the rest after
                     seconds -= env.now - t0
                     yield from self.acquire(rank, first=True)
+                    seconds += self._refill(rank)
                     continue
                 seconds -= step
             if seconds <= 0:
@@ -185,6 +207,7 @@ class HostCores:
             if self.ready:  # its turn is over and others wait
                 self.release(rank)
                 yield from self.acquire(rank)
+                seconds += self._refill(rank)
             else:
                 self.turn_ends[rank] = env.now + self.slice_s
 
@@ -195,12 +218,12 @@ class HostCores:
             turn.succeed(self._grant(ranks))
 
 
-def shared_cores(env, groups, slice_s, wakes_preempt=False):
+def shared_cores(env, groups, slice_s, wakes_preempt=False, switch_s=0.0):
     """Per rank, the `HostCores` it shares (None for a rank with a core of its own), from
     ``groups``: ``(ranks, cores)`` pairs, the ranks of one host and its cores, for hosts with
     more ranks than cores."""
     by_rank = {}
     for ranks, cores in groups:
-        host = HostCores(env, cores, slice_s, wakes_preempt)
+        host = HostCores(env, cores, slice_s, wakes_preempt, switch_s)
         by_rank.update(dict.fromkeys(ranks, host))
     return by_rank

@@ -116,6 +116,10 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert all(s >= 0 for s in p["compute"]["seconds_per_step"].values())
     for model, update in p["compute"]["seconds_per_update"].items():  # Adam's part of the step
         assert 0 < update <= p["compute"]["seconds_per_step"][model]
+    assert set(p["compute"]["switch_s"]) == {"mlp", "cnn"}  # a gradient's refill, each model
+    for model, switch_s in p["compute"]["switch_s"].items():  # less than a whole warm step
+        step_s = p["compute"]["seconds_per_step"][model]
+        assert 0 <= switch_s < step_s + 100 * p["compute"]["seconds_per_sample"][model]
     assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
     assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
 

@@ -64,6 +64,18 @@ def test_the_gradients_fit_leaves_the_update_out(tmp_path):
     assert load_profile(str(path)).gradient_fit("cnn") == (6e-4, 1e-5)  # one figure for all
 
 
+def test_a_switch_is_read_per_model_and_a_negative_one_is_refused(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text("[compute]\nswitch_s = { mlp = 7e-5 }\n")
+    p = load_profile(str(path))
+    assert (p.switch_seconds("mlp"), p.switch_seconds("cnn")) == (7e-5, 0.0)
+    path.write_text("[compute]\nswitch_s = 1e-4\n")
+    assert load_profile(str(path)).switch_seconds("cnn") == 1e-4  # one figure for all
+    path.write_text("[compute]\nswitch_s = { mlp = -1e-5 }\n")
+    with pytest.raises(ValueError, match="switch_s"):
+        load_profile(str(path))
+
+
 def _cluster(tmp_path, argv):
     out = tmp_path / "run"
     assert (

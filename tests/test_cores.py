@@ -395,3 +395,69 @@ def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_with_wakes_pree
     ]
     host = sim.cores[0]
     assert host.free == 2 and not host.turn_ends and not host.ready
+
+
+@pytest.mark.parametrize("wakes_preempt", [False, True])
+def test_a_rank_back_on_a_core_after_another_ran_pays_the_switch_once(wakes_preempt):
+    """One core, turns of 4 ms, a switch of 1 ms: two ranks of 6 ms of work each. Rank 0 runs
+    0-4 ms, rank 1 4-8 ms; rank 0 comes back to a core rank 1 used, so its last 2 ms take 3
+    (ends at 11 ms); rank 1 likewise from 11 to 14 ms. Rank 0 comes back later (rank 1 ran
+    since: 2 ms take 3), leaves, and takes the core back with nobody on it meanwhile: 2 ms."""
+    env = simpy.Environment()
+    host = HostCores(env, 1, 0.004, wakes_preempt, switch_s=0.001)
+    done = {}
+
+    def rank(r):
+        yield from host.acquire(r)
+        yield from host.run(r, 0.006)
+        done[r] = round(env.now, 9)
+        host.release(r)
+        if r == 1:
+            return
+        yield env.timeout(0.010)  # rank 1 ran on the core since: cold
+        for again in ("cold", "warm"):  # then off and on again with nobody on it meanwhile
+            yield from host.acquire(r)
+            t0 = env.now
+            yield from host.run(r, 0.002)
+            done[again] = round(env.now - t0, 9)
+            host.release(r)
+
+    for r in range(2):
+        env.process(rank(r))
+    env.run()
+    assert done == {0: 0.011, 1: 0.014, "cold": 0.003, "warm": 0.002}
+
+
+def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():
+    """Two ranks on one core ping-pong a step of 1 ms each: each step after a rank's first
+    comes after the other rank's, so it costs the switch more, charged as compute."""
+    steps, switch_s = 4, 2e-4
+
+    def program(node):
+        for _ in range(steps):
+            if node.rank == 1:
+                yield Recv(source=0, buf=np.zeros(1))
+            yield Compute(lambda: None, (), samples=1)
+            yield Send(dest=1 - node.rank, payload=np.zeros(1))
+            if node.rank == 0:
+                yield Recv(source=1, buf=np.zeros(1))
+
+    def compute(switch):
+        nodes = [SimpleNamespace(rank=r, size=2) for r in range(2)]
+        logs = [ChargeLog() for _ in nodes]
+        sim = Simulator(
+            nodes,
+            logs,
+            1e-6,
+            1e9,
+            ComputeModel(seconds_per_sample=1e-3),
+            core_groups=[((0, 1), 1)],
+            switch_s=switch,
+        )
+        sim.run([program(node) for node in nodes])
+        return [log.seconds["compute"] for log in logs]
+
+    plain, switched = compute(0.0), compute(switch_s)
+    assert plain == pytest.approx([steps * 1e-3] * 2)
+    # every compute but each rank's first comes back to the core after the other's
+    assert switched == pytest.approx([steps * 1e-3 + (steps - 1) * switch_s] * 2)
