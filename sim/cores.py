@@ -12,14 +12,30 @@ go on once it has; a rank whose turn ends while others wait for a core goes behi
 message to a rank that is not on a core therefore waits until its turn comes, up to
 ``(R / C - 1)`` turns: on fast links that, not the wire, is the time.
 
-Not modelled: a waiting rank yields to other waiting ranks, not to one that computes. Two ranks
-on one core (``taskset``), a 13.4 ms numpy kernel took 24.1 ms beside a rank spinning in MPI's
-``Recv`` and 24.4 ms beside one computing (2026-11-27, another machine of this kind): against a
-computing rank a spinner takes its fair share. Here it takes none. Nor is MPICH's ``Probe``,
-which polls without yielding: a rank in it keeps its core for its whole turn, which is why
-``real.backend`` waits in a yielding loop instead (`real.backend.probe`); measured with
-``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers most, and
-without it within 16 % (median 5.6 %, docs/validation.md).
+A rank back on a core after other ranks ran there finds its caches refilled by them: its next
+work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
+processes on one core taking turns, each turn a gradient after the other's and then the same
+gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold; the CNN at batch
+100 on MNIST about 1.4 ms, 2026-11-27). The rule here: a rank granted a core after it gave one
+up, with another rank granted a core meanwhile, pays it once on its next `run`, and again
+after each turn it loses in the middle of its work. Without it, 4 ranks on 2 cores computed
+10-23 % less than measured in every configuration; with it, -12 to +7 % (docs/validation.md).
+
+Not modelled: how a waiting rank shares a core with one that computes depends on where Linux
+puts them. Pinned to one core beside a computing process (2026-11-27), a rank waiting in
+MPICH's ``Recv`` or in `real.backend.probe` took half the core (a CNN step 61 -> 133 ms, the
+MLP's 2.1 -> 3.5 ms), as an earlier machine of this kind showed (a 13.4 ms kernel 24.1 ms),
+while a Python process polling and yielding took 1-3 %. Unpinned, as runs are, three
+processes on the 2 cores (a parameter server and two workers of 60 ms CNN steps) ran as this
+model says: synchronous 86.5 ms a step measured, 85.4 simulated; asynchronous 4.25 s against
+4.47 on the server's clock. Waiting ranks taking turns against work longer than a turn (the
+pinned picture) made the same runs 1.75-2.1x too slow, and waiting ranks that keep their
+cores to their turn's end and hand them at once to a waiting rank whose message came made
+the shared-memory servers of 4 ranks 35-37 % too fast; neither is kept. Nor is MPICH's
+``Probe`` modelled, which polls without yielding: a rank in it keeps its core for its whole
+turn, which is why ``real.backend`` waits in a yielding loop instead (`real.backend.probe`);
+measured with ``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers
+most.
 
 Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well
 (what follows was fitted to measurements taken while ``real.backend`` waited in ``Probe``; taken
