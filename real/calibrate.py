@@ -686,7 +686,9 @@ def _finish(args, measured, work, started):
             "seconds_per_sample": per_model,
             "seconds_per_step": per_step,
             "seconds_per_update": per_update,
-            "switch_s": {name: _round(x) for name, x in measured["switch_s"].items()},
+            "switch_s": {
+                name: _round(x) for name, x in measured["switch_s"].items() if x is not None
+            },
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "input_shape": list(dataset.input_shape),  # what the steps were timed on
@@ -803,10 +805,10 @@ print(cold / turns, warm / turns)
 
 def measure_switch_s(model, dataset, batch, quick=False):
     """The median of `switch_once` over 3 tries (1 with ``quick``): this machine's tries of the
-    MLP moved between 85 and 120 us from one to the next."""
-    return float(
-        np.median([switch_once(model, dataset, batch, quick) for _ in range(1 if quick else 3)])
-    )
+    MLP moved between 85 and 120 us from one to the next. None where it cannot be measured
+    (a machine that refuses to pin a process to a core)."""
+    tries = [switch_once(model, dataset, batch, quick) for _ in range(1 if quick else 3)]
+    return None if None in tries else float(np.median(tries))
 
 
 def switch_once(model, dataset, batch, quick=False):
@@ -847,8 +849,10 @@ def switch_once(model, dataset, batch, quick=False):
     ]
     for fd in fds:
         os.close(fd)
-    times = [[float(x) for x in p.communicate(timeout=300)[0].split()] for p in processes]
-    return max(0.0, float(np.mean([cold - warm for cold, warm in times])))
+    outputs = [p.communicate(timeout=300)[0].split() for p in processes]
+    if any(p.returncode != 0 or len(out) != 2 for p, out in zip(processes, outputs, strict=True)):
+        return None
+    return max(0.0, float(np.mean([float(cold) - float(warm) for cold, warm in outputs])))
 
 
 _COPIER = """
@@ -1239,7 +1243,10 @@ def _summary(
         f"memory: {measured['memory_copies']:.3g} copies at once at the pair's rate "
         f"([cluster] memory_copies)"
     )
-    switches = ", ".join(f"{m} {_seconds_text(x)}" for m, x in measured["switch_s"].items())
+    switches = ", ".join(
+        f"{m} {_seconds_text(x) if x is not None else 'not measured (0)'}"
+        for m, x in measured["switch_s"].items()
+    )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)

@@ -16,7 +16,7 @@ A rank back on a core after other ranks ran there finds its caches refilled by t
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
 processes on one core taking turns, each turn a gradient after the other's and then the same
 gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold; the CNN at batch
-100 on MNIST about 1.4 ms, 2026-11-27). The rule here: a rank granted a core after it gave one
+100 1.4 ms on MNIST and 0.3 ms on 32x32x3 images in two calibrations, 2026-11-27). The rule here: a rank granted a core after it gave one
 up, with another rank granted a core meanwhile, pays it once on its next `run`, and again
 after each turn it loses in the middle of its work. Without it, 4 ranks on 2 cores computed
 10-23 % less than measured in every configuration; with it, -12 to +7 % (docs/validation.md).
@@ -87,6 +87,8 @@ class HostCores:
     (preempted at the end of each turn while others wait), and `release` when it blocks.
     ``wakes_preempt``: a rank back from a wait (``acquire(rank, wake=True)``: its message has
     come) takes a core from a rank in `run` if none is free (the module's notes).
+    ``switch_s``: what a rank's next `run` takes more when it is back on a core after other
+    ranks were granted one since it left its own (its caches refilled; the module's notes).
     """
 
     def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S, wakes_preempt=False, switch_s=0.0):

@@ -12,7 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import build_model
-from real.calibrate import _round, batch_sizes, fit_step_cost
+from real.calibrate import _round, batch_sizes, fit_step_cost, measure_switch_s
+from twinsgd.data import load_dataset
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -324,3 +325,13 @@ def test_on_token_buckets_every_batch_starts_after_they_have_filled(monkeypatch)
     events.clear()
     netbench._interleaved(Pair(), [8, 4096], False, batch, plan)
     assert not [e for e in events if e[0] == "sleep"]
+
+
+def test_a_switch_is_measured_where_processes_can_be_pinned_and_none_where_not(monkeypatch):
+    """The MLP's refill after another process on its core: a number of seconds, less than a
+    step; a core that does not exist cannot be pinned to: None (the profile then charges 0)."""
+    dataset = load_dataset("mnist-subset", None, allow_download=False)
+    switch_s = measure_switch_s("mlp", dataset, 32, quick=True)
+    assert switch_s is not None and 0 <= switch_s < 0.01
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {10**6})
+    assert measure_switch_s("mlp", dataset, 32, quick=True) is None
