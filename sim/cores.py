@@ -16,10 +16,11 @@ A rank back on a core after other ranks ran there finds its caches refilled by t
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
 processes on one core taking turns, each turn a gradient after the other's and then the same
 gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold; the CNN at batch
-100 1.4 ms on MNIST and 0.3 ms on 32x32x3 images in two calibrations, 2026-11-27). The rule here: a rank granted a core after it gave one
-up, with another rank granted a core meanwhile, pays it once on its next `run`, and again
-after each turn it loses in the middle of its work. Without it, 4 ranks on 2 cores computed
-10-23 % less than measured in every configuration; with it, -12 to +7 % (docs/validation.md).
+100 1.4 ms on MNIST and 0.3 ms on 32x32x3 images in two calibrations, 2026-11-27). The rule
+here: a rank granted a core after it gave one up, with another rank granted a core meanwhile,
+pays it once on its next `run`, and again after each turn it loses in the middle of its work.
+Without it, 4 ranks on 2 cores computed 10-23 % less than measured in every configuration; with
+it, -12 to +7 % (docs/validation.md).
 
 Not modelled: how a waiting rank shares a core with one that computes depends on where Linux
 puts them. Pinned to one core beside a computing process (2026-11-27), a rank waiting in
