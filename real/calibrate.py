@@ -787,8 +787,8 @@ cold = warm = 0.0
 end = time.perf_counter() + {seconds}
 turns = 0
 while True:
-    if not ({first} and turns == 0):
-        if os.read({read}, 1) == b"e":  # the other's turn is done: this one's caches are cold
+    if not ({first} and turns == 0):  # the other's turn is done: this one's caches are cold
+        if os.read({read}, 1) in (b"e", b""):  # the other ended (or died): stop
             break
     t0 = time.process_time()
     model.loss_and_gradient(X, y, out=grad)
@@ -805,8 +805,8 @@ print(cold / turns, warm / turns)
 
 def measure_switch_s(model, dataset, batch, quick=False):
     """The median of `switch_once` over 3 tries (1 with ``quick``): this machine's tries of the
-    MLP moved between 85 and 120 us from one to the next. None where it cannot be measured
-    (a machine that refuses to pin a process to a core)."""
+    MLP moved between 85 and 120 us from one to the next. None where any try could not be
+    measured (a machine that refuses to pin a process to a core)."""
     tries = [switch_once(model, dataset, batch, quick) for _ in range(1 if quick else 3)]
     return None if None in tries else float(np.median(tries))
 
@@ -817,9 +817,9 @@ def switch_once(model, dataset, batch, quick=False):
     as ranks past the cores do between their steps (`sim.cores`). Two processes on one core
     take turns; in each turn a gradient comes after the other's (cold) and then once more
     (warm), so both are timed at the same moment of the machine's drift. This machine
-    (2026-11-27): the MLP at batch 32 0.29 ms warm and about 70 us more cold; the CNN at batch
-    100 57 ms, the difference within its noise. A rank that polls beside one that computes
-    (they yield) took 1-3 % of its core: not modelled."""
+    (2026-11-27): the MLP at batch 32 0.29 ms warm and 70-120 us more cold; the CNN at batch
+    100 0.3 ms more on 32x32x3 images, 1.4 ms on MNIST's. None if either process failed (one
+    that cannot be pinned)."""
     cpu = max(os.sched_getaffinity(0))
     fds = os.pipe() + os.pipe()  # (read, write) of 0 -> 1, then of 1 -> 0
     processes = [
