@@ -82,6 +82,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 (the same keys: a gradient's refill after another process), batch_size,
                 dataset, flops_per_sample, gamma_s_per_byte (a reduction's add)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
+    [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
+                process's step over one alone's)
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -107,6 +109,7 @@ import numpy as np
 
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
+from twinsgd.calibration.busycores import busy_cores_from_windows
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.steptimes import read_run_events, step_times_from_run
@@ -354,6 +357,11 @@ def _measure(args, comm, work):
         if comm.rank == 0
         else None
     )
+    busy = (
+        {m: measure_busy_cores(m, work[3], args.batch_size, args.quick) for m in args.models}
+        if comm.rank == 0
+        else None
+    )
     # the others sleep while rank 0's spinners take the cores, waking seldom: a rank that wakes
     # every millisecond cut the turns it measures to 1.1 ms
     netbench.quiet_barrier(comm, poll_s=0.05)
@@ -385,6 +393,7 @@ def _measure(args, comm, work):
         "time_slice_s": time_slice_s,
         "memory_copies": memory_copies,
         "switch_s": switch_s,
+        "busy": busy,
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
@@ -689,6 +698,7 @@ def _finish(args, measured, work, started):
             "switch_s": {
                 name: _round(x) for name, x in measured["switch_s"].items() if x is not None
             },
+            "busy": {name: busy.to_dict() for name, busy in measured["busy"].items()},
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "input_shape": list(dataset.input_shape),  # what the steps were timed on
@@ -830,11 +840,7 @@ def switch_once(model, dataset, batch, quick=False):
                 _SWITCHER.format(
                     cpu=cpu,
                     seed=i,
-                    name=model,
-                    shape=tuple(dataset.input_shape),
-                    classes=dataset.n_classes,
-                    batch=batch,
-                    batch_shape=(batch, *dataset.input_shape),
+                    **_step_fields(model, dataset, batch),
                     seconds=0.5 if quick else 1.5,
                     first=i == 0,
                     read=fds[2] if i == 0 else fds[0],
@@ -853,6 +859,101 @@ def switch_once(model, dataset, batch, quick=False):
     if any(p.returncode != 0 or len(out) != 2 for p, out in zip(processes, outputs, strict=True)):
         return None
     return max(0.0, float(np.mean([float(cold) - float(warm) for cold, warm in outputs])))
+
+
+_BUSY = """
+import sys
+import time
+import numpy as np
+from models import build_model, make_optimizer
+from models.threads import one_blas_thread
+one_blas_thread()
+rng = np.random.default_rng({seed})
+model = build_model({name!r}, {shape!r}, {classes}, seed=0)
+X = rng.random({batch_shape!r}).astype(model.dtype)
+y = rng.integers(0, {classes}, {batch})
+grad = np.empty(model.n_params, dtype=model.dtype)
+adam = make_optimizer("adam", model.n_params, lr=1e-6)
+while line := sys.stdin.readline():  # asleep between windows; a window is its seconds
+    end = time.perf_counter() + float(line)
+    steps = []
+    while time.perf_counter() < end or len(steps) < 3:
+        t0 = time.perf_counter()
+        model.loss_and_gradient(X, y, out=grad)
+        adam.step(model.params, grad)
+        steps.append(time.perf_counter() - t0)
+    print(np.median(steps[len(steps) // 5:]), flush=True)  # past the first fifth: warm
+"""
+
+
+def busy_counts(cores):
+    """The counts of processes `measure_busy_cores` runs at once: 1, 2, 4, ... and ``cores``."""
+    counts = {1, cores}
+    k = 2
+    while k < cores:
+        counts.add(k)
+        k *= 2
+    return sorted(counts)
+
+
+def measure_busy_cores(model, dataset, batch, quick=False):
+    """``[compute.busy.MODEL]`` (`calibration.busycores`): ``model``'s training step (its
+    gradient on a batch of ``batch`` and Adam's update, 1 BLAS thread) in k processes at once,
+    for each k of `busy_counts` up to this machine's cores, placed by the operating system as
+    a run's ranks are. The processes start once and sleep between windows; in each window k
+    of them compute for 0.3 s (0.15 s with ``quick``), and just before it the first computes
+    alone, so the machine's drift cancels (one process alone moved by 30 % from one try to
+    the next on a 16-core machine under gVisor). 5 windows per k (3 with ``quick``): the mean
+    factor at k is the median over windows of the k processes' mean over the one alone; the
+    spread about it, each process over the mean of its window, pooled. Measured (MLP, batch
+    100): this 2-core machine 0.98-1.03x at 2 processes."""
+    seconds, windows = (0.15, 3) if quick else (0.3, 5)
+    counts = busy_counts(os.cpu_count() or 1)
+    workers = [_busy_worker(model, dataset, batch, i) for i in range(counts[-1])]
+    try:
+        _window(workers, seconds)  # every process warm
+        ratios, spread = {1: [1.0]}, {1: [1.0]}
+        for k in counts[1:]:
+            for _ in range(windows):
+                alone = _window(workers[:1], seconds)[0]
+                times = np.asarray(_window(workers[:k], seconds))
+                ratios.setdefault(k, []).append(times.mean() / alone)
+                spread.setdefault(k, []).extend(times / times.mean())
+    finally:
+        for worker in workers:  # end of its input: it ends
+            worker.stdin.close()
+            worker.wait(timeout=60)
+            worker.stdout.close()
+    return busy_cores_from_windows(ratios, spread)
+
+
+def _busy_worker(model, dataset, batch, seed):
+    """A process that computes ``model``'s steps for the seconds it reads, a window a line,
+    and writes each window's median step seconds (`_BUSY`)."""
+    script = _BUSY.format(seed=seed, **_step_fields(model, dataset, batch))
+    return subprocess.Popen(
+        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+
+
+def _step_fields(model, dataset, batch):
+    """What the scripts of a process that times ``model``'s step (`_SWITCHER`, `_BUSY`) fill
+    in: the model's name, its input's shape and classes, the batch and the batch's shape."""
+    return {
+        "name": model,
+        "shape": tuple(dataset.input_shape),
+        "classes": dataset.n_classes,
+        "batch": batch,
+        "batch_shape": (batch, *dataset.input_shape),
+    }
+
+
+def _window(workers, seconds):
+    """Start a window of ``seconds`` in each of ``workers`` at once; their median steps."""
+    for worker in workers:
+        worker.stdin.write(f"{seconds}\n")
+        worker.stdin.flush()
+    return [float(worker.stdout.readline()) for worker in workers]
 
 
 _COPIER = """
@@ -1248,6 +1349,15 @@ def _summary(
         for m, x in measured["switch_s"].items()
     )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
+    busy = "; ".join(
+        f"{m} "
+        + ", ".join(
+            f"{k}: {b.mean_at(k):.2f}x ({row[0]:.2f}-{row[-1]:.2f})"
+            for k, row in zip(b.processes[1:], b.factors[1:], strict=True)
+        )
+        for m, b in measured["busy"].items()
+    )
+    lines.append(f"a step with k processes computing at once, over one alone: {busy} (busy)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

@@ -187,6 +187,7 @@ class Cluster:
             "switch_s": self.switch_s if self.core_groups else None,
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
+            "busy_cores": compute.busy,
             "stragglers": self.stragglers,
             "seconds_per_sample": compute.seconds_per_sample,
             "seconds_per_step": compute.seconds_per_step,

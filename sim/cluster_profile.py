@@ -65,6 +65,10 @@ buckets (`sim.shaping`) instead.
                                    # its messages and add, by size (a PiecewiseCost): the
                                    # mean's pass, charged instead of gamma n
 
+    [compute.busy.mlp]             # a step while k processes compute on the host at once,
+    processes = [1, 2, 4]          # over one alone: per k, 11 quantiles (0, 10, ..., 100 %)
+    factors = [[1.0, ...], ...]    # of the processes' factors (`calibration.busycores`)
+
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
     steps = 396                    # how many the quantiles summarise
@@ -91,6 +95,7 @@ from pathlib import Path
 
 from sim.network import MemoryPath
 from sim.shaping import ShapedPattern, Shaping
+from twinsgd.calibration.busycores import BusyCores
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
 from twinsgd.calibration.steptimes import StepTimes
@@ -130,6 +135,7 @@ class ClusterProfile:
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     switch_s: dict = field(default_factory=dict)  # ... more when its caches were refilled
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
+    busy: dict = field(default_factory=dict)  # model name -> BusyCores (a step as k compute)
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
@@ -358,6 +364,9 @@ def load_profile(name_or_path):
             finish=PiecewiseCost.from_dict(compute["finish"]) if "finish" in compute else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
+            },
+            busy={
+                str(m): BusyCores.from_dict(d, str(m)) for m, d in compute.get("busy", {}).items()
             },
             timed_on=_timed_on(compute),
             costs={

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import build_model
-from real.calibrate import _round, batch_sizes, fit_step_cost, measure_switch_s
+from real.calibrate import _round, batch_sizes, busy_counts, fit_step_cost, measure_switch_s
 from twinsgd.data import load_dataset
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
@@ -121,6 +121,10 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     for model, switch_s in p["compute"]["switch_s"].items():  # less than a whole warm step
         step_s = p["compute"]["seconds_per_step"][model]
         assert 0 <= switch_s < step_s + 100 * p["compute"]["seconds_per_sample"][model]
+    for busy in p["compute"]["busy"].values():  # k processes computing at once, each model
+        assert busy["processes"] == busy_counts(os.cpu_count() or 1)
+        assert busy["factors"][0] == [1.0] * 11  # one process over one alone
+    assert set(p["compute"]["busy"]) == {"mlp", "cnn"}
     assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
     assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
 
