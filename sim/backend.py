@@ -231,6 +231,9 @@ class Simulator:
         # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
         # while it is inside a call of the MPI library, else 0)
         self._sooner = [0.0] * len(nodes)
+        # inside a collective entered through the barrier: every second is comm, as the real
+        # backend's clock counts it (its barrier's time the wait, the call's whole time comm)
+        self._entered = [False] * len(nodes)
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
@@ -635,12 +638,14 @@ class Simulator:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
 
-    def _charge(self, node, t0, messages, sent):
+    def _charge(self, node, t0, messages, sent, split=True):
         """Charge an operation that began at ``t0`` and ends now: wait until the last incoming
         message began to move (a peer not ready), comm for the rest; each second once, however
-        many transfers overlapped in it."""
-        if not messages:  # a send: nothing to wait for
-            waited, received = 0.0, 0
+        many transfers overlapped in it. Not ``split`` (after an entry barrier's wait, as the
+        real backend times it), or a step of a collective entered through one: all comm."""
+        if not (split and messages) or self._entered[node.rank]:  # nothing to wait for
+            waited = 0.0
+            received = sum(m.payload.nbytes for m in messages)
         elif len(messages) == 1:  # NOTE: a receive's own branch, for speed (once per message)
             (message,) = messages
             waited, received = max(0.0, message.started - t0), message.payload.nbytes
@@ -794,9 +799,9 @@ class Simulator:
         yield self.env.all_of(sending)
         if messages and self.wire is not None:  # and each one received read from its bytes
             yield self.env.timeout(self.wire.read() * len(taken))
-        self._charge(
-            node, t0, taken.values(), sum(payload.nbytes for payload in op.payloads.values())
-        )
+        sent = sum(payload.nbytes for payload in op.payloads.values())
+        # after the entry barrier's tokens, the exchange's whole time is comm (the real clock's)
+        self._charge(node, t0, taken.values(), sent, split=not self.entry_barrier)
         if not messages:  # into the buffers, as MPI
             for peer, message in taken.items():
                 np.copyto(op.bufs[peer], message.payload)
@@ -845,6 +850,8 @@ class Simulator:
         has it."""
         sooner = self.call_overhead_s if library else 0.0
         reply, rank = None, node.rank
+        entered = self._entered[rank]
+        self._entered[rank] = self.entry_barrier  # its steps' seconds all comm, as measured
         try:
             while True:
                 try:
@@ -855,6 +862,7 @@ class Simulator:
                 if sooner:
                     self._sooner[rank] = sooner
         finally:
+            self._entered[rank] = entered
             if sooner:
                 self._sooner[rank] = 0.0
 

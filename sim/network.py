@@ -374,7 +374,8 @@ class RoutedNetwork:
             hold_s = max(nbytes / cost.beta_Bps(nbytes) + min(alpha_s, 0.0), 0.0)  # less held
             latency_s = max(alpha_s, 0.0)
             if self.jitter:  # this message's draw from the measured spread
-                factor = self.jitter[pattern].draw()
+                jitter = self.jitter[pattern]  # a Sendrecv's: the slower of its two ways
+                factor = jitter.draw_of_pair() if pattern == "sendrecv" else jitter.draw()
                 hold_s, latency_s = hold_s * factor, latency_s * factor
         if sooner_s:
             latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0

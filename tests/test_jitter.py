@@ -15,6 +15,7 @@ from sim.network import make_network
 from tests.programs import ChargeLog, ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
+from twinsgd.programs.ops import SendRecv
 
 ONEWAY = PiecewiseCost.constant(10e-6, 1e9)
 
@@ -96,3 +97,43 @@ def test_a_profile_brings_its_jitter_to_the_in_situ_costs(tmp_path):
     path.write_text(tomli_w.dumps(document))
     with pytest.raises(ValueError, match=r"\[network.in_situ.jitter\] oneway: .*101"):
         load_profile(str(path))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(0.1, 10.0), min_size=101, max_size=101), st.integers(0, 10**6))
+def test_the_slower_of_two_draws_of_a_pair_has_the_measured_spread(values, seed):
+    """A Sendrecv's measured spread is of the slower of its two directions: the slower of two
+    `draw_of_pair` draws has it (mean and median), and one draw alone is no slower."""
+    jitter = Jitter(sorted(values), seed=seed)
+    slower = np.array([max(jitter.draw_of_pair(), jitter.draw_of_pair()) for _ in range(4000)])
+    alone = np.array([jitter.draw_of_pair() for _ in range(4000)])
+    spread = jitter.quantiles[-1] - jitter.quantiles[0]
+    assert abs(slower.mean() - jitter.mean) <= 0.05 * spread + 1e-12
+    assert abs(np.median(slower) - jitter.quantiles[50]) <= 0.1 * spread + 1e-12
+    assert alone.mean() <= slower.mean() + 1e-12
+
+
+def test_a_lockstep_sendrecv_pair_pays_the_measured_spread_once():
+    """Two ranks exchange in lockstep 2000 times, each message's cost times factors spread
+    evenly from 1 to 3 (a measured Sendrecv's spread): a step costs the measured mean, 2x the
+    cost, not the slower of two whole draws (1 + 4/3)."""
+    hold_s, steps = 1e-4, 2000
+    cost = PiecewiseCost.constant(0.0, 100_000 / hold_s)
+    network = make_network(
+        None, "star", 2, 0.0, 1e12, {"sendrecv": cost},
+        jitter={"sendrecv": Jitter(np.linspace(1.0, 3.0, 101), seed=7)},
+    )  # fmt: skip
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    sim = Simulator(
+        nodes, [ChargeLog() for _ in range(2)], 0.0, 1e12, ComputeModel(0.0), network=network
+    )
+
+    def program(rank):
+        buf = np.empty(25_000, np.float32)
+        for _ in range(steps):
+            yield SendRecv(
+                dest=1 - rank, payload=np.ones(25_000, np.float32), source=1 - rank, buf=buf
+            )
+
+    sim.run([program(r) for r in range(2)])
+    assert sim.env.now / (steps * hold_s) == pytest.approx(2.0, rel=0.03)

@@ -14,9 +14,9 @@ import pytest
 from sim.backend import Simulator
 from sim.cluster_profile import WireCost
 from sim.compute import ComputeModel
-from tests.programs import ping_pong
+from tests.programs import ChargeLog, ping_pong
 from twinsgd.programs.compression import make_codec
-from twinsgd.programs.ops import Allgather, Allreduce, Exchange, Recv, Send
+from twinsgd.programs.ops import Allgather, Allreduce, Compute, Exchange, Recv, Send
 from twinsgd.run.runlog import Charges
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -806,3 +806,56 @@ def test_a_simulated_run_writes_a_timeline_that_tiles_each_nodes_time(tmp_path, 
         drawn = [dur for ts, dur, _ in events if ts < end - 1e-3]
         # each start and duration is written to the nanosecond: one off at most apiece
         assert sum(drawn) == pytest.approx(end, abs=1e-3 * len(drawn) + 1e-9)
+
+
+@pytest.mark.parametrize("entry_barrier", [False, True])
+def test_an_exchange_after_its_tokens_is_all_comm_as_the_real_clock_counts_it(entry_barrier):
+    """4 ranks on a star exchange n bytes with both ring neighbours; each rank's two messages
+    leave one after the other through its NIC, so one neighbour's reaches it n/beta late.
+    With the entry tokens (``--measure-wait``) the tokens' alpha is wait and the rest, 2 n/beta
+    + alpha, comm, as the real backend times it; without, the late message's n/beta is wait."""
+    alpha, beta, n = 5e-6, 1e9, 400_000
+
+    def program(rank):
+        peers = [(rank - 1) % 4, (rank + 1) % 4]  # each sends to its left neighbour first
+        yield Exchange(
+            payloads={p: np.ones(n // 4, np.float32) for p in peers},
+            bufs={p: np.empty(n // 4, np.float32) for p in peers},
+        )
+
+    logs = [ChargeLog() for _ in range(4)]
+    nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
+    simulator = Simulator(
+        nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=0.0), entry_barrier=entry_barrier
+    )
+    simulator.run([program(r) for r in range(4)])
+    for log in logs:
+        if entry_barrier:
+            assert log.seconds["wait"] == pytest.approx(alpha, rel=1e-9)
+            assert log.seconds["comm"] == pytest.approx(2 * n / beta + alpha, rel=1e-9)
+        else:
+            assert log.seconds["wait"] == pytest.approx(n / beta, rel=1e-9)
+            assert log.seconds["comm"] == pytest.approx(n / beta + alpha, rel=1e-9)
+
+
+def test_a_collectives_steps_after_its_barrier_are_all_comm():
+    """A ring allreduce of 4 ranks where rank 0 computes 1 ms longer first: with the entry
+    barrier each rank's wait is its barrier's (rank 0 last there: none; the others 1 ms and the
+    one or two rounds of empty messages after it) and no step of the ring adds any, as the real
+    clock has it; the ring's own time, 2(p - 1) steps of n/p bytes, is comm."""
+    alpha, beta = 5e-6, 1e9
+
+    def program(rank):
+        yield Compute(lambda: None, (), samples=1 if rank == 0 else 0)
+        yield Allreduce(np.ones(100_000, np.float32), op="sum", algo="ring")
+
+    logs = [ChargeLog() for _ in range(4)]
+    nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
+    simulator = Simulator(
+        nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=1e-3), entry_barrier=True
+    )
+    simulator.run([program(r) for r in range(4)])
+    waits = [log.seconds["wait"] for log in logs]
+    assert waits == pytest.approx([0.0, 1e-3 + alpha, 1e-3 + alpha, 1e-3 + 2 * alpha], abs=1e-12)
+    for log in logs:
+        assert log.seconds["comm"] >= 2 * 3 * 100_000 / beta  # 2(p - 1) chunks of 100 KB
