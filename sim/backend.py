@@ -673,7 +673,9 @@ class Simulator:
             and not host.wakes_preempt  # (over TCP the kernel holds the bytes: no copy on cores)
         ):
             yield from self._copy_on_cores(node, op, host)  # (on one core they take turns)
-        else:  # rendezvous: done when the receiver has the message (it may be off its core)
+        else:  # rendezvous: its bytes move once the receiver has posted its receive (MPI's
+            # request to send, answered), and it is done when the receiver has the message
+            yield from self._blocked(node, self._receiving(op.dest, node.rank, op.tag))
             taken = self.env.event()
             yield from self._carry(node, op.dest, payload, op.tag, "oneway", taken)
             yield from self._blocked(node, taken)

@@ -859,3 +859,29 @@ def test_a_collectives_steps_after_its_barrier_are_all_comm():
     assert waits == pytest.approx([0.0, 1e-3 + alpha, 1e-3 + alpha, 1e-3 + 2 * alpha], abs=1e-12)
     for log in logs:
         assert log.seconds["comm"] >= 2 * 3 * 100_000 / beta  # 2(p - 1) chunks of 100 KB
+
+
+def test_a_rendezvous_sends_bytes_once_its_receiver_has_posted():
+    """Past the eager limit MPI moves a message only once the receive is posted (a request to
+    send, answered): rank 1 computes 1 ms before its Recv, so the 400 KB leave then, and the
+    receiver's copy is its comm (as the real clock, after its probe, has it), not a message
+    that had landed long before."""
+    alpha, beta, n = 5e-6, 1e9, 100_000
+
+    def program(rank):
+        if rank == 0:
+            yield Send(dest=1, payload=np.ones(n, np.float32))
+        else:
+            yield Compute(lambda: None, (), samples=1)
+            yield Recv(source=0, buf=np.empty(n, np.float32))
+
+    logs = [ChargeLog() for _ in range(2)]
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    simulator = Simulator(
+        nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=1e-3), eager_bytes=4096
+    )
+    simulator.run([program(r) for r in range(2)])
+    copy_s = alpha + 4 * n / beta
+    assert simulator.env.now == pytest.approx(1e-3 + copy_s, rel=1e-12)
+    assert logs[1].seconds == pytest.approx({"compute": 1e-3, "wait": 0.0, "comm": copy_s})
+    assert logs[0].seconds["comm"] == pytest.approx(1e-3 + copy_s, rel=1e-12)
