@@ -885,3 +885,32 @@ def test_a_rendezvous_sends_bytes_once_its_receiver_has_posted():
     assert simulator.env.now == pytest.approx(1e-3 + copy_s, rel=1e-12)
     assert logs[1].seconds == pytest.approx({"compute": 1e-3, "wait": 0.0, "comm": copy_s})
     assert logs[0].seconds["comm"] == pytest.approx(1e-3 + copy_s, rel=1e-12)
+
+
+@pytest.mark.parametrize("ranks_per_host", [1, 2])
+def test_a_buffered_send_through_shared_memory_waits_for_its_own_half_of_the_copy(
+    ranks_per_host,
+):
+    """A Bsend past the eager limit returns at once between hosts (a NIC moves its bytes); two
+    ranks of one host copy a message through their memory with their own CPUs, so there the
+    sender goes on once its bytes have left: n / (the memory's bandwidth) later, as comm."""
+    from sim.network import MemoryPath, make_network
+
+    memory, n = MemoryPath(1e-6, 4e9, 2), 100_000
+
+    def program(rank):
+        if rank == 0:
+            yield Send(dest=1, payload=np.ones(n, np.float32), buffered=True)
+        else:
+            yield Recv(source=0, buf=np.empty(n, np.float32))
+
+    network = make_network(None, "star", 2, 5e-6, 1e9, ranks_per_host=ranks_per_host, memory=memory)
+    logs = [ChargeLog() for _ in range(2)]
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    simulator = Simulator(
+        nodes, logs, 5e-6, 1e9, ComputeModel(seconds_per_sample=0.0), network=network,
+        eager_bytes=4096, send_overhead_s=1e-6,
+    )  # fmt: skip
+    simulator.run([program(r) for r in range(2)])
+    own_half_s = 4 * n / memory.bandwidth_Bps if ranks_per_host == 2 else 1e-6  # else LogP's o
+    assert logs[0].seconds["comm"] == pytest.approx(own_half_s, rel=1e-12)
