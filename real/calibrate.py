@@ -912,13 +912,14 @@ def measure_busy_cores(model, dataset, batch, quick=False):
     workers = [_busy_worker(model, dataset, batch, i) for i in range(counts[-1])]
     try:
         _window(workers, seconds)  # every process warm
-        ratios, spread = {1: [1.0]}, {1: [1.0]}
+        ratios = {k: [1.0] if k == 1 else [] for k in counts}
+        spread = {k: [1.0] if k == 1 else [] for k in counts}
         for k in counts[1:]:
             for _ in range(windows):
                 alone = _window(workers[:1], seconds)[0]
                 times = np.asarray(_window(workers[:k], seconds))
-                ratios.setdefault(k, []).append(times.mean() / alone)
-                spread.setdefault(k, []).extend(times / times.mean())
+                ratios[k].append(times.mean() / alone)
+                spread[k].extend(times / times.mean())
     finally:
         for worker in workers:  # end of its input: it ends
             worker.stdin.close()

@@ -690,12 +690,10 @@ class Simulator:
         """Whether a message from ``source`` to ``dest`` is copied through shared memory by
         the two ranks' own CPUs (MPICH's shared-memory copy, each rank its half): two ranks of
         one host, or any two of a one-machine profile (its measured costs, no token buckets).
-        Between hosts a NIC or the kernel moves the bytes."""
+        Between hosts a NIC or the kernel moves the bytes. (A network has ``machine_copies``
+        only for such a profile: `sim.cluster._machine_copies`.)"""
         network = self.network
-        if getattr(network, "machine_copies", None) and getattr(network, "shaping", None) is None:
-            return True
-        host_of = getattr(network, "host_of", None)
-        return host_of is not None and host_of[source] == host_of[dest]
+        return bool(network.machine_copies) or network.host_of[source] == network.host_of[dest]
 
     def _recv(self, node, op):
         t0 = self.env.now

@@ -40,8 +40,8 @@ class ComputeModel:
         ``--compute profile``: the part of a training step that does not grow with its batch
         (the update of every weight, the calls' overhead), seconds; 0 for a FLOP rate.
     busy : dict or None
-        What the busy cores of a host did to ``speeds`` (`_busy_factors` without the factors,
-        for config.json), None where nothing.
+        What the busy cores of a host did to ``speeds`` (`_busy_factors`' record, for
+        config.json), None where nothing.
     """
 
     seconds_per_sample: float | None = None
@@ -131,9 +131,9 @@ def compute_model(
                 )
     speeds, probability, slowdown = _node_speeds(options, seed)
     share = _core_share(options, profile, ranks_per_host, step_times, turns)
-    busy = _busy_factors(options, profile, model_name, ranks_per_host, step_times, seed)
-    if busy is not None:  # one speed per rank: each keeps its place on its host's cores
-        speeds = tuple(speeds[r % len(speeds)] / f for r, f in enumerate(busy["factors"]))
+    factors, busy = _busy_factors(options, profile, model_name, ranks_per_host, step_times, seed)
+    if factors is not None:  # one speed per rank: each keeps its place on its host's cores
+        speeds = tuple(speeds[r % len(speeds)] / f for r, f in enumerate(factors))
     return ComputeModel(
         seconds_per_sample,
         tuple(s * share for s in speeds),
@@ -142,15 +142,16 @@ def compute_model(
         seed,
         step_times,
         seconds_per_step,
-        {k: v for k, v in busy.items() if k != "factors"} if busy is not None else None,
+        busy,
     )
 
 
 def _busy_factors(options, profile, model_name, ranks_per_host, step_times, seed):
     """How much longer each rank's compute takes for the other ranks computing on its host's
     cores at once (`calibration.busycores`, the profile's ``[compute.busy.MODEL]``) than when
-    its compute was measured: ``{"busy": k now, "reference": k then, "mean": the mean factor,
-    "factors": one per rank}``, or None where the profile measured none or both are one.
+    its compute was measured: ``(factors, record)``, one factor per rank and, for config.json,
+    ``{"busy": k now, "reference": k then, "mean": the mean factor}``; ``(None, None)`` where
+    the profile measured none or both are one.
 
     Now: ``min(ranks on the host, cores)`` (a rank waiting in MPI spins on its core too, but
     takes little of the caches and memory that computing ranks share). Then: the step times'
@@ -159,19 +160,18 @@ def _busy_factors(options, profile, model_name, ranks_per_host, step_times, seed
     busy = profile.busy.get(model_name) if profile is not None else None
     cores = options.cores_per_host or (profile.cores if profile is not None else None)
     if busy is None or not cores:
-        return None
+        return None, None
     one_machine = profile.one_machine and ranks_per_host == 1
     per_host = options.nodes if one_machine else ranks_per_host
     then = min(step_times.ranks, step_times.cores) if step_times and step_times.cores else 1
     now = min(per_host, cores)
     if now == then == 1:
-        return None
+        return None, None
     reference, rng, factors = busy.mean_at(then), np.random.default_rng([seed, 3]), []
     for first in range(0, options.nodes, per_host):
         ranks = min(per_host, options.nodes - first)
         factors += [f / reference for f in busy.rank_factors(ranks, min(ranks, cores), rng)]
-    mean = round(float(np.mean(factors)), 4)
-    return {"busy": now, "reference": then, "mean": mean, "factors": factors}
+    return factors, {"busy": now, "reference": then, "mean": round(float(np.mean(factors)), 4)}
 
 
 def _core_share(options, profile, ranks_per_host, step_times=None, turns=False):

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from real.calibrate import busy_counts, measure_busy_cores
 from sim import run
 from sim.cluster_profile import load_profile
-from sim.compute import compute_model
+from sim.compute import _busy_factors, compute_model
 from twinsgd.calibration.busycores import GRID, BusyCores, busy_cores_from_windows
 from twinsgd.calibration.steptimes import StepTimes
 from twinsgd.data import load_dataset
@@ -138,12 +138,10 @@ def test_step_times_measured_at_two_busy_ranks_are_the_reference():
     )
     steps = StepTimes(tuple(1e-3 for _ in range(101)), 100, 50, ranks=2, cores=4)
     options = SimpleNamespace(nodes=4, cores_per_host=None)
-    from sim.compute import _busy_factors
-
-    at_4 = _busy_factors(options, profile, "mlp", 1, steps, 0)
-    assert at_4["reference"] == 2 and at_4["factors"] == pytest.approx([1.5] * 4)
+    factors, record = _busy_factors(options, profile, "mlp", 1, steps, 0)
+    assert record["reference"] == 2 and factors == pytest.approx([1.5] * 4)
     options.nodes = 2
-    assert _busy_factors(options, profile, "mlp", 1, steps, 0)["factors"] == pytest.approx([1, 1])
+    assert _busy_factors(options, profile, "mlp", 1, steps, 0)[0] == pytest.approx([1, 1])
 
 
 def test_a_simulated_run_charges_each_ranks_compute_its_factor(tmp_path):
