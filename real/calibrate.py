@@ -80,7 +80,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
                 seconds_per_update (the Adam update's part of seconds_per_step), switch_s
                 (the same keys: a gradient's refill after another process), batch_size,
-                dataset, flops_per_sample, gamma_s_per_byte (a reduction's add)
+                dataset, flops_per_sample, gamma_s_per_byte (a reduction's add), cold_own_s
+                and cold_own_bytes (own code right after a message of that size, over warm:
+                `netbench.cold_own_code`)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
                 process's step over one alone's)
@@ -339,6 +341,8 @@ def _measure(args, comm, work):
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick, outside)
     wire = netbench.wire_in_situ(comm, step, args.quick)
     call_overhead_s = netbench.call_overhead(network, library_for(_mpi_library()))
+    cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
+    cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
     network.Free()
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
     allocation = (
@@ -389,6 +393,8 @@ def _measure(args, comm, work):
         "incast": incast,
         "overhead_s": overhead_s,
         "call_overhead_s": call_overhead_s,
+        "cold_own_s": cold_own_s,
+        "cold_own_bytes": cold_bytes,
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
         "memory_copies": memory_copies,
@@ -398,6 +404,12 @@ def _measure(args, comm, work):
         "ranks": comm.size,
         "allocation": allocation,
     }
+
+
+def _gradient_bytes(work):
+    """Bytes of the first model's gradient (what the programs move a step), on rank 0."""
+    model = next(iter(work[0].values()))
+    return model.n_params * np.dtype(model.dtype).itemsize
 
 
 def _in_situ_step(comm, work, elements):
@@ -704,6 +716,8 @@ def _finish(args, measured, work, started):
             "input_shape": list(dataset.input_shape),  # what the steps were timed on
             "flops_per_sample": flops,
             "gamma_s_per_byte": measured["gamma"],
+            "cold_own_s": _round(measured["cold_own_s"]),
+            "cold_own_bytes": int(measured["cold_own_bytes"]),
             "finish": finish.to_dict(),
         },
     }
@@ -1350,6 +1364,10 @@ def _summary(
         for m, x in measured["switch_s"].items()
     )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
+    lines.append(
+        f"own code right after a {_bytes_text(measured['cold_own_bytes'])} message: "
+        f"{_seconds_text(measured['cold_own_s'])} more than warm (cold_own_s)"
+    )
     busy = "; ".join(
         f"{m} "
         + ", ".join(

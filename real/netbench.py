@@ -37,6 +37,7 @@ one batch of each size per pass, so a burst of load spoils one batch of many siz
 median over passes drops, rather than every batch of one size.
 """
 
+import os
 import time
 
 import numpy as np
@@ -444,3 +445,46 @@ def wire_in_situ(comm, step, quick=False):
         read_s.append(float(np.median(reads)))
     comm.Barrier()
     return (nbytes, write_s, read_s) if comm.rank == 0 else None
+
+
+def own_code(rows, rng, book):
+    """A stand-in for a program's own code between two operations, as the training programs'
+    is: a batch of 32 rows drawn from a training set and summed, and a step's bookkeeping in a
+    dict (about 23 us warm on this machine). Returns its seconds."""
+    t0 = time.perf_counter()
+    batch = rows[rng.integers(0, len(rows), 32)]
+    book["loss"] = float(batch.sum())
+    for k in range(30):
+        book["seconds"] += k * 0.5
+    return time.perf_counter() - t0
+
+
+def cold_own_code(comm, nbytes, quick=False):
+    """Seconds a program's own code (`own_code`) takes more right after its rank received a
+    message of ``nbytes`` than warm, the median of interleaved tries between ranks 0 and 1 (the
+    others wait): the caches that the message's copy (through shared memory) or the kernel's
+    sockets (between hosts) filled, refilled. Measured 2026-11-27: 14 us after 670 KB through
+    shared memory, 74 us over TCP between emulated hosts. At least 0; on rank 0, None
+    elsewhere. Collective."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    extra = None
+    if pair != MPI.COMM_NULL:
+        rows = np.random.default_rng(0).random((2000, 784), dtype=np.float32)
+        rng, book = np.random.default_rng(1), {"loss": 0.0, "seconds": 0.0}
+        buf, status, cold, warm = np.zeros(max(1, nbytes // 4), np.float32), MPI.Status(), [], []
+        for _ in range(40 if quick else 150):
+            pair.Barrier()
+            if pair.rank == 1:
+                pair.Send(buf, dest=0, tag=_TAG)
+                continue
+            while not pair.Iprobe(source=1, tag=_TAG, status=status):
+                os.sched_yield()  # as `real.backend.probe` waits
+            pair.Recv(buf, source=1, tag=_TAG)
+            cold.append(own_code(rows, rng, book))
+            own_code(rows, rng, book)
+            warm.append(own_code(rows, rng, book))
+        if pair.rank == 0:
+            extra = max(0.0, float(np.median(cold) - np.median(warm)))
+        pair.Free()
+    quiet_barrier(comm)
+    return extra if comm.rank == 0 else None

@@ -364,11 +364,18 @@ class Simulator:
         measured = self.compute.measured or (
             times is not None and (not times.own_code or not getattr(node, "computes", True))
         )
+        # own code right after a large message runs cold: the measured seconds more, or else
+        # the measured run's factor (calibrated on its own code, which the other programs'
+        # smaller own code does not share: a PS worker's 130 us took 80-140 us more over TCP)
+        refill = self.compute.cold_own_s
         factor = times.own_factor if times is not None and not times.own_code else 1.0
+        cold_cost = (refill, 1.0) if refill is not None else (0.0, factor)
         host = self.cores.get(node.rank)  # the cores it shares with more ranks, or None
         if host is None:  # NOTE: the loop itself, no generator around it: it runs per event
-            return self._drive(node, program, None, measured, factor)
-        return self._on_shared_cores(host, node, self._drive(node, program, host, measured, factor))
+            return self._drive(node, program, None, measured, cold_cost)
+        return self._on_shared_cores(
+            host, node, self._drive(node, program, host, measured, cold_cost)
+        )
 
     def _on_shared_cores(self, host, node, drive):
         """``drive`` (`_drive`) from a core of ``host``, given back when the program ends."""
@@ -378,8 +385,10 @@ class Simulator:
         finally:
             host.release(node.rank)
 
-    def _drive(self, node, program, host, measured, factor):
-        """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None)."""
+    def _drive(self, node, program, host, measured, cold_cost):
+        """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
+        ``cold_cost``: (seconds more, factor) of own code after a large message)."""
+        refill, factor = cold_cost
         reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
@@ -424,7 +433,9 @@ class Simulator:
                 start = env.now
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
-                    own = (perf_counter() - t0) * (factor if cold else 1.0)
+                    own = perf_counter() - t0
+                    if cold:
+                        own = own * factor + refill
                     log.charge("compute", own)
                     if traced:
                         log.charges[-1] = ("local", own)  # the program's own code

@@ -188,6 +188,7 @@ class Cluster:
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "busy_cores": compute.busy,
+            "cold_own_s": compute.cold_own_s,
             "stragglers": self.stragglers,
             "seconds_per_sample": compute.seconds_per_sample,
             "seconds_per_step": compute.seconds_per_step,

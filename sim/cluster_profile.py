@@ -60,6 +60,8 @@ buckets (`sim.shaping`) instead.
     switch_s = { mlp = 7.0e-5 }    # a step back on a core shared by more ranks than cores,
                                    # after others ran there, takes this much more (caches)
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
+    cold_own_s = 1.4e-05           # a program's own code right after a message of
+    cold_own_bytes = 669706        # cold_own_bytes takes this much more than warm
 
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
                                    # its messages and add, by size (a PiecewiseCost): the
@@ -134,6 +136,7 @@ class ClusterProfile:
     seconds_per_step: dict = field(default_factory=dict)  # the same keys: a step's fixed part
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     switch_s: dict = field(default_factory=dict)  # ... more when its caches were refilled
+    cold_own_s: float | None = None  # own code right after a large message: more than warm
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     busy: dict = field(default_factory=dict)  # model name -> BusyCores (a step as k compute)
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
@@ -401,6 +404,11 @@ def load_profile(name_or_path):
             seconds_per_step=_per_model(compute, "seconds_per_step"),
             seconds_per_update=_per_model(compute, "seconds_per_update"),
             switch_s=_per_model(compute, "switch_s"),
+            cold_own_s=(
+                _number(compute["cold_own_s"], "[compute] cold_own_s")
+                if "cold_own_s" in compute
+                else None
+            ),
         )
     except FileNotFoundError:
         presets = ", ".join(sorted(p.stem for p in PRESETS.glob("*.toml")))

@@ -42,6 +42,11 @@ class ComputeModel:
     busy : dict or None
         What the busy cores of a host did to ``speeds`` (`_busy_factors`' record, for
         config.json), None where nothing.
+    cold_own_s : float or None
+        Seconds a program's own code (timed in this process) takes more right after an
+        operation that moved a large message, as measured on the calibrated machine (a
+        profile's ``[compute] cold_own_s``); None: scaled by the measured run's own-code factor
+        instead (`calibration.steptimes.StepTimes.own_factor`).
     """
 
     seconds_per_sample: float | None = None
@@ -52,6 +57,7 @@ class ComputeModel:
     step_times: object = None
     seconds_per_step: float = 0.0
     busy: dict | None = None
+    cold_own_s: float | None = None
 
     @property
     def measured(self):
@@ -143,6 +149,7 @@ def compute_model(
         step_times,
         seconds_per_step,
         busy,
+        profile.cold_own_s if profile is not None else None,
     )
 
 

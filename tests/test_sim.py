@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from sim.backend import Simulator
-from sim.cluster_profile import WireCost
+from sim.cluster_profile import WireCost, load_profile
 from sim.compute import ComputeModel
 from tests.programs import ChargeLog, ping_pong
 from twinsgd.programs.compression import make_codec
@@ -686,6 +686,41 @@ def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
     config = json.loads((tmp_path / "run" / "config.json").read_text())["config"]
     assert (config["batch_size"], config["iterations"]) == (64, 20)
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 20
+
+
+@pytest.mark.parametrize("cold_own_s", [None, 3e-4])
+def test_own_code_right_after_a_large_message_pays_the_measured_refill(monkeypatch, cold_own_s):
+    """Own code timed in process (here by a clock that moves 1 ms a reading) takes a profile's
+    ``cold_own_s`` more right after an operation that moved at least 64 KiB, and nothing more
+    after a small one; without it, the measured run's factor, here none."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+    sizes = (20_000, 8, 20_000, 8)  # float32: 80 KB, 32 B, 80 KB, 32 B
+
+    def program(rank):
+        for n in sizes:  # own code before each; the second and fourth follow a large message
+            if rank == 0:
+                yield Send(dest=1, payload=np.zeros(n, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(n, np.float32))
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_Log() for _ in range(2)]
+    Simulator(nodes, logs, ALPHA, BETA, ComputeModel(cold_own_s=cold_own_s)).run(
+        [program(r) for r in range(2)]
+    )
+    refills = 2 * (cold_own_s or 0.0)
+    for log in logs:
+        assert log.seconds["compute"] == pytest.approx(len(sizes) * 1e-3 + refills, rel=1e-9)
+
+
+def test_a_profile_with_a_negative_cold_own_code_is_refused_naming_it(tmp_path):
+    profile = tmp_path / "p.toml"
+    profile.write_text("[compute]\ncold_own_s = -1e-5\n")
+    with pytest.raises(ValueError, match=r"\[compute\] cold_own_s must be a finite number >= 0"):
+        load_profile(str(profile))
+    profile.write_text("[compute]\ncold_own_s = 7.4e-5\n")
+    assert load_profile(str(profile)).cold_own_s == 7.4e-5
 
 
 def test_a_profile_with_an_impossible_number_is_refused_naming_it(tmp_path):
