@@ -463,9 +463,9 @@ def cold_own_code(comm, nbytes, quick=False):
     """Seconds a program's own code (`own_code`) takes more right after its rank received a
     message of ``nbytes`` than warm, the median of interleaved tries between ranks 0 and 1 (the
     others wait): the caches that the message's copy (through shared memory) or the kernel's
-    sockets (between hosts) filled, refilled. Measured 2026-11-27: 14 us after 670 KB through
-    shared memory, 74 us over TCP between emulated hosts. At least 0; on rank 0, None
-    elsewhere. Collective."""
+    sockets (between hosts) filled, refilled. Measured 2026-11-27 after 670 KB (the MLP's
+    gradient): 14-27 us through shared memory, 59-74 us over TCP between emulated hosts. At
+    least 0; on rank 0, None elsewhere. Collective."""
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     extra = None
     if pair != MPI.COMM_NULL:

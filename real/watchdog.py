@@ -61,27 +61,36 @@ class Heartbeat:
         self.rank = rank
         self.path = Path(folder) / HEARTBEAT
         self.step, self.state = 0, "start"
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        # the first record by pwrite: it makes the file long enough for this rank's record and
+        # never shortens it under another rank's, as a truncate could
+        self._at = rank * RECORD.size
+        os.pwrite(self._fd, RECORD.pack(0, STATES.index("start"), time.time()), self._at)
+        page = self._at - self._at % mmap.ALLOCATIONGRANULARITY  # a map starts on a page
         try:
-            # the first record by pwrite: it makes the file long enough for this rank's record
-            # and never shortens it under another rank's, as a truncate could
-            offset = rank * RECORD.size
-            os.pwrite(fd, RECORD.pack(0, STATES.index("start"), time.time()), offset)
-            page = offset - offset % mmap.ALLOCATIONGRANULARITY  # a map starts on a page
-            self._map = mmap.mmap(fd, offset + RECORD.size - page, offset=page)
-            self._at = offset - page
-        finally:
-            os.close(fd)  # the map keeps the file
+            self._map = mmap.mmap(self._fd, self._at + RECORD.size - page, offset=page)
+        except (OSError, ValueError):  # a file system that maps no files: a pwrite a beat
+            self._map = None
+            return
+        self._at -= page
+        os.close(self._fd)  # the map keeps the file
+        self._fd = None
 
     def beat(self, step, state):
         """Say that this rank is in ``step`` doing ``state`` (one of `STATES`) from now on."""
         self.step, self.state = step, state
-        RECORD.pack_into(self._map, self._at, step, STATES.index(state), time.time())
+        if self._map is not None:
+            RECORD.pack_into(self._map, self._at, step, STATES.index(state), time.time())
+        else:
+            os.pwrite(self._fd, RECORD.pack(step, STATES.index(state), time.time()), self._at)
 
     def close(self):
         if self._map is not None:
             self._map.close()
             self._map = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
 
 
 def read_heartbeats(folder, size):

@@ -39,3 +39,16 @@ def test_a_killed_writer_leaves_its_last_record(tmp_path):
     assert done.returncode == -9
     step, state, ago = read_heartbeats(tmp_path, 3)[2]
     assert (step, state) == (41, "allreduce") and 0 <= ago < 60
+
+
+def test_a_file_system_that_maps_no_files_gets_a_pwrite_a_beat(tmp_path, monkeypatch):
+    """Where the run folder cannot be mapped, each beat is written with pwrite instead."""
+
+    def refuse(*args, **kwargs):
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr("real.watchdog.mmap.mmap", refuse)
+    heartbeat = Heartbeat(tmp_path, 200)
+    heartbeat.beat(7, "sendrecv")
+    assert read_heartbeats(tmp_path, 201)[200][:2] == (7, "sendrecv")
+    heartbeat.close()
