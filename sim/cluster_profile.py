@@ -61,7 +61,7 @@ buckets (`sim.shaping`) instead.
                                    # after others ran there, takes this much more (caches)
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
     cold_own_s = 1.4e-05           # a program's own code right after a message of
-    cold_own_bytes = 669706        # cold_own_bytes takes this much more than warm
+    cold_own_bytes = 670240        # cold_own_bytes takes this much more than warm
 
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
                                    # its messages and add, by size (a PiecewiseCost): the
