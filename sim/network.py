@@ -355,7 +355,7 @@ class RoutedNetwork:
             started, shaped = env.now, self.shaping.patterns[pattern]
             try:
                 yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
-            except GeneratorExit:
+            except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to undo
                 raise
             except BaseException:
                 self._land(in_flight, slot, dest, _DROPPED)
@@ -391,9 +391,11 @@ class RoutedNetwork:
                 held += 1
             started = env.now
             yield env.timeout(hold_s)
-        except GeneratorExit:  # the simulation was dropped unfinished: nothing to give back
+        except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to give back
+            # (Ctrl-C lands between any two bytecodes, say after a free link was taken and
+            # before it was counted: undoing it would be a guess; nobody runs after it anyway)
             raise
-        except BaseException:  # interrupted: leave the queue, give back what was held
+        except BaseException:  # interrupted (a fault, at a yield): leave the queue, give back
             _abandon(route.links, held, turn)
             self._land(in_flight, slot, dest, _DROPPED)
             raise

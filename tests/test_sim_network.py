@@ -14,7 +14,7 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import Message, RoutedNetwork, make_network
+from sim.network import Link, Message, RoutedNetwork, make_network
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
 
@@ -510,3 +510,33 @@ def test_an_interrupted_message_does_not_hold_back_the_ones_after_it():
     env.process(receiver())
     env.run()
     assert landed == [(pytest.approx(1e-6 + SEND + ALPHA, rel=1e-9), "second")]
+
+
+def test_ctrl_c_between_taking_a_free_link_and_counting_it_stops_the_run_as_it_is():
+    """SIGINT lands between any two bytecodes, here right as a transfer takes a free link: it
+    reaches the caller as KeyboardInterrupt (the front end's exit 130), not as an error of a
+    link given back that was never counted."""
+
+    class Tripwire(Link):
+        __slots__ = ()
+
+        def __init__(self):
+            self.waiting = []
+
+        @property
+        def free(self):
+            return 1
+
+        @free.setter
+        def free(self, value):
+            raise KeyboardInterrupt
+
+    env = simpy.Environment()
+    net = RoutedNetwork(env, nx.path_graph(["a", "s", "b"]), ["a", "b"], 1e-6, 1e9)
+    route = net.route(0, 1)
+    net._routes[0, 1] = route.__class__(
+        route.nodes, (Tripwire(), *route.links[1:]), route.latency_s, route.bandwidth_Bps
+    )
+    env.process(net.transfer(0, 1, 100, tag=0, payload=None))
+    with pytest.raises(KeyboardInterrupt):
+        env.run()
