@@ -60,17 +60,15 @@ class Heartbeat:
     def __init__(self, folder, rank):
         self.rank = rank
         self.path = Path(folder) / HEARTBEAT
-        self.step, self.state = 0, "start"
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        self._map, self._at = None, rank * RECORD.size
         # the first record by pwrite: it makes the file long enough for this rank's record and
         # never shortens it under another rank's, as a truncate could
-        self._at = rank * RECORD.size
-        os.pwrite(self._fd, RECORD.pack(0, STATES.index("start"), time.time()), self._at)
+        self.beat(0, "start")
         page = self._at - self._at % mmap.ALLOCATIONGRANULARITY  # a map starts on a page
         try:
             self._map = mmap.mmap(self._fd, self._at + RECORD.size - page, offset=page)
         except (OSError, ValueError):  # a file system that maps no files: a pwrite a beat
-            self._map = None
             return
         self._at -= page
         os.close(self._fd)  # the map keeps the file

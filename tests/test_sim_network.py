@@ -4,6 +4,7 @@ Each test starts tiny SimPy drivers that call ``network.transfer`` and take from
 then compares arrival times with ``hops * alpha + n / beta`` and its contended variants.
 """
 
+import dataclasses
 import itertools
 import math
 
@@ -534,9 +535,7 @@ def test_ctrl_c_between_taking_a_free_link_and_counting_it_stops_the_run_as_it_i
     env = simpy.Environment()
     net = RoutedNetwork(env, nx.path_graph(["a", "s", "b"]), ["a", "b"], 1e-6, 1e9)
     route = net.route(0, 1)
-    net._routes[0, 1] = route.__class__(
-        route.nodes, (Tripwire(), *route.links[1:]), route.latency_s, route.bandwidth_Bps
-    )
+    net._routes[0, 1] = dataclasses.replace(route, links=(Tripwire(), *route.links[1:]))
     env.process(net.transfer(0, 1, 100, tag=0, payload=None))
     with pytest.raises(KeyboardInterrupt):
         env.run()
