@@ -599,6 +599,40 @@ def test_compressed_bytes_on_the_wire_are_the_messages(tmp_path, n, argv, sent, 
         assert (int(row["bytes_sent"]), int(row["bytes_recv"])) == (sent, received), row
 
 
+@pytest.mark.parametrize("varies", [True, False])
+def test_allgather_bytes_gives_each_rank_the_others_wire_bytes_and_counts_them(varies):
+    """`real.backend.allgather_bytes` on 3 ranks: rank r's bytes are r + 5 of value r (or 7 of
+    value r on every rank, one size); each rank gets the others' in rank order and counts (p - 1)
+    m each way for one size m, else the 8-byte sizes to and from each other rank and the ring's
+    bytes (every block but its right neighbour's out, every block but its own in)."""
+    script = (
+        "import json, numpy as np\n"
+        "from mpi4py import MPI\n"
+        "from real.backend import allgather_bytes\n"
+        "comm = MPI.COMM_WORLD\n"
+        f"varies = {varies}\n"
+        "n = comm.rank + 5 if varies else 7\n"
+        "blocks, sent, received = allgather_bytes(comm, np.full(n, comm.rank, np.uint8), varies)\n"
+        "row = [comm.rank, [b if b is None else b.tolist() for b in blocks], sent, received]\n"
+        "rows = comm.gather(row)\n"
+        "if comm.rank == 0:\n"
+        "    print(json.dumps(rows))\n"
+    )
+    cmd = [MPIEXEC, "-n", "3", sys.executable, "-c", script]
+    done = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lengths = [5, 6, 7] if varies else [7, 7, 7]
+    rows = json.loads(done.stdout)
+    assert [row[0] for row in rows] == [0, 1, 2]
+    for rank, blocks, sent, received in rows:
+        assert blocks == [None if r == rank else [r] * lengths[r] for r in range(3)]
+        if varies:
+            assert sent == 2 * 8 + sum(lengths) - lengths[(rank + 1) % 3]
+            assert received == 2 * 8 + sum(lengths) - lengths[rank]
+        else:
+            assert sent == received == 2 * 7
+
+
 def test_choco_gossip_with_a_nearly_lossless_codec_is_plain_gossip(tmp_path):
     common = [
         "--algorithm",
