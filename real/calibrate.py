@@ -33,7 +33,10 @@ What is measured, and why so
   (through token buckets: what it pays outside its MPI calls, past its add; `finishing_pass`).
   And a compressed message's wire bytes written before a send and read after a receive, in
   situ (``[network.in_situ.wire]``, `netbench.wire_in_situ`): Python work on every compressed
-  message, 10x its hot-loop time inside a run.
+  message, 10x its hot-loop time inside a run. And the seconds an eager ``Send`` holds its
+  sender, in situ, by size (``[network.in_situ.send]``, `netbench.eager_send`): over TCP the
+  kernel copies the bytes into the socket (362 us at 670 KB between emulated 1 Gbit/s hosts,
+  a hot 8-byte Send's o 5 us), which a program's eager Sends pay in place of o.
 - The turn a process gets on a core when more want the cores than there are
   (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
   take turns of it (`sim.cores`). And how many copies the machine's memory moves at once at
@@ -73,6 +76,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
                        bytes written and read, in situ (and the measured nbytes, times)
+    [network.in_situ.send]   an eager Send's seconds in its sender by size, in situ
+                       (`netbench.eager_send`; segments and points, `PiecewiseCost`)
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
@@ -112,7 +117,7 @@ import numpy as np
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
 from twinsgd.calibration.busycores import busy_cores_from_windows
-from twinsgd.calibration.costfit import fit_segments
+from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.steptimes import read_run_events, step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
@@ -130,6 +135,7 @@ JITTER_MIN_BYTES = 2**16  # the jitter's spread is of messages this large and la
 IN_SITU_MAX_BYTES = 2**24  # the in-situ patterns stop at 16 MiB (a compute step per message)
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
 MAX_SEGMENTS = 6  # shared memory needed 5 to stay within it (protocol switches, caches)
+FLAT_BPS = 1e18  # the "bandwidth" of a cost that does not grow with size: 1e-18 s a byte
 
 
 def build_parser(parser_class=None):
@@ -336,6 +342,13 @@ def _measure(args, comm, work):
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
+    eager_bytes = comm.bcast(netbench.eager_limit(comm), root=0)
+    eager_sizes = [n for n in in_situ_sizes if n <= eager_bytes]
+    eager_send_s = (
+        netbench.eager_send(network, eager_sizes, step, args.quick, refill_s)
+        if eager_sizes
+        else None
+    )
     allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
     outside = {}  # by size: each repetition's seconds outside its MPI calls
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick, outside)
@@ -353,7 +366,6 @@ def _measure(args, comm, work):
     incast_sizes = [n for n in sizes if n <= 2**22]  # k times the bytes: keep it short
     incast = netbench.incast(comm, incast_sizes, args.quick, refill_s)
     overhead_s = netbench.send_overhead(comm)
-    eager_bytes = netbench.eager_limit(comm)
     time_slice_s = measure_time_slice() if comm.rank == 0 else None
     memory_copies = measure_memory_copies(args.quick) if comm.rank == 0 else None
     switch_s = (
@@ -392,6 +404,8 @@ def _measure(args, comm, work):
         "incast_sizes": incast_sizes,
         "incast": incast,
         "overhead_s": overhead_s,
+        "eager_sizes": eager_sizes,
+        "eager_send_s": eager_send_s,
         "call_overhead_s": call_overhead_s,
         "cold_own_s": cold_own_s,
         "cold_own_bytes": cold_bytes,
@@ -700,6 +714,11 @@ def _finish(args, measured, work, started):
                     **{pattern: q for pattern, q in jitter.items() if q is not None},
                 },
                 "wire": wire_cost(*measured["wire"], in_program=measured["wire_in_program"]),
+                **(
+                    {"send": eager_send_cost(measured["eager_sizes"], measured["eager_send_s"])}
+                    if len(measured["eager_sizes"]) >= 2
+                    else {}
+                ),
             },
         },
         "compute": {
@@ -1056,6 +1075,33 @@ def finishing_pass(sizes, allreduce_s, sendrecv, gamma, outside_s=None):
     return [float(r + 1e-15 * n) for n, r in zip(sizes, np.maximum.accumulate(rest), strict=True)]
 
 
+def eager_send_cost(nbytes, seconds):
+    """``[network.in_situ.send]``: the seconds an eager ``Send`` holds its sender, by size
+    (`netbench.eager_send`), as alpha-beta segments (`fit_segments`; the table keeps the
+    points). Where they do not grow with size (through shared memory, where the eager limit
+    is a few KiB), one segment of their median and no per-byte cost.
+
+    >>> [round(b) for b in eager_send_cost([1000, 2000, 4000], [2e-6, 3e-6, 5e-6])["bandwidth_Bps"]]
+    [1000000000]
+    >>> eager_send_cost([8, 64, 512], [1e-6, 1e-6, 1e-6])["latency_s"]
+    [1e-06]
+    """
+    try:
+        cost = fit_segments(nbytes, seconds, MAX_REL_ERROR, MAX_SEGMENTS)
+    except ValueError:  # times that do not grow with size: no bandwidth to fit
+        median = float(np.median(seconds))
+        flat = PiecewiseCost.constant(median, FLAT_BPS).to_dict()
+        residuals = [float(median / t - 1) for t in seconds]
+        return {
+            **flat,
+            "max_rel_residual": [max(abs(r) for r in residuals)],
+            "sizes": list(nbytes),
+            "seconds": list(seconds),
+            "rel_residuals": residuals,
+        }
+    return cost.to_dict()
+
+
 def wire_cost(nbytes, write_s, read_s, in_program=None):
     """``[network.in_situ.wire]``: a compressed message's wire bytes written, ``write_s +
     write_s_per_byte n`` (the copy grows with n), and read, ``read_s`` (views), keeping the
@@ -1295,6 +1341,13 @@ def _summary(
         f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
         f"(eager)",
     ]
+    if measured["eager_send_s"]:
+        sizes, seconds = measured["eager_sizes"], measured["eager_send_s"]
+        lines.append(
+            f"an eager Send in situ holds its sender {_seconds_text(seconds[0])} at "
+            f"{_bytes_text(sizes[0])}, {_seconds_text(seconds[-1])} at {_bytes_text(sizes[-1])} "
+            f"([network.in_situ.send])"
+        )
     if incast is not None:
         lines.append(
             f"incast {incast['ranks']} into 1: the star's prediction from the one-way "

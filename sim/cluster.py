@@ -72,6 +72,7 @@ class Cluster:
     switch_s: float  # a compute back on a shared core after others ran: its refill (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
+    send_cost: object  # ... a program's, by size, in situ (a PiecewiseCost, slowed), or None
     call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
     compute: ComputeModel
     faults: FaultSchedule
@@ -173,6 +174,7 @@ class Cluster:
             "machine_copies": self.machine_copies,
             "eager_bytes": self.eager_bytes,
             "send_overhead_s": self.send_overhead_s,
+            "send_in_situ": self.send_cost is not None,
             "call_overhead_s": self.call_overhead_s,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
@@ -303,6 +305,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
     nic_Bps = _pick(options.nic_bandwidth, profile and profile.nic_bandwidth_Bps, bandwidth_Bps)
     memory, memory_source = _memory(options, profile)
     costs = network_costs(options, profile, programs=cfg is not None)
+    in_situ = bool(costs) and profile is not None and costs is profile.in_situ  # a program's
     jitter = _jitter(profile, costs, cfg.seed if cfg is not None else 0)  # before any slowing
     groups = core_groups(options, profile, ranks, ranks_per_host)
     slowdown = network_slowdown(options, profile) if costs and not groups else 1.0
@@ -356,6 +359,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         switch_s=(profile.switch_seconds(model_name) if profile else 0.0) if groups else 0.0,
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
+        send_cost=Slowed(profile.send, slowdown) if in_situ and profile.send else None,
         call_overhead_s=profile.call_overhead_s * slowdown if costs else 0.0,
         compute=compute,
         faults=faults,

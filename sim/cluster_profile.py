@@ -41,6 +41,9 @@ The format::
     [network.in_situ.wire]         # write_s, write_s_per_byte, read_s: a compressed message's
                                    # wire bytes written before a send and read after a
                                    # receive, in situ (`WireCost`)
+    [network.in_situ.send]         # an eager Send's seconds in its sender by size, in situ
+                                   # (a PiecewiseCost): o as programs pay it (over TCP the
+                                   # kernel's copy into the socket grows with the bytes)
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
@@ -143,6 +146,7 @@ class ClusterProfile:
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
+    send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
     send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
@@ -385,6 +389,9 @@ def load_profile(name_or_path):
             in_situ_jitter=_jitter(network.get("in_situ", {}).get("jitter", {})),
             wire=WireCost.from_dict(network["in_situ"]["wire"])
             if "wire" in network.get("in_situ", {})
+            else None,
+            send=PiecewiseCost.from_dict(network["in_situ"]["send"])
+            if "send" in network.get("in_situ", {})
             else None,
             shaper=_shaper(network.get("shaper")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),

@@ -283,6 +283,7 @@ def run_simulation(run):
         entry_barrier=cfg.measure_wait and cluster.collectives == "message",
         eager_bytes=cluster.eager_bytes,
         send_overhead_s=cluster.send_overhead_s,
+        send_cost=cluster.send_cost,
         call_overhead_s=cluster.call_overhead_s,
         mpi=cluster.mpi,
         gamma=cluster.gamma,

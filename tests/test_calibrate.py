@@ -112,6 +112,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert len(wire["nbytes"]) == len(wire["write_samples_s"]) == len(wire["read_samples_s"]) == 3
     assert wire["source"] == "program" and wire["read_s"] == wire["program"]["read_s"]  # 2 ranks
     assert "incast" not in p["network"]  # 2 ranks: no incast
+    send = p["network"]["in_situ"]["send"]  # an eager Send in its sender, by size, in situ
+    assert send["sizes"] and max(send["sizes"]) <= p["network"]["eager_bytes"]
+    assert all(t > 0 for t in send["seconds"]) and min(send["latency_s"]) >= 0
     assert p["network"]["overhead_s"] > 0
     assert 0 <= p["network"]["call_overhead_s"] < 1e-3  # a step inside MPI under the hot loop
     assert p["compute"]["batch_size"] == 100

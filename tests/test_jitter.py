@@ -137,3 +137,41 @@ def test_a_lockstep_sendrecv_pair_pays_the_measured_spread_once():
 
     sim.run([program(r) for r in range(2)])
     assert sim.env.now / (steps * hold_s) == pytest.approx(2.0, rel=0.03)
+
+
+def test_programs_pay_a_profiles_in_situ_eager_send_and_osu_the_hot_o(tmp_path):
+    """``[network.in_situ.send]`` (as real.calibrate writes it, with its points) prices a
+    program's eager Send by size; sim.osu's hot loops keep the profile's o; a table whose
+    bandwidth is not positive names itself."""
+    from real.calibrate import eager_send_cost
+    from sim.cluster import build_cluster
+    from sim.run import build_parser
+    from twinsgd.run.config import parse_config
+
+    sizes = [4096, 65536, 262144]
+    send = eager_send_cost(sizes, [48e-6 + 0.5e-9 * n for n in sizes])  # 48 us + 2 GB/s
+    document = {
+        "cluster": {"name": "t", "calibrated": True, "cores": 2},
+        "network": {
+            "topology": "star",
+            "overhead_s": 5e-6,
+            "eager_bytes": 2**20,
+            "oneway": ONEWAY.to_dict(),
+            "in_situ": {"oneway": ONEWAY.to_dict(), "send": send},
+        },
+    }
+    path = tmp_path / "p.toml"
+    path.write_text(tomli_w.dumps(document))
+    profile = load_profile(str(path))
+    options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
+    cluster = build_cluster(options, profile, parse_config([]), "mlp")
+    fitted = PiecewiseCost.from_dict(send)
+    assert cluster.send_cost.seconds(65536) == fitted.seconds(65536)
+    assert fitted.seconds(65536) == pytest.approx(48e-6 + 0.5e-9 * 65536, rel=1e-9)
+    assert cluster.header()["send_in_situ"] is True
+    osu = build_cluster(options, profile, None, "mlp")  # sim.osu: the hot loop's o
+    assert osu.send_cost is None and osu.send_overhead_s == 5e-6
+    document["network"]["in_situ"]["send"]["bandwidth_Bps"] = [-1.0] * len(send["bandwidth_Bps"])
+    path.write_text(tomli_w.dumps(document))
+    with pytest.raises(ValueError, match="bandwidth"):
+        load_profile(str(path))

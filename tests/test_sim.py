@@ -922,6 +922,35 @@ def test_a_rendezvous_sends_bytes_once_its_receiver_has_posted():
     assert logs[0].seconds["comm"] == pytest.approx(1e-3 + copy_s, rel=1e-12)
 
 
+def test_an_eager_send_keeps_its_sender_for_the_in_situ_cost_of_its_size():
+    """With a program's measured eager Send (``send_cost``: 10 us + 1 ns a byte) in place of
+    the hot o, a Send of 4,000 bytes keeps its sender 14 us, charged as comm; its bytes are on
+    their way meanwhile, so the receiver has them at the one-way time as before."""
+    from twinsgd.calibration.costfit import PiecewiseCost
+
+    n, alpha, beta = 1000, 5e-6, 1e9  # float32: 4,000 bytes
+
+    def program(rank):
+        if rank == 0:
+            yield Send(dest=1, payload=np.ones(n, np.float32))
+        else:
+            yield Recv(source=0, buf=np.empty(n, np.float32))
+
+    ends = {}
+    for send_cost in (None, PiecewiseCost.constant(10e-6, 1e9)):
+        logs = [ChargeLog() for _ in range(2)]
+        nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+        simulator = Simulator(
+            nodes, logs, alpha, beta, ComputeModel(seconds_per_sample=0.0), eager_bytes=4096,
+            send_overhead_s=1e-6, send_cost=send_cost,
+        )  # fmt: skip
+        simulator.run([program(r) for r in range(2)])
+        ends[send_cost is None] = (logs[0].seconds["comm"], logs[1].seconds)
+    assert ends[True][0] == pytest.approx(1e-6, rel=1e-12)  # the hot o
+    assert ends[False][0] == pytest.approx(10e-6 + 4000 / 1e9, rel=1e-12)
+    assert ends[False][1] == ends[True][1]  # the receiver's time: the same
+
+
 @pytest.mark.parametrize("ranks_per_host", [1, 2])
 def test_a_buffered_send_through_shared_memory_waits_for_its_own_half_of_the_copy(
     ranks_per_host,
