@@ -342,12 +342,11 @@ def _measure(args, comm, work):
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
+    # the eager Send timed on the pair whose eager limit and o are measured (ranks 0 and 1)
     eager_bytes = comm.bcast(netbench.eager_limit(comm), root=0)
     eager_sizes = [n for n in in_situ_sizes if n <= eager_bytes]
     eager_send_s = (
-        netbench.eager_send(network, eager_sizes, step, args.quick, refill_s)
-        if eager_sizes
-        else None
+        netbench.eager_send(comm, eager_sizes, step, args.quick, refill_s) if eager_sizes else None
     )
     allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
     outside = {}  # by size: each repetition's seconds outside its MPI calls
