@@ -73,6 +73,18 @@ def probe(comm, source, tag, status):
         os.sched_yield()
 
 
+def trace_marker():
+    """With ``TWINSGD_TRACE_MARKS=1`` (set by `twinsgd.analysis.schedtrace`), tracefs's
+    ``trace_marker`` opened for writing: each rank marks the kernel's trace as a Compute begins
+    and ends; else (or where it cannot be opened) None."""
+    if os.environ.get("TWINSGD_TRACE_MARKS") != "1":
+        return None
+    try:
+        return os.open("/sys/kernel/tracing/trace_marker", os.O_WRONLY)
+    except OSError:
+        return None
+
+
 def receive_bytes(comm, MPI, source, tag, status):
     """Receive one message of unknown size as bytes (a compressed message's wire bytes): probe
     for its size, then receive it; the status names the sender. Returns a uint8 array."""
@@ -225,6 +237,7 @@ class Driver:
         self._bsend_buffer = None
         self.mark = perf_counter()
         self.start = self.mark - clock_s  # a resumed run's clock goes on from its checkpoint's
+        self._trace_marks = trace_marker()  # twinsgd.analysis.schedtrace's, or None
         node.on_step_end = self._end_step
         self._handlers = {
             Compute: self._compute,
@@ -320,7 +333,11 @@ class Driver:
     # -- handlers: one per operation type; each returns the reply ------------------------------
 
     def _compute(self, op, t0):
+        if self._trace_marks is not None:
+            os.write(self._trace_marks, b"C+ %d" % self.rank)
         result = op.fn(*op.args)
+        if self._trace_marks is not None:
+            os.write(self._trace_marks, b"C- %d" % self.rank)
         factor = self.faults.slowdown(self.rank, self.step_no) if self.faults else 1.0
         if factor > 1.0:  # a slow fault: this rank runs at 1/factor of its speed
             time.sleep((factor - 1.0) * (perf_counter() - t0))
