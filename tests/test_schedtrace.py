@@ -73,6 +73,22 @@ def test_no_command_is_one_line_and_status_2():
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="the kernel's trace needs root")
+def test_a_command_that_does_not_exist_is_one_line_and_status_2(tmp_path):
+    module = [sys.executable, "-m", "twinsgd.analysis.schedtrace"]
+    done = subprocess.run(
+        [*module, "--out", str(tmp_path), "--", "no-such-command-here"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    if "cannot mount" in done.stderr:
+        pytest.skip("no tracefs here")
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "no-such-command-here" in done.stderr
+
+
 @pytest.mark.mpi
 @pytest.mark.skipif(
     os.geteuid() != 0 or not Path("/sys/kernel").exists(), reason="the kernel's trace needs root"

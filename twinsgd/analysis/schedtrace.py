@@ -216,7 +216,7 @@ def main(argv=None):
         path = trace(command, args.out)
         with open(path) as lines:
             result = breakdown(*parse(lines))
-    except (RuntimeError, ValueError) as err:
+    except (OSError, RuntimeError, ValueError) as err:  # a command not found is an OSError
         parser.exit(2, f"python -m twinsgd.analysis.schedtrace: {err}\n")
     finally:
         if mounted:
