@@ -37,12 +37,11 @@ one batch of each size per pass, so a burst of load spoils one batch of many siz
 median over passes drops, rather than every batch of one size.
 """
 
-import os
 import time
 
 import numpy as np
 
-from real.backend import ring_allreduce_mpi
+from real.backend import probe, ring_allreduce_mpi
 from real.mpi import MPI
 
 _TAG = 17
@@ -496,8 +495,7 @@ def cold_own_code(comm, nbytes, quick=False):
             if pair.rank == 1:
                 pair.Send(buf, dest=0, tag=_TAG)
                 continue
-            while not pair.Iprobe(source=1, tag=_TAG, status=status):
-                os.sched_yield()  # as `real.backend.probe` waits
+            probe(pair, 1, _TAG, status)  # as the real backend waits
             pair.Recv(buf, source=1, tag=_TAG)
             cold.append(own_code(rows, rng, book))
             own_code(rows, rng, book)

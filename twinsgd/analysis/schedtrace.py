@@ -16,6 +16,7 @@ what the kernel did (docs/validation.md, "Where it misses": study 1 at 5 process
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -170,8 +171,10 @@ def _write(name, value):
 
 
 def trace(command, out):
-    """Run ``command`` (a list) with the scheduler traced and marks on; the trace's path."""
-    saved = {name: (TRACEFS / name).read_text() for name in ("buffer_size_kb",)}
+    """Run ``command`` (a list) with the scheduler traced and marks on; the trace's path. The
+    trace's settings are put back as they were."""
+    clock = (TRACEFS / "trace_clock").read_text().split("[", 1)[1].split("]", 1)[0]
+    buffer_kb = (TRACEFS / "buffer_size_kb").read_text().split()[0]
     _write("tracing_on", "0")
     _write("trace", "")
     _write("trace_clock", "mono")
@@ -183,14 +186,13 @@ def trace(command, out):
         _write("tracing_on", "0")
         path = out / "trace.txt"
         with open(TRACEFS / "trace") as source, open(path, "w") as sink:
-            for line in source:
-                sink.write(line)
+            shutil.copyfileobj(source, sink)
     finally:
         _write("tracing_on", "0")
         _write("set_event", "")
         _write("trace", "")
-        _write("trace_clock", "local")
-        _write("buffer_size_kb", saved["buffer_size_kb"].split()[0])
+        _write("trace_clock", clock)
+        _write("buffer_size_kb", buffer_kb)
     if done.returncode:
         raise RuntimeError(f"the command ended with status {done.returncode}")
     return path
