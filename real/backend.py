@@ -204,6 +204,12 @@ class Driver:
         exception `InjectedFault` raised out of the program, a slow fault idles this rank
         ``factor - 1`` times each Compute's duration after it (as a node running at
         1/factor of the speed would take longer; idle, so it takes no core from the others).
+    clock_s : float
+        Where this rank's training clock starts (a resumed run's: its checkpoint's time).
+    clock_origin : float or None
+        `time.perf_counter` of the run's common start on the clock this process reads, where
+        every rank of the run reads the same one (ranks of one machine: ``CLOCK_MONOTONIC``):
+        the timeline's events are laid on it (`timeline`). None: on this rank's own start.
     """
 
     def __init__(
@@ -216,6 +222,7 @@ class Driver:
         watchdog=None,
         faults=None,
         clock_s=0.0,
+        clock_origin=None,
     ):
         self.node, self.log, self.comm = node, log, comm
         self.rank, self.size = node.rank, node.size
@@ -237,6 +244,9 @@ class Driver:
         self._bsend_buffer = None
         self.mark = perf_counter()
         self.start = self.mark - clock_s  # a resumed run's clock goes on from its checkpoint's
+        # how much later than the run's common start this rank started: its timeline's events
+        # are that much later (ranks leave the starting barrier apart; past the cores, a turn)
+        self._late_s = self.mark - clock_origin if clock_origin is not None else 0.0
         self._trace_marks = trace_marker()  # twinsgd.analysis.schedtrace's, or None
         node.on_step_end = self._end_step
         self._handlers = {
@@ -513,5 +523,9 @@ class Driver:
         return result
 
     def timeline(self):
-        """This rank's events: (name, kind, start s, end s) on its clock (`chrome_trace`)."""
-        return list(self.events)
+        """This rank's events: (name, kind, start s, end s) on the run's common clock where
+        it has one (``clock_origin``), else on its own (`chrome_trace`)."""
+        late = self._late_s
+        if not late:
+            return list(self.events)
+        return [(name, kind, t0 + late, t1 + late) for name, kind, t0, t1 in self.events]

@@ -33,6 +33,12 @@ def mpirun(n, *argv, timeout=120, module="real.train"):
     return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
 
 
+def run_script(n, name, *argv, timeout=120):
+    """Run ``tests/mpi/NAME`` on n ranks; return the CompletedProcess."""
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, str(ROOT / "tests" / "mpi" / name), *argv]
+    return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
+
+
 def train(n, out, *argv):
     done = (
         mpirun(n, *SMALL, "--out", str(out), *argv)
@@ -503,15 +509,7 @@ def test_bytes_per_server_fall_as_one_over_k(tmp_path, mode, servers):
 def test_gossip_consensus_contracts_as_the_spectral_gap_predicts(n, topology):
     """Mixing alone, from different weights per rank: per-round contraction of the consensus
     distance within 10% of |lambda_2| = 1 - spectral gap (measured here within 1%)."""
-    script = ROOT / "tests" / "mpi" / "gossip_consensus.py"
-    done = subprocess.run(
-        [MPIEXEC, "-n", str(n), sys.executable, str(script), topology],
-        cwd=ROOT,
-        env=ENV,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
+    done = run_script(n, "gossip_consensus.py", topology)
     assert done.returncode == 0, done.stderr
     measured, predicted = map(float, done.stdout.split())
     assert measured == pytest.approx(predicted, rel=0.10)
@@ -710,3 +708,32 @@ def test_an_epoch_of_a_parameter_server_is_every_worker_over_its_shard(
     out = train(4, tmp_path / "run", "--algorithm", "ps", "--mode", mode, "--epochs", "1")
     assert [int(r["iteration"]) for r in read_csv(out / "metrics.csv")] == evaluated_at
     assert json.loads((out / "summary.json").read_text())["epochs"] == 1.0
+
+
+def test_ranks_timelines_share_the_runs_start_though_one_rank_starts_late():
+    """Rank 1 leaves the start 0.2 s after rank 0 and at once receives what rank 0 sends at
+    once: on the common start its receive ends after the send began (0.2 s after rank 0's
+    start), where on its own start it would end at about 0."""
+    done = run_script(2, "late_clock.py", "0.2", timeout=60)
+    assert done.returncode == 0, done.stderr
+    sender, receiver = json.loads(done.stdout)
+    (send,) = [e for e in sender if e[0] == "send to 1"]
+    (recv,) = [e for e in receiver if e[0] == "recv from 0"]
+    assert recv[3] >= send[2]  # (name, kind, start s, end s)
+    assert recv[3] >= 0.2 > send[2]
+
+
+def test_a_real_runs_every_receive_ends_after_its_send_began(tmp_path):
+    """The synchronous server past this machine's cores (5 ranks): matched in order, each
+    worker's n-th receive from the server ends after the server's n-th send to it began (on
+    each rank's own start they were up to 4.9 ms the other way, 2026-12-01)."""
+    out = train(5, tmp_path / "run", "--algorithm", "ps", "--iterations", "60")
+    events = json.loads((out / "timeline.json").read_text())["traceEvents"]
+    spans = [e for e in events if e["ph"] == "X"]
+    for worker in range(1, 5):
+        sends = sorted(e["ts"] for e in spans if e["tid"] == 0 and e["name"] == f"send to {worker}")
+        ends = sorted(
+            e["ts"] + e["dur"] for e in spans if e["tid"] == worker and e["name"] == "recv from 0"
+        )
+        assert len(sends) == len(ends) > 0
+        assert all(end >= start for start, end in zip(sends, ends, strict=True))
