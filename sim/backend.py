@@ -484,7 +484,8 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    self.timeline.trace(self.logs[rank], rank, _event_name(op), start)
+                    name = _EVENT_NAMES.get(type(op)) or _event_name(op)
+                    self.timeline.trace(self.logs[rank], rank, name, start)
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
                     program.close()
@@ -688,7 +689,8 @@ class Simulator:
                     o = self.send_cost.seconds(payload.nbytes)
                 if o:
                     yield self.env.timeout(o)
-            self._charge(node, t0, (), payload.nbytes)
+            # NOTE: `_charge` with no message, inline (the message path): all comm
+            self.logs[node.rank].charge_collective(0.0, self.env.now - t0, payload.nbytes, 0)
             return
         if not self.eager_bytes:  # no protocols measured: done when the bytes have left
             yield from self._carry(node, op.dest, payload, op.tag)
@@ -705,7 +707,7 @@ class Simulator:
             taken = self.env.event()
             yield from self._carry(node, op.dest, payload, op.tag, "oneway", taken)
             yield from self._blocked(node, taken)
-        self._charge(node, t0, (), payload.nbytes)
+        self.logs[node.rank].charge_collective(0.0, self.env.now - t0, payload.nbytes, 0)
 
     def _copied_by_ranks(self, source, dest):
         """Whether a message from ``source`` to ``dest`` is copied through shared memory by

@@ -17,6 +17,8 @@ class TracedLog:
 
     def __init__(self, log):
         self._log, self.charges = log, []
+        if hasattr(log, "end_step"):  # NOTE: once a step: no `__getattr__` call for it
+            self.end_step = log.end_step
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         self.charges.append((kind, seconds))
