@@ -87,16 +87,17 @@ def _snapshot(payload):
     return snapshot
 
 
-_EVENT_NAMES = {}  # kind of operation -> its name on the timeline
+class _EventNames(dict):
+    """Kind of operation -> its name on the timeline, its class's name in lower case
+    (``sendrecv``), made on the first look-up of a kind: a drawn node traces every operation,
+    so a name costs one subscript, no call (the message path)."""
+
+    def __missing__(self, kind):
+        name = self[kind] = kind.__name__.lower()
+        return name
 
 
-def _event_name(op):
-    """An operation's name on the timeline: its kind in lower case (``sendrecv``), made once a
-    kind (a drawn node traces every operation)."""
-    name = _EVENT_NAMES.get(type(op))
-    if name is None:
-        name = _EVENT_NAMES[type(op)] = type(op).__name__.lower()
-    return name
+_EVENT_NAMES = _EventNames()
 
 
 @contextlib.contextmanager
@@ -484,7 +485,7 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    name = _EVENT_NAMES.get(type(op)) or _event_name(op)
+                    name = _EVENT_NAMES[type(op)]
                     self.timeline.trace(self.logs[rank], rank, name, start)
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
