@@ -18,9 +18,10 @@ processes on one core taking turns, each turn a gradient after the other's and t
 gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold; the CNN at batch
 100 1.4 ms on MNIST and 0.3 ms on 32x32x3 images in two calibrations, 2026-11-27). The rule
 here: a rank granted a core after it gave one up, with another rank granted a core meanwhile,
-pays it once on its next `run`, and again after each turn it loses in the middle of its work.
-Without it, 4 ranks on 2 cores computed 10-23 % less than measured in every configuration; with
-it, -12 to +7 % (docs/validation.md).
+pays it on its next `run`; a rank that loses its core in the middle of its work and comes back
+after others ran does the rest ``1 + switch_s / work`` times slower (`HostCores._refill`), at
+most ``switch_s`` more a run. Without it, 4 ranks on 2 cores computed 10-23 % less than measured
+in every configuration; with it, -12 to +7 % (docs/validation.md).
 
 Not modelled: how a waiting rank shares a core with one that computes depends on where Linux
 puts them. Pinned to one core beside a computing process (2026-11-27), a rank waiting in
@@ -170,21 +171,33 @@ class HostCores:
             self.free += 1
             self._hand_on()
 
-    def _refill(self, rank):
-        """Seconds ``rank``'s next work takes more for coming back to a core after other ranks
-        ran: ``switch_s`` once (its caches refilled), else 0."""
-        if rank in self._cold:
-            self._cold.discard(rank)
-            return self.switch_s
-        return 0.0
+    def _refill(self, rank, left, work, paid):
+        """``left`` seconds of ``rank``'s `run` of ``work`` seconds (warm) as they are when it is
+        (back) on a core, and whether the run has paid its refill: if other ranks ran there
+        since it left (its caches refilled by them), the work left runs ``1 + switch_s / work``
+        times slower: ``switch_s`` more at the run's start, its share ``switch_s * left / work``
+        after a turn lost in the middle, once a run (the rate holds for the rest of it).
+
+        Why a rate, not ``switch_s`` again each cold turn: a refill as long as a turn took the
+        whole turn and the work never ended (3 ranks on 2 cores, 1.5 ms refills on 1 ms turns:
+        the simulator ran on forever, 2026-12-01; a noisy calibration can measure such a
+        refill); and a turn refills what the work done in it touches, a share of the whole."""
+        if rank not in self._cold:
+            return left, paid
+        self._cold.discard(rank)
+        if paid or not self.switch_s:
+            return left, paid
+        if left >= work:  # at the start: all of it
+            return left + self.switch_s, True
+        return left + self.switch_s * left / work, True
 
     def run(self, rank, seconds):
         """Process step: ``seconds`` of work by ``rank``, which holds a core; at the end of each
         of its turns it goes behind the ranks waiting for one, if any."""
-        env = self.env
-        seconds += self._refill(rank)
+        env, work = self.env, seconds
+        seconds, paid = self._refill(rank, seconds, work, False)
         if self.wakes_preempt:
-            return (yield from self._run_preemptible(rank, seconds))
+            return (yield from self._run_preemptible(rank, seconds, work, paid))
         while True:
             left = self.turn_ends[rank] - env.now
             if seconds <= left:
@@ -197,11 +210,11 @@ class HostCores:
             if self.ready:
                 self.release(rank)
                 yield from self.acquire(rank)
-                seconds += self._refill(rank)
+                seconds, paid = self._refill(rank, seconds, work, paid)
             else:
                 self.turn_ends[rank] = env.now + self.slice_s
 
-    def _run_preemptible(self, rank, seconds):
+    def _run_preemptible(self, rank, seconds, work, paid):
         """`run` where a rank back from a wait may take the core (``wakes_preempt``): the work
         stops there and goes on when the rank is back on a core, first in line."""
         env = self.env
@@ -218,7 +231,7 @@ class HostCores:
                 if preempted.triggered:  # its core taken (`_preempt`): the rest after
                     seconds -= env.now - t0
                     yield from self.acquire(rank, first=True)
-                    seconds += self._refill(rank)
+                    seconds, paid = self._refill(rank, seconds, work, paid)
                     continue
                 seconds -= step
             if seconds <= 0:
@@ -226,7 +239,7 @@ class HostCores:
             if self.ready:  # its turn is over and others wait
                 self.release(rank)
                 yield from self.acquire(rank)
-                seconds += self._refill(rank)
+                seconds, paid = self._refill(rank, seconds, work, paid)
             else:
                 self.turn_ends[rank] = env.now + self.slice_s
 

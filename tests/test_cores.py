@@ -397,14 +397,29 @@ def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_with_wakes_pree
     assert host.free == 2 and not host.turn_ends and not host.ready
 
 
+REFILL_CASES = {  # turn, refill -> when each rank ends, and a later cold and warm run's length
+    (0.004, 0.001): {0: 0.010333333, 1: 0.012666667, "cold": 0.003, "warm": 0.002},
+    (0.001, 0.002): {0: 0.014666667, 1: 0.015333333, "cold": 0.004, "warm": 0.002},
+}
+
+
 @pytest.mark.parametrize("wakes_preempt", [False, True])
-def test_a_rank_back_on_a_core_after_another_ran_pays_the_switch_once(wakes_preempt):
-    """One core, turns of 4 ms, a switch of 1 ms: two ranks of 6 ms of work each. Rank 0 runs
-    0-4 ms, rank 1 4-8 ms; rank 0 comes back to a core rank 1 used, so its last 2 ms take 3
-    (ends at 11 ms); rank 1 likewise from 11 to 14 ms. Rank 0 comes back later (rank 1 ran
-    since: 2 ms take 3), leaves, and takes the core back with nobody on it meanwhile: 2 ms."""
+@pytest.mark.parametrize("turn_s, refill_s", list(REFILL_CASES))
+def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(
+    wakes_preempt, turn_s, refill_s
+):
+    """One core, two ranks of 6 ms of work each. Turns of 4 ms, a refill of 1 ms: rank 0 runs
+    0-4 ms, rank 1 4-8 ms; rank 0 comes back to a core rank 1 used, so its last 2 ms take
+    their share of the refill more, 2 * (1 + 1/6) ms (ends at 10.33 ms); rank 1 likewise, to
+    12.67 ms. Rank 0 comes back later (rank 1 ran since: a run's start pays the whole refill, 2
+    ms take 3), leaves, and takes the core back with nobody on it meanwhile: 2 ms.
+
+    Turns of 1 ms, a refill of 2 ms: back at 2 and 3 ms with 5 ms left each, cold, the rest
+    takes 5 * (1 + 2/6) = 6.67 ms in turns of 1 ms; rank 0 ends at 14.67 ms, rank 1 at 15.33.
+    Paid again each cold turn, a refill as long as a turn left no time for the work, and the
+    simulation never ended."""
     env = simpy.Environment()
-    host = HostCores(env, 1, 0.004, wakes_preempt, switch_s=0.001)
+    host = HostCores(env, 1, turn_s, wakes_preempt, switch_s=refill_s)
     done = {}
 
     def rank(r):
@@ -424,8 +439,8 @@ def test_a_rank_back_on_a_core_after_another_ran_pays_the_switch_once(wakes_pree
 
     for r in range(2):
         env.process(rank(r))
-    env.run()
-    assert done == {0: 0.011, 1: 0.014, "cold": 0.003, "warm": 0.002}
+    env.run(until=1.0)
+    assert done == REFILL_CASES[turn_s, refill_s]
 
 
 def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():

@@ -29,6 +29,7 @@ def run_notebook(name, figures, timeout_s=600):
         "PYTHONPATH": str(ROOT),
         "TWINSGD_FIGURES": str(drawn),
         "TMPDIR": str(scratch),
+        "PYTHONUNBUFFERED": "1",  # a notebook that runs out of time shows how far it came
     }
     try:
         done = subprocess.run(
