@@ -825,23 +825,22 @@ X = rng.random({batch_shape!r}).astype(model.dtype)
 y = rng.integers(0, {classes}, {batch})
 grad = np.empty(model.n_params, dtype=model.dtype)
 model.loss_and_gradient(X, y, out=grad)
-cold = warm = 0.0
+differences = []  # a turn's cold step less its warm one, seconds
 end = time.perf_counter() + {seconds}
-turns = 0
 while True:
-    if not ({first} and turns == 0):  # the other's turn is done: this one's caches are cold
+    if not ({first} and not differences):  # the other's turn is done: this one's caches are cold
         if os.read({read}, 1) in (b"e", b""):  # the other ended (or died): stop
             break
     t0 = time.process_time()
     model.loss_and_gradient(X, y, out=grad)
     t1 = time.process_time()
     model.loss_and_gradient(X, y, out=grad)  # the same step again, warm
-    cold, warm, turns = cold + t1 - t0, warm + time.process_time() - t1, turns + 1
-    done = time.perf_counter() > end
+    differences.append((t1 - t0) - (time.process_time() - t1))
+    done = len(differences) >= {turns} and time.perf_counter() > end
     os.write({write}, b"e" if done else b"x")
     if done:
         break
-print(cold / turns, warm / turns)
+print(*differences)
 """
 
 
@@ -853,15 +852,25 @@ def measure_switch_s(model, dataset, batch, quick=False):
     return None if None in tries else float(np.median(tries))
 
 
+SWITCH_TURNS = 12  # turns of each process at the least (quick: half)
+
+
 def switch_once(model, dataset, batch, quick=False):
     """``[compute] switch_s`` of ``model``: the CPU seconds a gradient on a batch of ``batch``
     takes more when another process ran on its core since its last one (its caches refilled),
     as ranks past the cores do between their steps (`sim.cores`). Two processes on one core
     take turns; in each turn a gradient comes after the other's (cold) and then once more
-    (warm), so both are timed at the same moment of the machine's drift. This machine
-    (2026-11-27): the MLP at batch 32 0.29 ms warm and 70-120 us more cold; the CNN at batch
-    100 0.3 ms more on 32x32x3 images, 1.4 ms on MNIST's. None if either process failed (one
-    that cannot be pinned)."""
+    (warm), so both are timed at the same moment of the machine's drift: the median of the
+    turns' differences (floored at 0), over at least `SWITCH_TURNS` turns of each process.
+    This machine (2026-11-27): the MLP at batch 32 0.29 ms warm and 70-120 us more cold.
+
+    Why the median of that many turns, and 0 where it is within its own noise (under twice
+    its standard error): this machine changes speed by 1.4-1.6x within seconds, which a turn's
+    two steps may straddle. The CNN's turns (steps of tens of ms, 2-3 turns in half a second)
+    differed by -41 to +12 ms (2026-12-01), their mean came out 0, 0, 1.7, 4.3 and 5.0 ms in
+    five tries, and the simulator's turns of 4 ms could not hold such a refill; the MLP's
+    differed by tens of us about 90. None if either process failed (one that cannot be
+    pinned)."""
     cpu = max(os.sched_getaffinity(0))
     fds = os.pipe() + os.pipe()  # (read, write) of 0 -> 1, then of 1 -> 0
     processes = [
@@ -874,6 +883,7 @@ def switch_once(model, dataset, batch, quick=False):
                     seed=i,
                     **_step_fields(model, dataset, batch),
                     seconds=0.5 if quick else 1.5,
+                    turns=SWITCH_TURNS // 2 if quick else SWITCH_TURNS,
                     first=i == 0,
                     read=fds[2] if i == 0 else fds[0],
                     write=fds[1] if i == 0 else fds[3],
@@ -888,9 +898,24 @@ def switch_once(model, dataset, batch, quick=False):
     for fd in fds:
         os.close(fd)
     outputs = [p.communicate(timeout=300)[0].split() for p in processes]
-    if any(p.returncode != 0 or len(out) != 2 for p, out in zip(processes, outputs, strict=True)):
+    if any(p.returncode != 0 or not out for p, out in zip(processes, outputs, strict=True)):
         return None
-    return max(0.0, float(np.mean([float(cold) - float(warm) for cold, warm in outputs])))
+    return resolved_median([float(x) for out in outputs for x in out])
+
+
+def resolved_median(samples):
+    """The median of ``samples`` where it stands out of their noise (at least twice its
+    standard error, ``1.2533 * 1.4826 * MAD / sqrt(n)``) and is positive; else 0.
+
+    >>> resolved_median([90e-6, 95e-6, 88e-6, 92e-6, 85e-6, 91e-6])
+    9.05e-05
+    >>> resolved_median([5e-3, -8e-3, 7e-3, -3e-3, 0.4e-3, 9e-3])
+    0.0
+    """
+    x = np.asarray(samples, dtype=np.float64)
+    median = float(np.median(x))
+    error = 1.2533 * 1.4826 * float(np.median(np.abs(x - median))) / np.sqrt(len(x))
+    return median if median > 0 and median >= 2 * error else 0.0
 
 
 _BUSY = """

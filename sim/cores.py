@@ -15,8 +15,9 @@ message to a rank that is not on a core therefore waits until its turn comes, up
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
 processes on one core taking turns, each turn a gradient after the other's and then the same
-gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold; the CNN at batch
-100 1.4 ms on MNIST and 0.3 ms on 32x32x3 images in two calibrations, 2026-11-27). The rule
+gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold, 2026-11-27; the
+CNN's steps of tens of ms vary more from turn to turn than any refill, which is therefore
+taken as 0, 2026-12-01). The rule
 here: a rank granted a core after it gave one up, with another rank granted a core meanwhile,
 pays it on its next `run`; a rank that loses its core in the middle of its work and comes back
 after others ran does the rest ``1 + switch_s / work`` times slower (`HostCores._refill`), at
