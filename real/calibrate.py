@@ -87,7 +87,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 (the same keys: a gradient's refill after another process), batch_size,
                 dataset, flops_per_sample, gamma_s_per_byte (a reduction's add), cold_own_s
                 and cold_own_bytes (own code right after a message of that size, over warm:
-                `netbench.cold_own_code`)
+                `netbench.cold_own_code`), reference_s (`calibration.pace`'s kernel around
+                the compute measured: the simulator puts own code it times at this speed)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
                 process's step over one alone's)
@@ -119,6 +120,7 @@ from models.threads import one_blas_thread
 from twinsgd.calibration.busycores import busy_cores_from_windows
 from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
+from twinsgd.calibration.pace import reference_seconds
 from twinsgd.calibration.steptimes import read_run_events, step_times_from_run
 from twinsgd.data import NAMES, DataError, load_dataset
 from twinsgd.programs.mpi_choices import library_for
@@ -131,6 +133,7 @@ SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradien
 QUICK_SIZES = [8 * 4**k for k in range(10)]
 GAMMA_MIN_BYTES = 2**16  # gamma and the in-situ allreduce: from 64 KiB
 MIN_FINISH_S = 1e-7  # the finishing pass's floor, seconds (a residual may come out <= 0)
+REFERENCE_REPEATS = 9  # the pace's kernel timed this often at each of three moments, fastest kept
 JITTER_MIN_BYTES = 2**16  # the jitter's spread is of messages this large and larger
 IN_SITU_MAX_BYTES = 2**24  # the in-situ patterns stop at 16 MiB (a compute step per message)
 MAX_REL_ERROR = 0.05  # every measured point within 5 % of the fitted model
@@ -329,7 +332,11 @@ def _measure(args, comm, work):
     from real.train import boot_id
 
     where = comm.gather((socket.gethostname(), boot_id()), root=0)
+    # the pace's reference kernel on rank 0 around the compute measured (`calibration.pace`)
+    references = [reference_seconds(REFERENCE_REPEATS)] if comm.rank == 0 else None
     per_model = _measure_compute(*work, args.quick) if comm.rank == 0 else None
+    if comm.rank == 0:
+        references.append(reference_seconds(REFERENCE_REPEATS))
     netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
     sizes = QUICK_SIZES if args.quick else SIZES
     hosts, inter, intra = netbench.placement(comm)
@@ -387,6 +394,7 @@ def _measure(args, comm, work):
     )
     if comm.rank != 0:
         return None
+    references.append(reference_seconds(REFERENCE_REPEATS))
     return {
         "where": where,
         "per_model": per_model,
@@ -408,6 +416,7 @@ def _measure(args, comm, work):
         "call_overhead_s": call_overhead_s,
         "cold_own_s": cold_own_s,
         "cold_own_bytes": cold_bytes,
+        "reference_s": float(np.median(references)),
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
         "memory_copies": memory_copies,
@@ -736,6 +745,7 @@ def _finish(args, measured, work, started):
             "gamma_s_per_byte": measured["gamma"],
             "cold_own_s": _round(measured["cold_own_s"]),
             "cold_own_bytes": int(measured["cold_own_bytes"]),
+            "reference_s": _round(measured["reference_s"]),
             "finish": finish.to_dict(),
         },
     }

@@ -397,6 +397,7 @@ class Simulator:
         """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
         ``cold_cost``: (seconds more, factor) of own code after a large message)."""
         refill, factor = cold_cost
+        pace = self.compute.pace  # own code timed now, put at the calibration's speed
         reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
         rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
@@ -442,6 +443,8 @@ class Simulator:
             try:
                 if measured:  # its own math (optimizer, mixing), slower after a large message
                     own = perf_counter() - t0
+                    if pace is not None:
+                        own *= pace()
                     if cold:
                         own = own * factor + refill
                     log.charge("compute", own)
@@ -552,6 +555,8 @@ class Simulator:
             t0 = perf_counter()
             result = op.fn(*op.args)
             seconds = perf_counter() - t0
+            if model.pace is not None:
+                seconds *= model.pace()
         if self._scaled:
             seconds *= self._scale(node.rank)
         if self.faults.active:  # a slow fault: this node runs at 1/factor of its speed

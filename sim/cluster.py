@@ -191,6 +191,8 @@ class Cluster:
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "busy_cores": compute.busy,
             "cold_own_s": compute.cold_own_s,
+            # own code timed in the simulator, put at the calibration's speed (its kernel's s)
+            "pace_reference_s": compute.pace.reference_s if compute.pace else None,
             "stragglers": self.stragglers,
             "seconds_per_sample": compute.seconds_per_sample,
             "seconds_per_step": compute.seconds_per_step,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twinsgd.calibration.pace import Pace
 from twinsgd.run.units import parse_factor
 
 logger = logging.getLogger(__name__)
@@ -47,6 +48,10 @@ class ComputeModel:
         operation that moved a large message, as measured on the calibrated machine (a
         profile's ``[compute] cold_own_s``); None: scaled by the measured run's own-code factor
         instead (`calibration.steptimes.StepTimes.own_factor`).
+    pace : callable or None
+        Seconds timed in this process (own code; gradients with ``--compute measured``) are
+        multiplied by ``pace()``: this machine's speed now put at the calibration's
+        (`calibration.pace.Pace`, from a profile's ``[compute] reference_s``); None: as timed.
     """
 
     seconds_per_sample: float | None = None
@@ -58,6 +63,7 @@ class ComputeModel:
     seconds_per_step: float = 0.0
     busy: dict | None = None
     cold_own_s: float | None = None
+    pace: object = None
 
     @property
     def measured(self):
@@ -150,6 +156,7 @@ def compute_model(
         seconds_per_step,
         busy,
         profile.cold_own_s if profile is not None else None,
+        Pace(profile.reference_s) if profile is not None and profile.reference_s else None,
     )
 
 

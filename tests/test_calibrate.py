@@ -105,6 +105,8 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     # own code right after the first model's gradient (mlp: 167,560 float32) over warm
     assert p["compute"]["cold_own_bytes"] == 4 * 167_560
     assert 0 <= p["compute"]["cold_own_s"] < 1e-3
+    # the pace's reference kernel at the calibration's speed: about 0.2 ms on these machines
+    assert 2e-5 < p["compute"]["reference_s"] < 5e-3
     assert min(p["compute"]["finish"]["sizes"]) == 131072  # --quick's from 64 KiB
     assert min(p["compute"]["finish"]["seconds"]) >= 1e-7  # a residual, floored
     wire = p["network"]["in_situ"]["wire"]  # a compressed message's bytes written and read
