@@ -5,7 +5,7 @@ Why: the simulator times a node program's own code (the optimizer's update, the 
 weights, a codec's encoding) in its own process, beside gradients that come from the profile.
 This machine (a 2-vCPU guest) runs at two speeds, 1.3-1.6x apart, switching every few seconds
 whichever processes run (docs/validation.md, "Where it misses"): one simulation run again
-minutes later came out up to 16 % apart (2026-12-01), its own code timed at a speed the
+minutes later came out 16-19 % apart (2026-12-01), its own code timed at a speed the
 profile's gradients were not. A fixed reference kernel, timed at calibration (``[compute]
 reference_s``) and now, tracks that speed: over 25 s of both, an Adam step's numpy took
 825-1112 us (1.33x) and 4.69-4.99 times the reference's time.
