@@ -27,16 +27,20 @@ P_MLP = 167_560  # parameters of the 784-200-50-10 MLP
 SMALL = ["--dataset", "synthetic", "--no-progress"]
 
 
+def _mpiexec(n, python_argv, timeout):
+    """Run ``python python_argv`` on n ranks; return the CompletedProcess."""
+    cmd = [MPIEXEC, "-n", str(n), sys.executable, *python_argv]
+    return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
+
+
 def mpirun(n, *argv, timeout=120, module="real.train"):
     """Run ``python -m module argv`` on n ranks; return the CompletedProcess."""
-    cmd = [MPIEXEC, "-n", str(n), sys.executable, "-m", module, *argv]
-    return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
+    return _mpiexec(n, ["-m", module, *argv], timeout)
 
 
 def run_script(n, name, *argv, timeout=120):
     """Run ``tests/mpi/NAME`` on n ranks; return the CompletedProcess."""
-    cmd = [MPIEXEC, "-n", str(n), sys.executable, str(ROOT / "tests" / "mpi" / name), *argv]
-    return subprocess.run(cmd, cwd=ROOT, env=ENV, timeout=timeout, capture_output=True, text=True)
+    return _mpiexec(n, [str(ROOT / "tests" / "mpi" / name), *argv], timeout)
 
 
 def train(n, out, *argv):
@@ -68,15 +72,7 @@ def read_csv(path):
 
 @pytest.mark.parametrize("n", range(1, 9))
 def test_our_collectives_equal_mpis(n):
-    script = ROOT / "tests" / "mpi" / "ring_vs_mpi.py"
-    done = subprocess.run(
-        [MPIEXEC, "-n", str(n), sys.executable, str(script)],
-        cwd=ROOT,
-        env=ENV,
-        timeout=120,
-        capture_output=True,
-        text=True,
-    )
+    done = run_script(n, "ring_vs_mpi.py")
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", str(n)]
 
