@@ -190,9 +190,10 @@ class Simulator:
         An allreduce of a mean pays one pass more over its n bytes after its messages: this
         cost of n as measured in situ (`[compute.finish]`), else ``gamma`` n.
     core_groups : sequence of (ranks, cores)
-        Hosts with more ranks than cores: their ranks take turns of ``time_slice_s`` on the
-        cores (`sim.cores`): compute, own code and moving bytes need a core, a rank gives it up
-        while it waits for a message that has not come, and needs it back to go on.
+        Hosts with more ranks than cores: their ranks share the cores as Linux's EEVDF does,
+        turns ending on ticks of ``time_slice_s`` (`sim.cores`): compute, own code and moving
+        bytes need a core, a rank gives it up while it waits (polling) for a message that has
+        not come, and needs it back, and its fair share, to go on.
     wakes_preempt : bool
         The ranks of ``core_groups`` hold no core in a communication call, and their message
         puts them back on one at once, ahead of ranks that compute (an emulated cluster's MPI
@@ -392,6 +393,7 @@ class Simulator:
             return (yield from drive)
         finally:
             host.release(node.rank)
+            host.leave(node.rank)
 
     def _drive(self, node, program, host, measured, cold_cost):
         """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
@@ -641,7 +643,7 @@ class Simulator:
         while True:
             yield from self._blocked(node, self._receiving(dest, rank, op.tag))
             host.release(rank)
-            granted = yield from host.acquire(rank, dest)
+            granted = yield from host.acquire(rank, dest, exempt=rank)
             if self._posted_for(dest, rank, op.tag):
                 break
             if dest in granted and dest in self._parked:  # it waits for another message now

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from sim.cluster_profile import Slowed
 from sim.compute import ComputeModel, compute_model
-from sim.cores import DEFAULT_SLICE_S
+from sim.cores import DEFAULT_SLICE_S, eevdf_slice
 from sim.network import MemoryPath, make_network, slowest_link
 from twinsgd.calibration.jitter import Jitter
 from twinsgd.programs.mpi_choices import LIBRARIES
@@ -135,7 +135,13 @@ class Cluster:
             else f"{self.ranks} ranks, one a host"
         )
         turns = "; ".join(
-            f"{len(ranks)} ranks on {cores} core(s), turns of {1e3 * self.time_slice_s:g} ms"
+            f"{len(ranks)} ranks on {cores} core(s), "
+            + (
+                f"turns of {1e3 * self.time_slice_s:g} ms"
+                if self.wakes_preempt
+                else f"fair share, {1e3 * eevdf_slice(cores):g} ms slices on "
+                f"{1e3 * self.time_slice_s:g} ms ticks"
+            )
             for ranks, cores in self.core_groups[:2]
         )
         costs = f"measured costs {'+'.join(sorted(self.costs))}" if self.costs else "alpha-beta"
@@ -187,6 +193,11 @@ class Cluster:
             "time_slice_s": self.time_slice_s if self.core_groups else None,
             "wakes_preempt": self.wakes_preempt if self.core_groups else None,
             "switch_s": self.switch_s if self.core_groups else None,
+            "eevdf_slice_s": (
+                [eevdf_slice(cores) for _, cores in self.core_groups[:4]]
+                if self.core_groups and not self.wakes_preempt
+                else None
+            ),
             "collectives": self.collectives,
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "busy_cores": compute.busy,

@@ -1,16 +1,33 @@
-"""A host's cores shared among more ranks than it has: round-robin turns, as Linux's fair scheduler
-gives them here.
+"""A host's cores shared among more ranks than it has, as Linux's EEVDF scheduler shares them.
 
-Measured on this machine (kernel 6.18, EEVDF, 2 cores): R processes that never block take turns
-of 4 ms (the 250 Hz tick); each is off for ``(R / C - 1)`` turns between its own (3 spinners on
-2 cores: 4 ms on, 4 ms off, 63 % of the time on; 8 spinners: 4 ms on, 12 ms off). A rank that
-waits in MPICH's blocking calls polls and yields, so it takes its core only while there is no one
-else to run: between two ranks ping-ponging, two more waiting in ``Recv`` left the round trip at
-13 us. So the model: a rank holds a core while it computes, runs its own code or moves bytes;
-it gives the core up while it waits for a message that has not arrived, and needs one again to
-go on once it has; a rank whose turn ends while others wait for a core goes behind them. A
-message to a rank that is not on a core therefore waits until its turn comes, up to
-``(R / C - 1)`` turns: on fast links that, not the wire, is the time.
+Measured on this machine (kernel 6.18, EEVDF, 2 cores, 250 Hz): a rank that waits in MPICH's
+blocking calls polls and yields, so it stays runnable. Study 1's parameter server at 5 processes
+traced by the kernel (`twinsgd.analysis.schedtrace`, 200 steps, 2026-12-01): the cores were
+never idle and each of the five ranks held them 19.2-20.7 % of the time, 2/5 of a core each,
+though computing took a quarter of the cores' time; a waiting rank mostly held a core 1-3 us
+before it yielded, but 31 % of its polling was in stretches of over 1 ms while ranks with
+work waited; one gradient in six lost its core, for 1-7 ms (the ranks off their cores 14-32 %
+of their gradients' wall time). That is EEVDF's fair share with polling ranks as runnable as working
+ones, so the model (`Fairness`):
+
+- every rank has a virtual runtime ``v``, its seconds on a core; a core that no rank works on
+  runs the ranks that poll, lowest ``v`` first; the mean of all, ``V``, moves at cores / ranks
+  a second;
+- a rank holds a core while it computes, runs its own code or moves bytes; it gives the core
+  up while it waits for a message that has not come (it polls), and to go on it needs one again
+  and must be eligible, ``v`` at most ``V``: a rank ahead waits until the others catch up;
+- its turn ends on the first scheduler tick (``slice_s``, 4 ms) after its EEVDF slice
+  (`eevdf_slice`, 1.5 ms on 2 cores; half of it when the core came to it while it polled, part
+  of the slice used: the mean), and then it gives the core to the others, always runnable, and
+  waits to be eligible again.
+
+A short compute right after a wait so mostly runs to its end, while work without pause gets its
+rank's share; a message to a rank off its core waits until that rank is eligible and a core is
+free. Against the round-robin turns it replaced (a waiting rank taking no core, a turn 4 ms
+from its grant), on the same measurements (docs/validation.md, 2026-12-01): study 1 at 3 and 5
+processes 0.88 and 0.85 of the measured step time (before: 0.81 and 0.64; at 5 the gradients
+had never lost their cores); 4 ranks on 2 cores, 8 configurations, median |error| 8.5 % and
+worst 17.8 % (before: 9.4-11.8 % and 20.6-21.6 %), compute -12.9..+7.0 % (before -22.5..+1.3).
 
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
@@ -24,8 +41,9 @@ after others ran does the rest ``1 + switch_s / work`` times slower (`HostCores.
 most ``switch_s`` more a run. Without it, 4 ranks on 2 cores computed 10-23 % less than measured
 in every configuration; with it, -12 to +7 % (docs/validation.md).
 
-Not modelled: how a waiting rank shares a core with one that computes depends on where Linux
-puts them. Pinned to one core beside a computing process (2026-11-27), a rank waiting in
+Not modelled: Linux's run queues are per core, and it places ranks on them and moves them (the
+trace: each rank on one core for 0.1-0.5 s at a time); the model pools the host's cores. Pinned
+to one core beside a computing process (2026-11-27), a rank waiting in
 MPICH's ``Recv`` or in `real.backend.probe` took half the core (a CNN step 61 -> 133 ms, the
 MLP's 2.1 -> 3.5 ms), as an earlier machine of this kind showed (a 13.4 ms kernel 24.1 ms),
 while a Python process polling and yielding took 1-3 %. Unpinned, as runs are, three
@@ -40,7 +58,8 @@ turn, which is why ``real.backend`` waits in a yielding loop instead (`real.back
 measured with ``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers
 most.
 
-Ranks that talk over TCP (an emulated cluster: MPICH's sockets) spin while they wait as well
+Ranks that talk over TCP (an emulated cluster: MPICH's sockets) keep round-robin turns of
+``slice_s`` from their grant, fitted to them: they spin while they wait as well
 (what follows was fitted to measurements taken while ``real.backend`` waited in ``Probe``; taken
 without it, on 2026-11-27, 4 hosts came to 11.0 % with ``wakes_preempt`` and 13.8 % without):
 a 2 s receive took 2 s of CPU (half of it in the kernel, no voluntary switch), on the emulated
@@ -57,10 +76,11 @@ wait at the next barrier 0.9 ms a step measured, 0.16 simulated); this, 11.3 %.
 
 Examples
 --------
-Three ranks of 6 ms of work each on two cores. Ranks 0 and 1 start; at 4 ms their turns end
-and rank 2 takes one core, rank 0 (first in line again) the other and ends at 6 ms; rank 1 gets
-that core and ends at 8; rank 2 runs on into a second turn, as no one waits, and ends at 10 ms
-(18 ms of work on 2 cores: 9 ms at best):
+Three ranks of 6 ms of work each on two cores. Ranks 0 and 1 start; their turns end on the 4
+ms tick, and rank 2, in line, takes one core; rank 0, 4/3 ms ahead of the mean, takes the other
+(no rank polls: nobody else would run there) and ends at 6 ms; rank 1 is eligible once rank 0,
+done and polling, has caught up, at 6 ms, and ends at 8; rank 2 runs to the 8 ms tick, is
+eligible and ends at 10 ms (18 ms of work on 2 cores: 9 ms at best):
 
 >>> import simpy
 >>> env = simpy.Environment()
@@ -78,30 +98,122 @@ that core and ends at 8; rank 2 runs on into a second turn, as no one waits, and
 {0: 0.006, 1: 0.008, 2: 0.01}
 """
 
+import math
 from collections import deque
 
 DEFAULT_SLICE_S = 0.004  # a turn on a core: the 250 Hz tick, measured here (profiles may say)
+BASE_SLICE_S = 0.00075  # EEVDF's request of a task, Linux's default ``base_slice`` (6.6 on)
+_EPS_S = 1e-12  # eligible within this (float sums of seconds)
+
+
+def eevdf_slice(cores):
+    """Seconds of a task's slice under Linux's EEVDF on ``cores`` cores: ``base_slice`` times
+    ``1 + log2(min(cores, 8))`` (``sched_tunable_scaling`` logarithmic, the default), 1.5 ms
+    on 2 cores, 3 ms on 8 or more."""
+    return BASE_SLICE_S * (1 + int(math.log2(min(cores, 8))))
+
+
+def _fill_level(runtimes, most, amount):
+    """The level to which ``amount`` seconds raise ``runtimes`` from the lowest up, each by
+    ``most`` at most (``amount`` <= len * most).
+
+    >>> _fill_level([0.0, 1.0, 5.0], 2.0, 3.0)  # 0 -> 2 (its most), 1 -> 2: 3 s in all
+    2.0
+    """
+
+    # what is poured grows linearly between the points where a runtime starts or stops rising
+    points = sorted([(v, 1) for v in runtimes] + [(v + most, -1) for v in runtimes])
+    poured, rising, level = 0.0, 0, points[0][0]
+    for point, change in points:
+        more = rising * (point - level)
+        if rising and poured + more >= amount:
+            return level + (amount - poured) / rising
+        poured, level, rising = poured + more, point, rising + change
+    return level
+
+
+class Fairness:
+    """Each rank's virtual runtime ``v`` on a host whose ranks all stay runnable: EEVDF's
+    fair share, as a rank that waits in MPI polls and so keeps asking for a core.
+
+    A rank on a core gains its seconds there; a core that no rank works on runs the ranks that
+    poll, lowest ``v`` first (the kernel runs the eligible task of earliest deadline and a
+    polling rank yields to the next: filling from the bottom). A rank is eligible for a core
+    while its ``v`` is at most ``V``, the mean of all; one past it waits until the others catch
+    up, ``V`` moving at cores / ranks a second while every core runs someone."""
+
+    def __init__(self, env):
+        self.env, self.v, self._t = env, {}, env.now
+
+    def join(self, rank):
+        """A rank that starts (at the mean, as Linux places a new task)."""
+        self.v[rank] = self.mean() if self.v else 0.0
+
+    def leave(self, rank):
+        """A rank whose program ended: it asks for no core any more."""
+        self.v.pop(rank, None)
+
+    def mean(self):
+        return sum(self.v.values()) / len(self.v)
+
+    def advance(self, holding, polling, cores):
+        """Bring every ``v`` to now: each rank of ``holding`` held a core since the last call,
+        and the cores they left ran the ranks of ``polling``, filled from the lowest ``v``."""
+        now, v = self.env.now, self.v
+        spent, self._t = now - self._t, now
+        if spent <= 0:
+            return
+        for rank in holding:
+            v[rank] += spent
+        spare = min(cores - len(holding), len(polling)) * spent  # one core a rank at most
+        if spare <= 0:
+            return
+        level = _fill_level([v[rank] for rank in polling], spent, spare)
+        for rank in polling:
+            v[rank] = min(max(v[rank], level), v[rank] + spent)
+
+    def behind_s(self, rank, cores):
+        """Seconds until ``rank`` is eligible (<= 0: now), the cores all busy meanwhile."""
+        return (self.v[rank] - self.mean()) * len(self.v) / cores
 
 
 class HostCores:
-    """The ``cores`` cores of one host, shared by its ranks in turns of ``slice_s`` seconds.
+    """The ``cores`` cores of one host, shared by its ranks in turns that end on ticks of
+    ``slice_s`` seconds, each rank getting its fair share (`Fairness`; the module's notes).
 
-    A rank calls `acquire` before it runs (it may wait its turn), `run` for seconds of work
-    (preempted at the end of each turn while others wait), and `release` when it blocks.
-    ``wakes_preempt``: a rank back from a wait (``acquire(rank, wake=True)``: its message has
-    come) takes a core from a rank in `run` if none is free (the module's notes).
+    A rank calls `acquire` before it runs (it may wait its turn, and to be eligible), `run` for
+    seconds of work (preempted at the end of each turn), `release` when it blocks and `leave`
+    when its program ends. ``eevdf_slice_s``: a rank's slice, by default Linux's for
+    ``cores`` (`eevdf_slice`). ``wakes_preempt`` (ranks over TCP): turns of ``slice_s`` from
+    the grant, no fair share, and a rank back from a wait (``acquire(rank, wake=True)``: its
+    message has come) takes a core from a rank in `run` if none is free (the module's notes).
     ``switch_s``: what a rank's next `run` takes more when it is back on a core after other
     ranks were granted one since it left its own (its caches refilled; the module's notes).
     """
 
-    def __init__(self, env, cores, slice_s=DEFAULT_SLICE_S, wakes_preempt=False, switch_s=0.0):
-        if cores < 1 or not slice_s > 0 or switch_s < 0:
+    def __init__(
+        self,
+        env,
+        cores,
+        slice_s=DEFAULT_SLICE_S,
+        wakes_preempt=False,
+        switch_s=0.0,
+        eevdf_slice_s=None,
+    ):
+        eevdf_slice_s = eevdf_slice(cores) if eevdf_slice_s is None else eevdf_slice_s
+        if cores < 1 or not slice_s > 0 or switch_s < 0 or not eevdf_slice_s > 0:
             raise ValueError(
-                f"need cores >= 1, a turn > 0 s and a switch >= 0 s, got {cores}, {slice_s} "
-                f"and {switch_s}"
+                f"need cores >= 1, a tick > 0 s, a switch >= 0 s and a slice > 0 s, got "
+                f"{cores}, {slice_s}, {switch_s} and {eevdf_slice_s}"
             )
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
         self.wakes_preempt, self.switch_s = wakes_preempt, switch_s
+        self.eevdf_slice_s = eevdf_slice_s
+        # shared memory: every rank stays runnable, so turns follow EEVDF's fair share
+        self.fair = None if wakes_preempt else Fairness(env)
+        self._queued = set()  # ranks of the requests in ``ready``
+        self._ineligible = {}  # rank waiting to be eligible -> the events that let it go early
+        self._preempted = set()  # ranks whose next grant starts a whole slice
         self._granted = 0  # cores granted so far, to tell whether others ran since a rank left
         self._left_at = {}  # rank off its core -> ``_granted`` when it gave it up
         self._cold = set()  # ranks back on a core after others ran: their next work refills
@@ -113,7 +225,7 @@ class HostCores:
         """Whether ``rank`` is on a core now."""
         return rank in self.turn_ends
 
-    def acquire(self, *ranks, wake=False, first=False):
+    def acquire(self, *ranks, wake=False, first=False, exempt=None):
         """Process step: wait for a core for each of ``ranks`` that has none, all at once
         (behind the requests already waiting), then each holds its core for a turn; returns
         the ranks it put on a core. Two ranks: a copy through shared memory, which moves only
@@ -122,6 +234,15 @@ class HostCores:
         goes first in line (as does a rank with ``first``: one that was preempted)."""
         if len(ranks) > self.cores:
             raise ValueError(f"{len(ranks)} ranks cannot run at once on {self.cores} cores")
+        if self.fair is not None:
+            for rank in ranks:
+                if rank not in self.fair.v:
+                    self._account()
+                    self.fair.join(rank)
+            off = [rank for rank in ranks if rank not in self.turn_ends and rank != exempt]
+            yield from self._until_eligible(off)
+            if all(rank in self.turn_ends for rank in ranks):  # given a core meanwhile
+                return ()
         if not self.ready and self._fits(ranks):
             return self._grant(ranks)
         wake = wake and self.wakes_preempt
@@ -130,6 +251,8 @@ class HostCores:
                 self._preempt()
             return self._grant(ranks)
         turn = self.env.event()
+        self._account()
+        self._queued.update(ranks)
         if wake or first:
             self.ready.appendleft((ranks, turn))
         else:
@@ -141,8 +264,74 @@ class HostCores:
                 for rank in turn.value:
                     self.release(rank)
             else:
+                self._account()
+                self._queued.difference_update(ranks)
                 self.ready.remove((ranks, turn))
             raise
+
+    def _account(self):
+        """Bring the fair share's runtimes to now, before who holds a core or polls changes."""
+        if self.fair is not None:
+            self.fair.advance(self.turn_ends, self._polling(), self.cores)
+
+    def _until_eligible(self, ranks):
+        """Process step: wait until each of ``ranks`` (none on a core) is eligible for one:
+        until the others have caught up with its runtime, or a core is free that no rank
+        polling would take (`_offer`)."""
+        while len(self.fair.v) > self.cores and (
+            ranks := [rank for rank in ranks if rank not in self.turn_ends]
+        ):
+            self._account()
+            wait = max(self.fair.behind_s(rank, self.cores) for rank in ranks)
+            if wait <= _EPS_S:
+                return
+            told = self.env.event()  # True: a core is its (`_offer`); False: look again
+            for rank in ranks:  # (a pair's receiver may wait in its own acquire too)
+                self._ineligible.setdefault(rank, []).append(told)
+            self._offer()  # a core no one else would run
+            try:
+                yield self.env.timeout(wait) | told
+            finally:
+                self._account()
+                for rank in ranks:
+                    events = self._ineligible[rank]
+                    events.remove(told)
+                    if not events:
+                        del self._ineligible[rank]
+            if told.triggered and told.value:
+                return
+
+    def _tell(self, rank, value):
+        """Wake ``rank``'s waits to be eligible: with a core (True) or to look again."""
+        for told in self._ineligible.get(rank, ()):
+            if not told.triggered:
+                told.succeed(value)
+
+    def _offer(self):
+        """Free cores that no request in line takes go to the ranks waiting to be eligible,
+        lowest runtime first: to one eligible now (ahead of a rank whose turn just ended), or
+        to the lowest if no rank polls (nobody else would run there)."""
+        while self.free and not self.ready:
+            waiting = [rank for rank in self._ineligible if rank not in self.turn_ends]
+            if not waiting:
+                return
+            self._account()
+            lowest = min(waiting, key=self.fair.v.__getitem__)
+            if self.fair.behind_s(lowest, self.cores) > _EPS_S and self._polling():
+                return  # a polling rank runs on it
+            self._grant((lowest,))  # (which tells it)
+
+    def _polling(self):
+        """The ranks that wait for a message, polling: on no core, in no line."""
+        return self.fair.v.keys() - self.turn_ends.keys() - self._queued - self._ineligible.keys()
+
+    def leave(self, rank):
+        """``rank``'s program ended (it holds no core): it asks for none any more."""
+        if self.fair is not None and rank in self.fair.v:
+            self._account()
+            self.fair.leave(rank)
+            for waiting in list(self._ineligible):  # fewer ranks share: a new mean
+                self._tell(waiting, False)
 
     def _preempt(self):
         """Take the core of the rank in `run` furthest into its turn (its core is free now)."""
@@ -157,20 +346,40 @@ class HostCores:
 
     def _grant(self, ranks):
         granted = tuple(rank for rank in ranks if rank not in self.turn_ends)
+        self._account()
+        self._queued.difference_update(ranks)
         self.free -= len(granted)
         for rank in granted:
-            self.turn_ends[rank] = self.env.now + self.slice_s
+            self.turn_ends[rank] = self._turn_end(rank)
+            self._tell(rank, True)  # (waiting to be eligible, put on a core by a pair's grant)
             if self._left_at.pop(rank, self._granted) < self._granted:
                 self._cold.add(rank)  # another rank had a core meanwhile: its caches are gone
             self._granted += 1
         return granted
 
+    def _turn_end(self, rank):
+        """When the turn of ``rank``, granted a core now, ends: a tick after it (``wakes_
+        preempt``); else the first tick (a multiple of ``slice_s``) after its EEVDF slice, a
+        whole one back from a preemption, else half (its core came to it while it polled,
+        part of the slice gone: the mean)."""
+        now = self.env.now
+        if self.fair is None:
+            return now + self.slice_s
+        whole = rank in self._preempted
+        self._preempted.discard(rank)
+        end = now + (self.eevdf_slice_s if whole else self.eevdf_slice_s / 2)
+        return math.ceil(end / self.slice_s - 1e-9) * self.slice_s
+
     def release(self, rank):
         """``rank`` gives its core up (it blocks, or its program ended)."""
-        if self.turn_ends.pop(rank, None) is not None:
+        if rank in self.turn_ends:
+            self._account()
+            del self.turn_ends[rank]
             self._left_at[rank] = self._granted
             self.free += 1
             self._hand_on()
+            if self.fair is not None:
+                self._offer()
 
     def _refill(self, rank, left, work, paid):
         """``left`` seconds of ``rank``'s `run` of ``work`` seconds (warm) as they are when it is
@@ -208,12 +417,13 @@ class HostCores:
             if left > 0:
                 yield env.timeout(left)
                 seconds -= left
-            if self.ready:
-                self.release(rank)
-                yield from self.acquire(rank)
-                seconds, paid = self._refill(rank, seconds, work, paid)
-            else:
-                self.turn_ends[rank] = env.now + self.slice_s
+            if len(self.fair.v) <= self.cores:  # a core for every rank left: on it goes
+                self.turn_ends[rank] = self._turn_end(rank)
+                continue
+            self.release(rank)  # the others are runnable: its turn is over
+            self._preempted.add(rank)
+            yield from self.acquire(rank)  # once eligible again
+            seconds, paid = self._refill(rank, seconds, work, paid)
 
     def _run_preemptible(self, rank, seconds, work, paid):
         """`run` where a rank back from a wait may take the core (``wakes_preempt``): the work
@@ -251,12 +461,12 @@ class HostCores:
             turn.succeed(self._grant(ranks))
 
 
-def shared_cores(env, groups, slice_s, wakes_preempt=False, switch_s=0.0):
+def shared_cores(env, groups, slice_s, wakes_preempt=False, switch_s=0.0, eevdf_slice_s=None):
     """Per rank, the `HostCores` it shares (None for a rank with a core of its own), from
     ``groups``: ``(ranks, cores)`` pairs, the ranks of one host and its cores, for hosts with
     more ranks than cores."""
     by_rank = {}
     for ranks, cores in groups:
-        host = HostCores(env, cores, slice_s, wakes_preempt, switch_s)
+        host = HostCores(env, cores, slice_s, wakes_preempt, switch_s, eevdf_slice_s)
         by_rank.update(dict.fromkeys(ranks, host))
     return by_rank

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.backend import Simulator
 from sim.compute import ComputeModel
-from sim.cores import HostCores
+from sim.cores import Fairness, HostCores, eevdf_slice
 from tests.programs import ChargeLog
 from twinsgd.programs.ops import Compute, Recv, Send
 
@@ -61,9 +61,18 @@ def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, wakes_pre
     assert env.now >= sum(worked.values()) / cores - 1e-12
 
 
-def test_a_pair_waits_until_two_cores_are_free_at_once():
-    """Two ranks compute 10 ms on 2 cores in turns of 4 ms; a pair asks for two cores at 1 ms
-    and gets them when both turns have ended (4 ms), the computing ranks going behind it."""
+@pytest.mark.parametrize("pair_leaves, end_s", [(True, 0.011), (False, 0.018)])
+def test_a_pair_waits_until_two_cores_are_free_at_once(pair_leaves, end_s):
+    """Two ranks compute 10 ms on 2 cores, their turns ending on the first 4 ms tick after half
+    an EEVDF slice (0.75 ms); a pair asks for two cores at 1 ms (its ranks placed at the mean
+    runtime, 1 ms) and gets them when both turns have ended (4 ms). The computing ranks are
+    then 3 ms ahead of the mean of 4 ranks, (4 + 4 + 1 + 1) / 4: not eligible.
+
+    The pair's ranks end after their 1 ms (5 ms): two ranks are left for 2 cores, and they
+    end their last 6 ms at 11 ms. Or the pair's ranks stay, waiting (polling): they take the
+    free cores until the others are eligible (7 ms), the computing ranks run to the 12 ms tick,
+    are 2.5 ms ahead again and wait out 5 ms (the pollers on both cores) for their last 1 ms:
+    18 ms, the cores shared fairly by 4 runnable ranks."""
     env = simpy.Environment()
     host = HostCores(env, 2, 0.004)
     got = []
@@ -80,13 +89,16 @@ def test_a_pair_waits_until_two_cores_are_free_at_once():
         yield from host.run(7, 0.001)
         host.release(7)
         host.release(8)
+        if pair_leaves:
+            host.leave(7)
+            host.leave(8)
 
     for r in (0, 1):
         env.process(computing(r))
     env.process(pair())
     env.run()
     assert got == [pytest.approx(0.004)]
-    assert env.now == pytest.approx(0.011)  # 20 ms of work and the pair's 1 ms, on 2 cores
+    assert env.now == pytest.approx(end_s)
 
 
 def test_a_rendezvous_copy_waits_for_a_core_a_computing_rank_holds():
@@ -125,8 +137,10 @@ def test_a_rendezvous_copy_waits_for_a_core_a_computing_rank_holds():
 
 def test_two_rendezvous_sends_to_one_receive_from_anyone_take_turns():
     """A server takes two pushes from any source on 3 ranks of 2 cores: both senders see its
-    receive posted, one copy takes it, and the other waits for the next; every core comes
-    back."""
+    receive posted, one copy takes it (0-1 ms), and the other waits for the next; every core
+    comes back. The server held a core through the first copy while the second sender had
+    none, so it posts its next receive only once eligible again: the second sender, polling
+    alone, has caught up (2 ms); that copy ends at 3 ms."""
 
     def program(rank):
         buf = np.zeros(250_000, np.float32)
@@ -149,7 +163,7 @@ def test_two_rendezvous_sends_to_one_receive_from_anyone_take_turns():
     sim.run([program(r) for r in range(3)])
     host = sim.cores[0]
     assert host.free == 2 and not host.turn_ends and not host.ready
-    assert sim.env.now == pytest.approx(2 * 1e6 / 1e9)  # the two copies one after the other
+    assert sim.env.now == pytest.approx(3 * 1e6 / 1e9)
 
 
 def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
@@ -179,7 +193,9 @@ def test_a_rank_back_from_a_wait_takes_the_core_of_one_that_computes_with_wakes_
     """Two cores, ranks 0 and 1 computing 6 ms from 0, rank 2 back from a wait at 1 ms for 0.5
     ms of work. With ``wakes_preempt`` (emulated hosts) it takes rank 0's core at once and ends
     at 1.5 ms; rank 0, first in line, gets it back then and ends 0.5 ms late. Without (shared
-    memory), rank 2 waits for the end of a turn (4 ms)."""
+    memory), rank 2 waits for the end of a turn (the 4 ms tick); rank 0, 1.5 ms ahead of the
+    mean then, takes the other core at once (no rank polls: nobody else would run there), and
+    rank 1 once rank 2 has ended (4.5 ms)."""
 
     def ends(wakes_preempt):
         env = simpy.Environment()
@@ -191,6 +207,7 @@ def test_a_rank_back_from_a_wait_takes_the_core_of_one_that_computes_with_wakes_
             yield from host.acquire(r, wake=bool(start))
             yield from host.run(r, work)
             host.release(r)
+            host.leave(r)
             done[r] = round(env.now, 9)
 
         for r, start, work in ((0, 0.0, 0.006), (1, 0.0, 0.006), (2, 0.001, 0.0005)):
@@ -403,11 +420,8 @@ REFILL_CASES = {  # turn, refill -> when each rank ends, and a later cold and wa
 }
 
 
-@pytest.mark.parametrize("wakes_preempt", [False, True])
 @pytest.mark.parametrize("turn_s, refill_s", list(REFILL_CASES))
-def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(
-    wakes_preempt, turn_s, refill_s
-):
+def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(turn_s, refill_s):
     """One core, two ranks of 6 ms of work each. Turns of 4 ms, a refill of 1 ms: rank 0 runs
     0-4 ms, rank 1 4-8 ms; rank 0 comes back to a core rank 1 used, so its last 2 ms take
     their share of the refill more, 2 * (1 + 1/6) ms (ends at 10.33 ms); rank 1 likewise, to
@@ -417,9 +431,16 @@ def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(
     Turns of 1 ms, a refill of 2 ms: back at 2 and 3 ms with 5 ms left each, cold, the rest
     takes 5 * (1 + 2/6) = 6.67 ms in turns of 1 ms; rank 0 ends at 14.67 ms, rank 1 at 15.33.
     Paid again each cold turn, a refill as long as a turn left no time for the work, and the
-    simulation never ended."""
+    simulation never ended. (Turns of a fixed length: an emulated host's, ``wakes_preempt``.)"""
     env = simpy.Environment()
-    host = HostCores(env, 1, turn_s, wakes_preempt, switch_s=refill_s)
+    host = HostCores(env, 1, turn_s, True, switch_s=refill_s)
+    assert _two_ranks_then_one_again(env, host) == REFILL_CASES[turn_s, refill_s]
+
+
+def _two_ranks_then_one_again(env, host):
+    """Ranks 0 and 1 run 6 ms each from 0 on ``host``; rank 0 comes back 10 ms after its end
+    (rank 1 ran on the core since: cold) for 2 ms, then at once for 2 ms more. When each
+    ended, and how long each of the two later runs took (``cold``, ``warm``)."""
     done = {}
 
     def rank(r):
@@ -429,8 +450,8 @@ def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(
         host.release(r)
         if r == 1:
             return
-        yield env.timeout(0.010)  # rank 1 ran on the core since: cold
-        for again in ("cold", "warm"):  # then off and on again with nobody on it meanwhile
+        yield env.timeout(0.010)
+        for again in ("cold", "warm"):
             yield from host.acquire(r)
             t0 = env.now
             yield from host.run(r, 0.002)
@@ -440,7 +461,7 @@ def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(
     for r in range(2):
         env.process(rank(r))
     env.run(until=1.0)
-    assert done == REFILL_CASES[turn_s, refill_s]
+    return done
 
 
 def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():
@@ -467,6 +488,7 @@ def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():
             1e9,
             ComputeModel(seconds_per_sample=1e-3),
             core_groups=[((0, 1), 1)],
+            time_slice_s=1.0,  # no turn ends within these steps
             switch_s=switch,
         )
         sim.run([program(node) for node in nodes])
@@ -476,3 +498,87 @@ def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():
     assert plain == pytest.approx([steps * 1e-3] * 2)
     # every compute but each rank's first comes back to the core after the other's
     assert switched == pytest.approx([steps * 1e-3 + (steps - 1) * switch_s] * 2)
+
+
+def test_a_rank_that_computes_without_pause_gets_its_share_beside_polling_ranks():
+    """One core, rank 0 computing 12 ms, ranks 1 and 2 waiting for messages (polling: in Linux
+    they stay runnable, so EEVDF gives each a third). Rank 0 runs to the first 4 ms tick after
+    half its 0.75 ms slice, is then 4 ms ahead of the mean 4/3 and waits (4 - 4/3) x 3 = 8 ms
+    while the pollers take the core; back at 12 ms for a whole slice, to the 16 ms tick; ahead
+    again by 8/3, it waits to 24 ms and ends its last 4 ms on the 28 ms tick."""
+    env = simpy.Environment()
+    host = HostCores(env, 1, 0.004)
+    assert host.eevdf_slice_s == pytest.approx(0.00075)
+    ended = []
+
+    def computing():
+        yield from host.acquire(0)
+        yield from host.run(0, 0.012)
+        ended.append(env.now)
+        host.release(0)
+        host.leave(0)
+
+    def polling(r):
+        yield from host.acquire(r)
+        host.release(r)  # waits for a message that never comes (the run ends with rank 0)
+
+    env.process(computing())
+    for r in (1, 2):
+        env.process(polling(r))
+    env.run()
+    assert ended == [pytest.approx(0.028)]
+
+
+def test_in_fair_turns_a_rank_back_on_a_core_after_another_ran_pays_the_refill():
+    """One core, two ranks of 6 ms, a refill of 1 ms, fair turns. Rank 0 runs to the 4 ms tick
+    and is 2 ms ahead of the mean; rank 1 runs to the 8 ms tick; rank 0, eligible again, comes
+    back cold: its last 2 ms take their share of the refill more (ends at 10.33 ms); rank 1,
+    equal then, waits in line and does the same (12.67 ms). Rank 0 comes back at 20.33 ms (the
+    two polled alike meanwhile): cold, the whole refill, 3 ms. Then it asks again at once,
+    1.5 ms ahead of the mean: it waits 3 ms for rank 1, polling, to catch up, and its 2 ms,
+    warm now, cross the 28 ms tick, where it is ahead again by 0.83 ms: 1.67 ms more."""
+    env = simpy.Environment()
+    host = HostCores(env, 1, 0.004, switch_s=0.001)
+    assert _two_ranks_then_one_again(env, host) == {
+        0: 0.010333333,
+        1: 0.012666667,
+        "cold": 0.003,
+        "warm": 0.003666667,
+    }
+
+
+def test_fairness_fills_the_free_cores_from_the_lowest_runtime_one_core_a_rank_at_most():
+    """Ranks 0 and 1 hold the 2 of 4 cores for 1 s; ranks 2, 3 and 4 poll from runtimes of 0,
+    0.5 and 3 s: the 2 free core-seconds raise rank 2 to 1 s (its most, one core), rank 3 to
+    1.5 s, and leave rank 4. Eligible: at most the mean; the others wait while the cores,
+    all busy, raise the mean by 4/5 a second."""
+    env = simpy.Environment()
+    fair = Fairness(env)
+    for rank, v in enumerate([0.0, 0.0, 0.0, 0.5, 3.0]):
+        fair.join(rank)
+        fair.v[rank] = v
+    env.run(until=1.0)
+    fair.advance({0, 1}, {2, 3, 4}, 4)
+    assert fair.v == pytest.approx({0: 1.0, 1: 1.0, 2: 1.0, 3: 1.5, 4: 3.0})
+    assert fair.mean() == pytest.approx(1.5)
+    assert fair.behind_s(4, 4) == pytest.approx((3.0 - 1.5) * 5 / 4)
+    assert fair.behind_s(0, 4) < 0  # eligible
+    assert [eevdf_slice(c) for c in (1, 2, 4, 8, 16)] == pytest.approx(
+        [0.00075, 0.0015, 0.00225, 0.003, 0.003]
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    runtimes=st.lists(st.floats(0.0, 10.0), min_size=1, max_size=12),
+    most=st.floats(0.001, 2.0),
+    share=st.floats(0.0, 1.0),
+)
+def test_the_fill_level_pours_exactly_the_free_core_seconds(runtimes, most, share):
+    """Raising each runtime below the level up to it, by ``most`` at most, pours the amount."""
+    from sim.cores import _fill_level
+
+    amount = share * most * len(runtimes)
+    level = _fill_level(runtimes, most, amount)
+    poured = sum(min(max(level - v, 0.0), most) for v in runtimes)
+    assert poured == pytest.approx(amount, rel=1e-9, abs=1e-9)

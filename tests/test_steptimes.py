@@ -138,10 +138,18 @@ def test_a_folder_that_is_not_a_run_is_one_line(tmp_path):
 
 # ---------------------------------------------------------------------------- in the simulator
 def _profile(
-    path, step_s, batch_size=100, ranks=2, cores=2, one_machine=True, costs=None, hot_loop=None
+    path,
+    step_s,
+    batch_size=100,
+    ranks=2,
+    cores=2,
+    one_machine=True,
+    costs=None,
+    hot_loop=None,
+    tick_s=None,
 ):
     """A profile holding constant step times ``step_s`` for the MLP (and cost models, and the
-    hot loop's fit: (seconds per step, seconds per sample))."""
+    hot loop's fit: (seconds per step, seconds per sample); and the scheduler's tick)."""
     times = StepTimes.from_samples(
         [step_s], batch_size=batch_size, ranks=ranks, cores=cores, model="mlp"
     )
@@ -155,6 +163,8 @@ def _profile(
         },
         "compute": {"steps": {"mlp": times.to_dict()}},
     }
+    if tick_s is not None:
+        document["cluster"]["time_slice_s"] = tick_s
     if hot_loop is not None:
         document["compute"]["seconds_per_step"] = {"mlp": hot_loop[0]}
         document["compute"]["seconds_per_sample"] = {"mlp": hot_loop[1]}
@@ -215,10 +225,10 @@ def test_empirical_compute_charges_the_measured_step_scaled_by_batch_and_cores(
 
 def test_four_ranks_on_two_cores_take_turns(tmp_path):
     """Message level, 4 ranks on the 2 cores of a one-machine profile: each computes its own
-    1.5 ms a step (shorter than a turn: never preempted), and two cores do four steps' work, so
-    an iteration lasts at least 3 ms; the turns waited for are in comm, as in a real rank's
-    MPI call."""
-    profile = _profile(tmp_path / "p.toml", 3e-3)
+    1.5 ms a step (the scheduler's ticks 1 s apart: never preempted), and two cores do four
+    steps' work, so an iteration lasts at least 3 ms; the turns waited for are in comm, as in
+    a real rank's MPI call."""
+    profile = _profile(tmp_path / "p.toml", 3e-3, tick_s=1.0)
     summary, out = _sim_run(
         tmp_path,
         *("--nodes", "4", "--algorithm", "allreduce", "--iterations", "10"),
@@ -353,8 +363,9 @@ def test_a_profile_brings_its_cost_models_and_flags_override_them(tmp_path):
 
 def test_a_parameter_server_has_its_own_code_timed_under_empirical_compute(tmp_path):
     """The server's update is in no measured step: it is timed in process (> 0), while each
-    worker's step is the measured one, exactly (the steps are shorter than a turn)."""
-    profile = _profile(tmp_path / "p.toml", 3e-3)
+    worker's step is the measured one, exactly (the scheduler's ticks 1 s apart: no turn ends
+    within a step)."""
+    profile = _profile(tmp_path / "p.toml", 3e-3, tick_s=1.0)
     _, out = _sim_run(
         tmp_path,
         "--nodes",
