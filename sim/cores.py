@@ -7,8 +7,8 @@ never idle and each of the five ranks held them 19.2-20.7 % of the time, 2/5 of 
 though computing took a quarter of the cores' time; a waiting rank mostly held a core 1-3 us
 before it yielded, but 31 % of its polling was in stretches of over 1 ms while ranks with
 work waited; one gradient in six lost its core, for 1-7 ms (the ranks off their cores 14-32 %
-of their gradients' wall time). That is EEVDF's fair share with polling ranks as runnable as working
-ones, so the model (`Fairness`):
+of their gradients' wall time). That is EEVDF's fair share with polling ranks as runnable as
+working ones, so the model (`Fairness`):
 
 - every rank has a virtual runtime ``v``, its seconds on a core; a core that no rank works on
   runs the ranks that poll, lowest ``v`` first; the mean of all, ``V``, moves at cores / ranks
@@ -23,11 +23,19 @@ ones, so the model (`Fairness`):
 
 A short compute right after a wait so mostly runs to its end, while work without pause gets its
 rank's share; a message to a rank off its core waits until that rank is eligible and a core is
-free. Against the round-robin turns it replaced (a waiting rank taking no core, a turn 4 ms
-from its grant), on the same measurements (docs/validation.md, 2026-12-01): study 1 at 3 and 5
-processes 0.88 and 0.85 of the measured step time (before: 0.81 and 0.64; at 5 the gradients
-had never lost their cores); 4 ranks on 2 cores, 8 configurations, median |error| 8.5 % and
-worst 17.8 % (before: 9.4-11.8 % and 20.6-21.6 %), compute -12.9..+7.0 % (before -22.5..+1.3).
+free. A rendezvous copy between two ranks of the host moves while its sender holds a core and
+its receiver is eligible: MPICH's copy alternates between them and one core does it (the
+backend's `_copy_on_cores`).
+
+Against the round-robin turns it replaced (a waiting rank took no core, a turn ran 4 ms from
+its grant, and a copy needed two cores at once), each simulating the same measurements
+(docs/validation.md, 2026-12-01): 4 ranks on 2 cores, 8 configurations, three rounds, median
+|error| 12.6, 7.7 and 6.4 % (before: 9.4, 8.1 and 7.2 %), mean 12.8, 9.9 and 7.1 % (10.6, 9.7
+and 10.2 %); study 1's parameter server at 3 processes -11 % (-17 %), at 5 -15 and -27 % in
+one pair of measured runs, -25 and -27 % in another (-26 to -36 %). With a copy needing two
+cores at once and the fair share, study 1 at 5 came to -1 and -15 %, but the synchronous
+server at 4 ranks to +14, +41 and +53 %: there a worker took its weights while another
+computed (measured), and the model made it wait for that core.
 
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
@@ -225,11 +233,11 @@ class HostCores:
         """Whether ``rank`` is on a core now."""
         return rank in self.turn_ends
 
-    def acquire(self, *ranks, wake=False, first=False, exempt=None):
+    def acquire(self, *ranks, wake=False, first=False):
         """Process step: wait for a core for each of ``ranks`` that has none, all at once
         (behind the requests already waiting), then each holds its core for a turn; returns
-        the ranks it put on a core. Two ranks: a copy through shared memory, which moves only
-        while sender and receiver are both on a core. ``wake``: one rank whose message came,
+        the ranks it put on a core (several: cores for all of them at once, or none; the
+        backend asks for one at a time). ``wake``: one rank whose message came,
         which with ``wakes_preempt`` takes the core of a rank in `run` if none is free, else
         goes first in line (as does a rank with ``first``: one that was preempted)."""
         if len(ranks) > self.cores:
@@ -239,7 +247,7 @@ class HostCores:
                 if rank not in self.fair.v:
                     self._account()
                     self.fair.join(rank)
-            off = [rank for rank in ranks if rank not in self.turn_ends and rank != exempt]
+            off = [rank for rank in ranks if rank not in self.turn_ends]
             yield from self._until_eligible(off)
             if all(rank in self.turn_ends for rank in ranks):  # given a core meanwhile
                 return ()
@@ -274,6 +282,15 @@ class HostCores:
         if self.fair is not None:
             self.fair.advance(self.turn_ends, self._polling(), self.cores)
 
+    def until_eligible(self, rank):
+        """Process step: wait until ``rank``, off its core, is eligible for one (now if it
+        holds one, or the cores are not shared fairly)."""
+        if self.fair is not None:
+            if rank not in self.fair.v:
+                self._account()
+                self.fair.join(rank)
+            yield from self._until_eligible([rank])
+
     def _until_eligible(self, ranks):
         """Process step: wait until each of ``ranks`` (none on a core) is eligible for one:
         until the others have caught up with its runtime, or a core is free that no rank
@@ -286,7 +303,7 @@ class HostCores:
             if wait <= _EPS_S:
                 return
             told = self.env.event()  # True: a core is its (`_offer`); False: look again
-            for rank in ranks:  # (a pair's receiver may wait in its own acquire too)
+            for rank in ranks:  # (a receiver may wait in its own acquire and a copy's too)
                 self._ineligible.setdefault(rank, []).append(told)
             self._offer()  # a core no one else would run
             try:
@@ -351,7 +368,7 @@ class HostCores:
         self.free -= len(granted)
         for rank in granted:
             self.turn_ends[rank] = self._turn_end(rank)
-            self._tell(rank, True)  # (waiting to be eligible, put on a core by a pair's grant)
+            self._tell(rank, True)  # (waiting to be eligible, given a core by `_offer`)
             if self._left_at.pop(rank, self._granted) < self._granted:
                 self._cold.add(rank)  # another rank had a core meanwhile: its caches are gone
             self._granted += 1
