@@ -29,13 +29,16 @@ backend's `_copy_on_cores`).
 
 Against the round-robin turns it replaced (a waiting rank took no core, a turn ran 4 ms from
 its grant, and a copy needed two cores at once), each simulating the same measurements
-(docs/validation.md, 2026-12-01): 4 ranks on 2 cores, 8 configurations, three rounds, median
-|error| 12.6, 7.7 and 6.4 % (before: 9.4, 8.1 and 7.2 %), mean 12.8, 9.9 and 7.1 % (10.6, 9.7
-and 10.2 %); study 1's parameter server at 3 processes -11 % (-17 %), at 5 -15 and -27 % in
-one pair of measured runs, -25 and -27 % in another (-26 to -36 %). With a copy needing two
-cores at once and the fair share, study 1 at 5 came to -1 and -15 %, but the synchronous
-server at 4 ranks to +14, +41 and +53 %: there a worker took its weights while another
-computed (measured), and the model made it wait for that core.
+(docs/validation.md, 2026-12-01): study 2's synchronous server with two workers of the CNN, 3
+ranks on 2 cores, 97.7 ms a step measured, 91.7 simulated (before: 50.6; the workers' compute
+73-83 ms measured, 84-88 simulated, 44-47 before, 44.5 ms calibrated on 2 ranks), the
+asynchronous 38.4 ms against 43.9 (24.6); study 1's parameter server at 5 processes, three
+pairs of measured runs, -26/-27, -15/-27 and +2/+17 % (before: -36/-37, -26/-36 and -12/+1 %),
+at 3 processes -11/-11 and -4/-5 % (-17/-18, -5/-6 %); 4 ranks on 2 cores, 8 configurations,
+four rounds, median |error| 12.6, 7.7, 6.4 and 13.4 % (before: 9.4, 8.1, 7.2 and 5.2 %). With a
+copy needing two cores at once and the fair share, study 1 at 5 came to -1 and -15 %, but the
+synchronous server at 4 ranks to +14, +41 and +53 %: there a worker took its weights while
+another computed (measured), and the model made it wait for that core.
 
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
@@ -50,18 +53,8 @@ most ``switch_s`` more a run. Without it, 4 ranks on 2 cores computed 10-23 % le
 in every configuration; with it, -12 to +7 % (docs/validation.md).
 
 Not modelled: Linux's run queues are per core, and it places ranks on them and moves them (the
-trace: each rank on one core for 0.1-0.5 s at a time); the model pools the host's cores. Pinned
-to one core beside a computing process (2026-11-27), a rank waiting in
-MPICH's ``Recv`` or in `real.backend.probe` took half the core (a CNN step 61 -> 133 ms, the
-MLP's 2.1 -> 3.5 ms), as an earlier machine of this kind showed (a 13.4 ms kernel 24.1 ms),
-while a Python process polling and yielding took 1-3 %. Unpinned, as runs are, three
-processes on the 2 cores (a parameter server and two workers of 60 ms CNN steps) ran as this
-model says: synchronous 86.5 ms a step measured, 85.4 simulated; asynchronous 4.25 s against
-4.47 on the server's clock. Waiting ranks taking turns against work longer than a turn (the
-pinned picture) made the same runs 1.75-2.1x too slow, and waiting ranks that keep their
-cores to their turn's end and hand them at once to a waiting rank whose message came made
-the shared-memory servers of 4 ranks 35-37 % too fast; neither is kept. Nor is MPICH's
-``Probe`` modelled, which polls without yielding: a rank in it keeps its core for its whole
+trace: each rank on one core for 0.1-0.5 s at a time); the model pools the host's cores. Nor
+is MPICH's ``Probe``, which polls without yielding: a rank in it keeps its core for its whole
 turn, which is why ``real.backend`` waits in a yielding loop instead (`real.backend.probe`);
 measured with ``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers
 most.
