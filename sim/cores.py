@@ -30,15 +30,13 @@ backend's `_copy_on_cores`).
 Against the round-robin turns it replaced (a waiting rank took no core, a turn ran 4 ms from
 its grant, and a copy needed two cores at once), each simulating the same measurements
 (docs/validation.md, 2026-12-01): study 2's synchronous server with two workers of the CNN, 3
-ranks on 2 cores, 97.7 ms a step measured, 91.7 simulated (before: 50.6; the workers' compute
-73-83 ms measured, 84-88 simulated, 44-47 before, 44.5 ms calibrated on 2 ranks), the
-asynchronous 38.4 ms against 43.9 (24.6); study 1's parameter server at 5 processes, three
-pairs of measured runs, -26/-27, -15/-27 and +2/+17 % (before: -36/-37, -26/-36 and -12/+1 %),
-at 3 processes -11/-11 and -4/-5 % (-17/-18, -5/-6 %); 4 ranks on 2 cores, 8 configurations,
-four rounds, median |error| 12.6, 7.7, 6.4 and 13.4 % (before: 9.4, 8.1, 7.2 and 5.2 %). With a
-copy needing two cores at once and the fair share, study 1 at 5 came to -1 and -15 %, but the
-synchronous server at 4 ranks to +14, +41 and +53 %: there a worker took its weights while
-another computed (measured), and the model made it wait for that core.
+ranks on 2 cores, 97.7 and 85.8 ms a step measured, 93.1 and 96.2 simulated (before: 50.6 and
+54.2; the workers' compute 73-83 ms measured, 84-88 simulated, 44-47 before, 44.5 ms calibrated
+on 2 ranks), the asynchronous +15 and +0.4 % (-36 and -44 %); study 1's parameter server at 5
+processes, 8 runs, mean |error| 19 % (20 %), mean +8 % (-17 %); 4 ranks on 2 cores, 8
+configurations, five rounds, mean |error| 11.5, 10.0, 6.1, 9.8 and 7.6 % (10.6, 9.7, 10.2, 8.3
+and 10.1 %), the synchronous server now too fast (-10 to -35 %): one core a copy is too fast
+for it, two cores at once (tried) too slow (+14 to +53 %).
 
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
 work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
