@@ -142,7 +142,7 @@ class Fairness:
     up, ``V`` moving at cores / ranks a second while every core runs someone."""
 
     def __init__(self, env):
-        self.env, self.v, self._t = env, {}, env.now
+        self.env, self.v, self.since = env, {}, env.now  # since: the runtimes are as of then
 
     def join(self, rank):
         """A rank that starts (at the mean, as Linux places a new task)."""
@@ -159,7 +159,7 @@ class Fairness:
         """Bring every ``v`` to now: each rank of ``holding`` held a core since the last call,
         and the cores they left ran the ranks of ``polling``, filled from the lowest ``v``."""
         now, v = self.env.now, self.v
-        spent, self._t = now - self._t, now
+        spent, self.since = now - self.since, now
         if spent <= 0:
             return
         for rank in holding:
@@ -235,9 +235,7 @@ class HostCores:
             raise ValueError(f"{len(ranks)} ranks cannot run at once on {self.cores} cores")
         if self.fair is not None:
             for rank in ranks:
-                if rank not in self.fair.v:
-                    self._account()
-                    self.fair.join(rank)
+                self._join(rank)
             off = [rank for rank in ranks if rank not in self.turn_ends]
             yield from self._until_eligible(off)
             if all(rank in self.turn_ends for rank in ranks):  # given a core meanwhile
@@ -269,17 +267,22 @@ class HostCores:
             raise
 
     def _account(self):
-        """Bring the fair share's runtimes to now, before who holds a core or polls changes."""
-        if self.fair is not None:
+        """Bring the fair share's runtimes to now, before who holds a core or polls changes
+        (nothing to do, nor any set to make, if they are as of now already)."""
+        if self.fair is not None and self.env.now > self.fair.since:
             self.fair.advance(self.turn_ends, self._polling(), self.cores)
+
+    def _join(self, rank):
+        """``rank`` starts sharing the cores fairly, if it has not yet."""
+        if rank not in self.fair.v:
+            self._account()
+            self.fair.join(rank)
 
     def until_eligible(self, rank):
         """Process step: wait until ``rank``, off its core, is eligible for one (now if it
         holds one, or the cores are not shared fairly)."""
         if self.fair is not None:
-            if rank not in self.fair.v:
-                self._account()
-                self.fair.join(rank)
+            self._join(rank)
             yield from self._until_eligible([rank])
 
     def _until_eligible(self, ranks):
