@@ -76,9 +76,13 @@ def probe(comm, source, tag, status):
 def trace_marker():
     """With ``TWINSGD_TRACE_MARKS=1`` (set by `twinsgd.analysis.schedtrace`), tracefs's
     ``trace_marker`` opened for writing: each rank marks the kernel's trace as a Compute begins
-    and ends; else (or where it cannot be opened) None."""
+    and ends; else (or where it cannot be opened) None. On an emulated host, whose ``ip netns
+    exec`` mounts a /sys without tracefs, `real.cluster` opens it before and passes it on
+    (``TWINSGD_TRACE_MARKS_FD``)."""
     if os.environ.get("TWINSGD_TRACE_MARKS") != "1":
         return None
+    if "TWINSGD_TRACE_MARKS_FD" in os.environ:
+        return int(os.environ["TWINSGD_TRACE_MARKS_FD"])
     try:
         return os.open("/sys/kernel/tracing/trace_marker", os.O_WRONLY)
     except OSError:

@@ -305,6 +305,10 @@ def _enter(argv):
     hostname, cgroup, name, *command = argv
     try:
         netns.enter_host(hostname, None if cgroup == "-" else cgroup)
+        if os.environ.get("TWINSGD_TRACE_MARKS") == "1":  # (schedtrace's, before /sys goes)
+            marker = os.open("/sys/kernel/tracing/trace_marker", os.O_WRONLY)
+            os.set_inheritable(marker, True)
+            os.environ["TWINSGD_TRACE_MARKS_FD"] = str(marker)
         os.execvp("ip", ["ip", "netns", "exec", name, *command])
     except OSError as err:
         print(f"python -m real.cluster: {hostname}: {err}", file=sys.stderr)

@@ -202,10 +202,10 @@ class Simulator:
         turns ending on ticks of ``time_slice_s`` (`sim.cores`): compute, own code and moving
         bytes need a core, a rank gives it up while it waits (polling) for a message that has
         not come, and needs it back, and its fair share, to go on.
-    wakes_preempt : bool
-        The ranks of ``core_groups`` hold no core in a communication call, and their message
-        puts them back on one at once, ahead of ranks that compute (an emulated cluster's MPI
-        over TCP, as measured; `sim.cores`).
+    over_tcp : bool
+        The ranks of ``core_groups`` talk over TCP (an emulated cluster): each stays on one
+        core of its host in plain turns with the others there (`sim.cores.shared_cores`,
+        ``pinned``), and holds no core in a communication call (the kernel moves its bytes).
     switch_s : float
         Seconds the next compute of a rank of ``core_groups`` takes more when it comes back to
         a core after other ranks ran on the cores: its caches refilled (`sim.cores`; measured
@@ -235,7 +235,7 @@ class Simulator:
         wire=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
-        wakes_preempt=False,
+        over_tcp=False,
         switch_s=0.0,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
@@ -256,7 +256,8 @@ class Simulator:
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
         # rank -> HostCores
-        self.cores = shared_cores(self.env, core_groups, time_slice_s, wakes_preempt, switch_s)
+        self.cores = shared_cores(self.env, core_groups, time_slice_s, over_tcp, switch_s)
+        self.over_tcp = over_tcp
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self.entry_barrier = entry_barrier
         self.collectives = collectives
@@ -428,7 +429,7 @@ class Simulator:
             and not measured
             and not self.faults.active
         )
-        off_core = host is not None and host.wakes_preempt  # no core in a call (`sim.cores`)
+        off_core = host is not None and self.over_tcp  # no core in a call (`sim.cores`)
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
             closed_form = None  # message-level collectives: the handler's generator
@@ -484,14 +485,14 @@ class Simulator:
                 elif closed_form is not None and type(op) is Allreduce:  # no generator a step
                     yield closed_form.enter(node, op, env.now)
                     reply = closed_form.reduced(op, node.size)
-                elif off_core:  # over TCP: no core in the call, back on one at once after
+                elif off_core:  # over TCP: no core in the call, back on its own after
                     host.release(rank)
                     try:
                         reply = yield from handlers[type(op)](node, op)
                     except simpy.Interrupt:  # it goes on (or fails) on a core, as `_blocked`
-                        yield from host.acquire(rank, wake=True)
+                        yield from host.acquire(rank)
                         raise
-                    yield from host.acquire(rank, wake=True)
+                    yield from host.acquire(rank)
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:
@@ -530,15 +531,15 @@ class Simulator:
         host's cores gives its core up while the event has not happened, and waits for one
         again after."""
         host = self.cores.get(node.rank)
-        if host is None or host.wakes_preempt or event.triggered:  # (no core in a call there)
+        if host is None or self.over_tcp or event.triggered:  # (no core in a call there)
             return (yield event)
         host.release(node.rank)
         try:
             message = yield event
         except simpy.Interrupt:
-            yield from host.acquire(node.rank, wake=True)  # it goes on (or fails) on a core
+            yield from host.acquire(node.rank)  # it goes on (or fails) on a core
             raise
-        yield from host.acquire(node.rank, wake=True)
+        yield from host.acquire(node.rank)
         return message
 
     def _compute(self, node, op):
@@ -707,7 +708,7 @@ class Simulator:
             (host := self.cores.get(node.rank))
             and self.cores.get(op.dest) is host
             and host.cores > 1
-            and not host.wakes_preempt  # (over TCP the kernel holds the bytes: no copy on cores)
+            and not self.over_tcp  # (over TCP the kernel holds the bytes: no copy on cores)
         ):
             yield from self._copy_on_cores(node, op, host)  # (on one core they take turns)
         else:  # rendezvous: its bytes move once the receiver has posted its receive (MPI's

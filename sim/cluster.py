@@ -68,7 +68,7 @@ class Cluster:
     slowdown: float
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
-    wakes_preempt: bool  # a message puts its rank on a core at once (emulated hosts; `sim.cores`)
+    over_tcp: bool  # ranks of emulated hosts: one core each, plain turns there (`sim.cores`)
     switch_s: float  # a compute back on a shared core after others ran: its refill (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
@@ -136,12 +136,8 @@ class Cluster:
         )
         turns = "; ".join(
             f"{len(ranks)} ranks on {cores} core(s), "
-            + (
-                f"turns of {1e3 * self.time_slice_s:g} ms"
-                if self.wakes_preempt
-                else f"fair share, {1e3 * eevdf_slice(cores):g} ms slices on "
-                f"{1e3 * self.time_slice_s:g} ms ticks"
-            )
+            + ("turns on each core's ranks" if self.over_tcp else "fair share")
+            + f", {1e3 * eevdf_slice(cores):g} ms slices on {1e3 * self.time_slice_s:g} ms ticks"
             for ranks, cores in self.core_groups[:2]
         )
         costs = f"measured costs {'+'.join(sorted(self.costs))}" if self.costs else "alpha-beta"
@@ -191,11 +187,11 @@ class Cluster:
                 {"ranks": len(ranks), "cores": cores} for ranks, cores in self.core_groups[:4]
             ],
             "time_slice_s": self.time_slice_s if self.core_groups else None,
-            "wakes_preempt": self.wakes_preempt if self.core_groups else None,
+            "over_tcp": self.over_tcp if self.core_groups else None,
             "switch_s": self.switch_s if self.core_groups else None,
             "eevdf_slice_s": (
                 [eevdf_slice(cores) for _, cores in self.core_groups[:4]]
-                if self.core_groups and not self.wakes_preempt
+                if self.core_groups
                 else None
             ),
             "collectives": self.collectives,
@@ -368,7 +364,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         slowdown=slowdown,
         core_groups=groups,
         time_slice_s=(profile.time_slice_s if profile else None) or DEFAULT_SLICE_S,
-        wakes_preempt=wakes_preempt(profile),
+        over_tcp=over_tcp(profile),
         switch_s=(profile.switch_seconds(model_name) if profile else 0.0) if groups else 0.0,
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
@@ -499,17 +495,17 @@ def network_costs(options, profile, programs=True):
 def core_groups(options, profile, ranks, ranks_per_host):
     """Hosts whose ranks take turns on fewer cores (`sim.cores`): ``((ranks, cores), ...)``,
     each a range of ranks and its host's cores. Every rank of a one-machine profile's run shares
-    that machine's ``[cluster] cores`` (unless --ranks-per-host places them); else each host of
-    --ranks-per-host R on --cores-per-host C < R (or the profile's cores). None for the closed
-    forms and the analytic engine, which slow compute by the cores' share instead. An emulated
-    cluster's profile (token buckets, MPI over TCP) puts its hosts' ranks on the machine's
-    cores too, where a message puts its rank on a core at once (`wakes_preempt`)."""
+    that machine's ``[cluster] cores`` (unless --ranks-per-host places them on hosts of their
+    own); else each host of --ranks-per-host R on --cores-per-host C < R (or the profile's
+    cores). An emulated cluster's hosts are all on its one machine: however many ranks each
+    holds, the run's ranks share that machine's cores. None for the closed forms and the
+    analytic engine, which slow compute by the cores' share instead."""
     if options.collectives != "message" or getattr(options, "engine", "events") != "events":
         return ()
     cores = options.cores_per_host or (profile.cores if profile else None)
     if not cores:
         return ()
-    if profile is not None and profile.one_machine and ranks_per_host == 1:
+    if profile is not None and profile.one_machine and (ranks_per_host == 1 or over_tcp(profile)):
         return ((range(ranks), cores),) if ranks > cores else ()
     if ranks_per_host <= cores:
         return ()
@@ -517,10 +513,11 @@ def core_groups(options, profile, ranks, ranks_per_host):
     return tuple((host, cores) for host in hosts if len(host) > cores)
 
 
-def wakes_preempt(profile):
-    """Whether a message puts its rank on a shared core at once and a rank holds none while it
-    communicates (`sim.cores`): an emulated cluster's ranks (MPI over TCP), as measured; not
-    ranks that talk through shared memory, which wait for their turn."""
+def over_tcp(profile):
+    """Whether the profile's ranks talk over TCP between emulated hosts on one machine (its
+    token-bucket shaper): they keep to one core each, in plain turns there, and hold none in a
+    call (`sim.cores`); not ranks that talk through shared memory, which share the cores
+    fairly."""
     return bool(profile is not None and profile.shaper)
 
 

@@ -57,21 +57,26 @@ turn, which is why ``real.backend`` waits in a yielding loop instead (`real.back
 measured with ``Probe``, 4 ranks on 2 cores had come out 12-57 % fast, the parameter servers
 most.
 
-Ranks that talk over TCP (an emulated cluster: MPICH's sockets) keep round-robin turns of
-``slice_s`` from their grant, fitted to them: they spin while they wait as well
-(what follows was fitted to measurements taken while ``real.backend`` waited in ``Probe``; taken
-without it, on 2026-11-27, 4 hosts came to 11.0 % with ``wakes_preempt`` and 13.8 % without):
-a 2 s receive took 2 s of CPU (half of it in the kernel, no voluntary switch), on the emulated
-cluster as on shared memory (2026-11-27). Yet there the measured runs go as if a rank whose
-message has come is put on a core at once, ahead of the ranks that compute (``wakes_preempt``:
-it takes the core of the rank furthest into its turn, which goes first in line for the next),
-and as if a rank held no core while the kernel moves its bytes. Why is not established (TCP's
-interrupts, the qdisc's timers and the kernel's share of the sends are candidates); it is kept
-because it reproduces the measurements best. Four hosts on 2 cores (8 configurations, one
-run's measurements simulated again): a message waiting out a computing rank's turn made
-them 48-55 % too slow; compute slowed by the cores' share, every rank at half speed at once
-where the measured ranks take turns of whole steps, gave a median |error| of 16.1 % (their
-wait at the next barrier 0.9 ms a step measured, 0.16 simulated); this, 11.3 %.
+Ranks that talk over TCP (an emulated cluster: hosts as network namespaces on this machine,
+MPICH over sockets) are modelled as Linux's per-core run queues hold them (``shared_cores(...,
+pinned=True)``): each rank stays on one core, the host's ranks in blocks (4 ranks on 2 cores: 0
+and 1 on the first, 2 and 3 on the second); on its core, a rank with work (compute, its own
+code) runs until the first tick after its slice and then goes behind the ranks of that core that
+wait with work; a rank in a call holds no core (the kernel moves its bytes) and a waiting rank
+takes none (it polls and yields, and a yield in Linux 6.12 on forfeits the rest of its slice:
+``yield_task_fair``). Traced here (`twinsgd.analysis.schedtrace` through `real.cluster`,
+2026-12-01): the ring allreduce of 4 emulated hosts over 1 Gbit/s, cores never idle, 78 % of
+their time held by ranks not computing in stretches of 2-15 us; the ranks' gradients began in
+two pairs 1.7-2.4 ms apart (the median iteration; 0 and 2 first, or 1 and 3), each pair's
+gradient about as long as one alone: the ranks of one core, then the other's. The model before
+had all four begin within 0.12 ms and two of them wait a turn. Against the 8 configurations at
+4 hosts on 2 cores (1 Gbit/s, one round's measurements simulated twice by each model), the
+compute's median |error| 14-17 % (the allreduces -5 to -6 %), where the round-robin turns
+that let a message put its rank on a core at once (``wakes_preempt``, fitted and unexplained,
+the model before) gave 23-29 % (+20 to +31 %), the totals' median 7-8 % against 7-11 %; the
+pooled fair share of shared memory made the allreduces' communication 35-50 % too slow (a
+message waited for a turn). Which ranks share a core is Linux's choice and changes now and
+then (the trace: 0.1-0.5 s at a time); the blocks are a fixed guess.
 
 Examples
 --------
@@ -178,16 +183,16 @@ class Fairness:
 
 class HostCores:
     """The ``cores`` cores of one host, shared by its ranks in turns that end on ticks of
-    ``slice_s`` seconds, each rank getting its fair share (`Fairness`; the module's notes).
+    ``slice_s`` seconds: each rank getting its fair share (`Fairness`; the module's notes) or,
+    not ``fair``, in plain turns among the ranks with work (a rank that waits takes no core: one
+    core's run queue, `shared_cores` with ``pinned``).
 
     A rank calls `acquire` before it runs (it may wait its turn, and to be eligible), `run` for
     seconds of work (preempted at the end of each turn), `release` when it blocks and `leave`
     when its program ends. ``eevdf_slice_s``: a rank's slice, by default Linux's for
-    ``cores`` (`eevdf_slice`). ``wakes_preempt`` (ranks over TCP): turns of ``slice_s`` from
-    the grant, no fair share, and a rank back from a wait (``acquire(rank, wake=True)``: its
-    message has come) takes a core from a rank in `run` if none is free (the module's notes).
-    ``switch_s``: what a rank's next `run` takes more when it is back on a core after other
-    ranks were granted one since it left its own (its caches refilled; the module's notes).
+    ``cores`` (`eevdf_slice`). ``switch_s``: what a rank's next `run` takes more when it is
+    back on a core after other ranks were granted one since it left its own (its caches
+    refilled; the module's notes).
     """
 
     def __init__(
@@ -195,7 +200,7 @@ class HostCores:
         env,
         cores,
         slice_s=DEFAULT_SLICE_S,
-        wakes_preempt=False,
+        fair=True,
         switch_s=0.0,
         eevdf_slice_s=None,
     ):
@@ -206,10 +211,8 @@ class HostCores:
                 f"{cores}, {slice_s}, {switch_s} and {eevdf_slice_s}"
             )
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
-        self.wakes_preempt, self.switch_s = wakes_preempt, switch_s
-        self.eevdf_slice_s = eevdf_slice_s
-        # shared memory: every rank stays runnable, so turns follow EEVDF's fair share
-        self.fair = None if wakes_preempt else Fairness(env)
+        self.switch_s, self.eevdf_slice_s = switch_s, eevdf_slice_s
+        self.fair = Fairness(env) if fair else None
         self._queued = set()  # ranks of the requests in ``ready``
         self._ineligible = {}  # rank waiting to be eligible -> the events that let it go early
         self._preempted = set()  # ranks whose next grant starts a whole slice
@@ -218,19 +221,16 @@ class HostCores:
         self._cold = set()  # ranks back on a core after others ran: their next work refills
         self.ready = deque()  # (ranks, event) of the requests waiting, first come first
         self.turn_ends = {}  # rank -> when its turn on the core it holds ends
-        self._working = {}  # rank in `run` -> the event that preempts it (wakes_preempt)
 
     def holds(self, rank):
         """Whether ``rank`` is on a core now."""
         return rank in self.turn_ends
 
-    def acquire(self, *ranks, wake=False, first=False):
+    def acquire(self, *ranks):
         """Process step: wait for a core for each of ``ranks`` that has none, all at once
         (behind the requests already waiting), then each holds its core for a turn; returns
         the ranks it put on a core (several: cores for all of them at once, or none; the
-        backend asks for one at a time). ``wake``: one rank whose message came,
-        which with ``wakes_preempt`` takes the core of a rank in `run` if none is free, else
-        goes first in line (as does a rank with ``first``: one that was preempted)."""
+        backend asks for one at a time)."""
         if len(ranks) > self.cores:
             raise ValueError(f"{len(ranks)} ranks cannot run at once on {self.cores} cores")
         if self.fair is not None:
@@ -242,18 +242,10 @@ class HostCores:
                 return ()
         if not self.ready and self._fits(ranks):
             return self._grant(ranks)
-        wake = wake and self.wakes_preempt
-        if wake and (self._fits(ranks) or self._working):  # ahead of the line
-            if not self._fits(ranks):
-                self._preempt()
-            return self._grant(ranks)
         turn = self.env.event()
         self._account()
         self._queued.update(ranks)
-        if wake or first:
-            self.ready.appendleft((ranks, turn))
-        else:
-            self.ready.append((ranks, turn))
+        self.ready.append((ranks, turn))
         try:
             return (yield turn)
         except BaseException:  # interrupted (a fault): leave the queue or give the cores back
@@ -344,14 +336,6 @@ class HostCores:
             for waiting in list(self._ineligible):  # fewer ranks share: a new mean
                 self._tell(waiting, False)
 
-    def _preempt(self):
-        """Take the core of the rank in `run` furthest into its turn (its core is free now)."""
-        rank = min(self._working, key=self.turn_ends.__getitem__)
-        self._working.pop(rank).succeed()
-        del self.turn_ends[rank]
-        self._left_at[rank] = self._granted
-        self.free += 1
-
     def _fits(self, ranks):
         return sum(rank not in self.turn_ends for rank in ranks) <= self.free
 
@@ -369,14 +353,12 @@ class HostCores:
         return granted
 
     def _turn_end(self, rank):
-        """When the turn of ``rank``, granted a core now, ends: a tick after it (``wakes_
-        preempt``); else the first tick (a multiple of ``slice_s``) after its EEVDF slice, a
-        whole one back from a preemption, else half (its core came to it while it polled,
-        part of the slice gone: the mean)."""
+        """When the turn of ``rank``, granted a core now, ends: the first tick (a multiple of
+        ``slice_s``) after its EEVDF slice; in the fair share a whole one back from a
+        preemption, else half (its core came to it while it polled, part of the slice gone:
+        the mean), and in plain turns a whole one (a rank that polled forfeited its slice)."""
         now = self.env.now
-        if self.fair is None:
-            return now + self.slice_s
-        whole = rank in self._preempted
+        whole = self.fair is None or rank in self._preempted
         self._preempted.discard(rank)
         end = now + (self.eevdf_slice_s if whole else self.eevdf_slice_s / 2)
         return math.ceil(end / self.slice_s - 1e-9) * self.slice_s
@@ -417,8 +399,6 @@ class HostCores:
         of its turns it goes behind the ranks waiting for one, if any."""
         env, work = self.env, seconds
         seconds, paid = self._refill(rank, seconds, work, False)
-        if self.wakes_preempt:
-            return (yield from self._run_preemptible(rank, seconds, work, paid))
         while True:
             left = self.turn_ends[rank] - env.now
             if seconds <= left:
@@ -428,42 +408,19 @@ class HostCores:
             if left > 0:
                 yield env.timeout(left)
                 seconds -= left
-            if len(self.fair.v) <= self.cores:  # a core for every rank left: on it goes
+            if not self._others_wait():  # on it goes
                 self.turn_ends[rank] = self._turn_end(rank)
                 continue
-            self.release(rank)  # the others are runnable: its turn is over
+            self.release(rank)  # its turn is over
             self._preempted.add(rank)
-            yield from self.acquire(rank)  # once eligible again
+            yield from self.acquire(rank)  # (once eligible again, in the fair share)
             seconds, paid = self._refill(rank, seconds, work, paid)
 
-    def _run_preemptible(self, rank, seconds, work, paid):
-        """`run` where a rank back from a wait may take the core (``wakes_preempt``): the work
-        stops there and goes on when the rank is back on a core, first in line."""
-        env = self.env
-        while seconds > 0:
-            step = min(seconds, self.turn_ends[rank] - env.now)
-            if step > 0:
-                t0, preempted = env.now, env.event()
-                self._working[rank] = preempted
-                try:
-                    yield env.timeout(step) | preempted
-                finally:
-                    if self._working.get(rank) is preempted:
-                        del self._working[rank]
-                if preempted.triggered:  # its core taken (`_preempt`): the rest after
-                    seconds -= env.now - t0
-                    yield from self.acquire(rank, first=True)
-                    seconds, paid = self._refill(rank, seconds, work, paid)
-                    continue
-                seconds -= step
-            if seconds <= 0:
-                return
-            if self.ready:  # its turn is over and others wait
-                self.release(rank)
-                yield from self.acquire(rank)
-                seconds, paid = self._refill(rank, seconds, work, paid)
-            else:
-                self.turn_ends[rank] = env.now + self.slice_s
+    def _others_wait(self):
+        """Whether a rank that ends its turn gives its core up: in the fair share, while more
+        ranks share the cores than there are (they are all runnable, polling or not); in plain
+        turns, while a rank with work waits for a core."""
+        return len(self.fair.v) > self.cores if self.fair is not None else bool(self.ready)
 
     def _hand_on(self):
         """Give free cores to the requests first in line, as long as the first one's fit."""
@@ -472,12 +429,22 @@ class HostCores:
             turn.succeed(self._grant(ranks))
 
 
-def shared_cores(env, groups, slice_s, wakes_preempt=False, switch_s=0.0, eevdf_slice_s=None):
+def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s=None):
     """Per rank, the `HostCores` it shares (None for a rank with a core of its own), from
     ``groups``: ``(ranks, cores)`` pairs, the ranks of one host and its cores, for hosts with
-    more ranks than cores."""
+    more ranks than cores. ``pinned``: each core is a run queue of its own for a block of the
+    host's ranks, in plain turns (ranks over TCP; the module's notes); else the host's cores
+    are shared fairly by all its ranks."""
     by_rank = {}
     for ranks, cores in groups:
-        host = HostCores(env, cores, slice_s, wakes_preempt, switch_s, eevdf_slice_s)
-        by_rank.update(dict.fromkeys(ranks, host))
+        slice_of_task = eevdf_slice(cores) if eevdf_slice_s is None else eevdf_slice_s
+        if not pinned:
+            host = HostCores(env, cores, slice_s, True, switch_s, slice_of_task)
+            by_rank.update(dict.fromkeys(ranks, host))
+            continue
+        ranks = list(ranks)
+        for core in range(cores):
+            queue = HostCores(env, 1, slice_s, False, switch_s, slice_of_task)
+            block = ranks[core * len(ranks) // cores : (core + 1) * len(ranks) // cores]
+            by_rank.update(dict.fromkeys(block, queue))
     return by_rank

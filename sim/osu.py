@@ -230,7 +230,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         finish=cluster.finish,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
-        wakes_preempt=cluster.wakes_preempt,
+        over_tcp=cluster.over_tcp,
     )
     if bench in POINT_TO_POINT:
         simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])

@@ -291,7 +291,7 @@ def run_simulation(run):
         wire=cluster.wire,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
-        wakes_preempt=cluster.wakes_preempt,
+        over_tcp=cluster.over_tcp,
         switch_s=cluster.switch_s,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )

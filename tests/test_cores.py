@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sim.backend import Simulator
 from sim.compute import ComputeModel
-from sim.cores import Fairness, HostCores, eevdf_slice
+from sim.cores import Fairness, HostCores, eevdf_slice, shared_cores
 from tests.programs import ChargeLog
 from twinsgd.programs.ops import Compute, Recv, Send
 
@@ -26,15 +26,15 @@ from twinsgd.programs.ops import Compute, Recv, Send
         max_size=6,
     ),
     slice_s=st.sampled_from([0.001, 0.004]),
-    wakes_preempt=st.booleans(),
+    fair=st.booleans(),
 )
-def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, wakes_preempt):
+def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, fair):
     """Each rank alternates work and a wait off its core: at no time do more ranks hold a
     core than there are cores, each rank's work takes at least its seconds, and the cores
-    cannot have done the work faster than all of them busy; so too where a rank back from
-    its wait takes the core of one that works (``wakes_preempt``)."""
+    cannot have done the work faster than all of them busy; in the fair share and in plain
+    turns (one core's run queue over TCP)."""
     env = simpy.Environment()
-    host = HostCores(env, cores, slice_s, wakes_preempt)
+    host = HostCores(env, cores, slice_s, fair)
     worked, peak = {}, [0]
 
     def rank(r, plan):
@@ -48,7 +48,7 @@ def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, wakes_pre
             peak[0] = max(peak[0], len(host.turn_ends))
             host.release(r)
             yield env.timeout(wait)
-            yield from host.acquire(r, wake=True)
+            yield from host.acquire(r)
             peak[0] = max(peak[0], len(host.turn_ends))
         host.release(r)
         worked[r] = total
@@ -189,22 +189,23 @@ def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
     assert granted == [(1,)] and host.free == 2 and not host.turn_ends
 
 
-def test_a_rank_back_from_a_wait_takes_the_core_of_one_that_computes_with_wakes_preempt():
+def test_in_plain_turns_a_waiting_rank_takes_no_core_and_a_turn_ends_after_a_whole_slice():
     """Two cores, ranks 0 and 1 computing 6 ms from 0, rank 2 back from a wait at 1 ms for 0.5
-    ms of work. With ``wakes_preempt`` (emulated hosts) it takes rank 0's core at once and ends
-    at 1.5 ms; rank 0, first in line, gets it back then and ends 0.5 ms late. Without (shared
-    memory), rank 2 waits for the end of a turn (the 4 ms tick); rank 0, 1.5 ms ahead of the
+    ms of work. In plain turns (a core's run queue, over TCP) a turn ends on the first 4 ms
+    tick after a whole 1.5 ms slice: rank 2 takes rank 0's core at 4 ms and ends at 4.5 ms;
+    rank 0, in line, takes rank 1's, whose turn ended too, and ends at 6 ms; rank 1 goes on at
+    4.5 ms. In the fair share rank 2 also waits for the 4 ms tick; rank 0, 1.5 ms ahead of the
     mean then, takes the other core at once (no rank polls: nobody else would run there), and
     rank 1 once rank 2 has ended (4.5 ms)."""
 
-    def ends(wakes_preempt):
+    def ends(fair):
         env = simpy.Environment()
-        host, done = HostCores(env, 2, 0.004, wakes_preempt), {}
+        host, done = HostCores(env, 2, 0.004, fair), {}
 
         def rank(r, start, work):
             if start:
                 yield env.timeout(start)
-            yield from host.acquire(r, wake=bool(start))
+            yield from host.acquire(r)
             yield from host.run(r, work)
             host.release(r)
             host.leave(r)
@@ -216,19 +217,43 @@ def test_a_rank_back_from_a_wait_takes_the_core_of_one_that_computes_with_wakes_
         assert host.free == 2 and not host.turn_ends and not host.ready
         return done
 
-    assert ends(wakes_preempt=True) == {2: 0.0015, 1: 0.006, 0: 0.0065}
-    assert ends(wakes_preempt=False) == {2: 0.0045, 0: 0.006, 1: 0.0065}
+    assert ends(fair=False) == ends(fair=True) == {2: 0.0045, 0: 0.006, 1: 0.0065}
 
 
-def test_ranks_take_turns_on_shared_cores_and_emulated_hosts_get_one_when_a_message_comes(
-    tmp_path,
-):
+def test_pinned_ranks_share_their_own_core_only():
+    """Over TCP each core is a run queue of its own for a block of the host's ranks: 4 ranks
+    on 2 cores, 0 and 1 on one and 2 and 3 on the other (5 ranks: 2 and 3). Ranks 0 and 1
+    computing 2 ms each take turns on their core (the first ends at 2 ms, the second at 4),
+    while rank 2 computes 2 ms on the other core beside rank 3, which waits and takes no core:
+    it ends at 2 ms."""
+    env = simpy.Environment()
+    by_rank = shared_cores(env, [(range(4), 2)], 0.004, pinned=True)
+    assert by_rank[0] is by_rank[1] and by_rank[2] is by_rank[3] and by_rank[0] is not by_rank[2]
+    assert by_rank[0].cores == 1 and by_rank[0].eevdf_slice_s == eevdf_slice(2)
+    five = shared_cores(env, [(range(5), 2)], 0.004, pinned=True)
+    assert five[0] is five[1] is not five[2] and five[2] is five[3] is five[4]
+    done = {}
+
+    def rank(r):
+        host = by_rank[r]
+        yield from host.acquire(r)
+        yield from host.run(r, 0.002)
+        host.release(r)
+        done[r] = round(env.now, 9)
+
+    for r in (0, 1, 2):
+        env.process(rank(r))
+    env.run()
+    assert done == {0: 0.002, 2: 0.002, 1: 0.004}
+
+
+def test_ranks_take_turns_on_shared_cores_and_on_an_emulated_clusters_machine(tmp_path):
     """Turns for a one-machine profile's shared memory, and for hosts of more ranks than cores;
-    for an emulated cluster's profile too (MPI over TCP), where a message puts its rank on a
-    core at once (`wakes_preempt`); none for the closed forms, nor within the cores."""
+    for an emulated cluster's profile too (MPI over TCP: `over_tcp`), whose hosts of several
+    ranks are all on its one machine; none for the closed forms, nor within the cores."""
     import tomli_w
 
-    from sim.cluster import core_groups, wakes_preempt
+    from sim.cluster import core_groups, over_tcp
     from sim.cluster_profile import load_profile
     from sim.run import build_parser
 
@@ -238,13 +263,17 @@ def test_ranks_take_turns_on_shared_cores_and_emulated_hosts_get_one_when_a_mess
             document["network"] = {"shaper": {"rates_Bps": [1e8], "bursts_bytes": [1e5]}}
         (tmp_path / "p.toml").write_text(tomli_w.dumps(document))
         options = build_parser().parse_known_args([*argv, "--profile", str(tmp_path / "p.toml")])
-        return core_groups(options[0], load_profile(str(tmp_path / "p.toml")), 4, 1)
+        return core_groups(options[0], load_profile(str(tmp_path / "p.toml")), 4, per_host)
 
+    per_host = 1
     assert groups(["--nodes", "4"]) == ((range(4), 2),)
     assert groups(["--nodes", "4", "--collectives", "closed-form"]) == ()
     assert groups(["--nodes", "4"], shaper=True) == ((range(4), 2),)
-    assert wakes_preempt(load_profile(str(tmp_path / "p.toml")))  # the last: the shaper's
-    assert not wakes_preempt(None)
+    assert over_tcp(load_profile(str(tmp_path / "p.toml")))  # the last: the shaper's
+    assert not over_tcp(None)
+    per_host = 2  # 2 emulated hosts of 2 ranks: one machine's 2 cores; real hosts: 2 each
+    assert groups(["--nodes", "4"], shaper=True) == ((range(4), 2),)
+    assert groups(["--nodes", "4"]) == ()
     options = build_parser().parse_known_args(["--nodes", "6", "--cores-per-host", "2"])[0]
     assert core_groups(options, None, 6, 3) == ((range(0, 3), 2), (range(3, 6), 2))
     assert core_groups(options, None, 6, 2) == ()  # as many cores as ranks a host
@@ -371,7 +400,7 @@ def _run_to_the_end_on_shared_cores(program, size, cores, straggle, seed):
     assert host.free == cores and not host.turn_ends and not host.ready
 
 
-def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_with_wakes_preempt():
+def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_over_tcp():
     """Emulated hosts hold no core in a call: rank 0, waiting for rank 1 when rank 1 is killed,
     is told (`PeerFailed`), gets a core back and computes on (it raised KeyError before)."""
     from twinsgd.programs.ops import PeerFailed
@@ -400,15 +429,15 @@ def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_with_wakes_pree
         1e9,
         ComputeModel(seconds_per_sample=1e-3),
         core_groups=((range(3), 2),),
-        wakes_preempt=True,
+        over_tcp=True,
     )
     assert sim.run([program(r) for r in range(3)], parse_fail_spec("1@0.5ms")) == [
         "told, went on",
         None,
         "done",
     ]
-    host = sim.cores[0]
-    assert host.free == 2 and not host.turn_ends and not host.ready
+    for host in {id(host): host for host in sim.cores.values()}.values():  # a queue a core
+        assert host.free == 1 and not host.turn_ends and not host.ready
 
 
 REFILL_CASES = {  # turn, refill -> when each rank ends, and a later cold and warm run's length
@@ -428,9 +457,10 @@ def test_a_rank_back_on_a_core_after_another_ran_pays_the_refill_once_a_run(turn
     Turns of 1 ms, a refill of 2 ms: back at 2 and 3 ms with 5 ms left each, cold, the rest
     takes 5 * (1 + 2/6) = 6.67 ms in turns of 1 ms; rank 0 ends at 14.67 ms, rank 1 at 15.33.
     Paid again each cold turn, a refill as long as a turn left no time for the work, and the
-    simulation never ended. (Turns of a fixed length: an emulated host's, ``wakes_preempt``.)"""
+    simulation never ended. (Plain turns, a core's run queue over TCP: each grant here falls on
+    a tick, so a turn is one tick.)"""
     env = simpy.Environment()
-    host = HostCores(env, 1, turn_s, True, switch_s=refill_s)
+    host = HostCores(env, 1, turn_s, False, switch_s=refill_s)
     assert _two_ranks_then_one_again(env, host) == REFILL_CASES[turn_s, refill_s]
 
 
@@ -497,14 +527,16 @@ def test_a_switch_costs_the_compute_after_the_wait_in_the_simulator():
     assert switched == pytest.approx([steps * 1e-3 + (steps - 1) * switch_s] * 2)
 
 
-def test_a_rank_that_computes_without_pause_gets_its_share_beside_polling_ranks():
+@pytest.mark.parametrize("fair, end_s", [(True, 0.028), (False, 0.012)])
+def test_a_rank_that_computes_without_pause_gets_its_share_beside_polling_ranks(fair, end_s):
     """One core, rank 0 computing 12 ms, ranks 1 and 2 waiting for messages (polling: in Linux
     they stay runnable, so EEVDF gives each a third). Rank 0 runs to the first 4 ms tick after
     half its 0.75 ms slice, is then 4 ms ahead of the mean 4/3 and waits (4 - 4/3) x 3 = 8 ms
     while the pollers take the core; back at 12 ms for a whole slice, to the 16 ms tick; ahead
-    again by 8/3, it waits to 24 ms and ends its last 4 ms on the 28 ms tick."""
+    again by 8/3, it waits to 24 ms and ends its last 4 ms on the 28 ms tick. In plain turns
+    (a core's run queue over TCP) the pollers take nothing from it: it ends at 12 ms."""
     env = simpy.Environment()
-    host = HostCores(env, 1, 0.004)
+    host = HostCores(env, 1, 0.004, fair)
     assert host.eevdf_slice_s == pytest.approx(0.00075)
     ended = []
 
@@ -523,7 +555,7 @@ def test_a_rank_that_computes_without_pause_gets_its_share_beside_polling_ranks(
     for r in (1, 2):
         env.process(polling(r))
     env.run()
-    assert ended == [pytest.approx(0.028)]
+    assert ended == [pytest.approx(end_s)]
 
 
 def test_in_fair_turns_a_rank_back_on_a_core_after_another_ran_pays_the_refill():

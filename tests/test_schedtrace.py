@@ -95,8 +95,27 @@ def test_a_command_that_does_not_exist_is_one_line_and_status_2(tmp_path):
 )
 def test_a_real_run_of_three_ranks_is_traced_with_every_compute_marked(tmp_path):
     mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    _traced_ranks(tmp_path, [mpiexec, "-n", "3"], ["0", "1", "2"])
+
+
+@pytest.mark.mpi
+@pytest.mark.slow
+def test_a_run_on_the_emulated_cluster_is_traced_with_every_compute_marked(tmp_path):
+    """Through `real.cluster run`: ``ip netns exec`` mounts a /sys without tracefs, so
+    `real.cluster` opens the trace marker before it and hands it on."""
+    from tests.test_cluster import WHY_NOT
+
+    if WHY_NOT is not None:
+        pytest.skip(WHY_NOT)
+    cluster = [sys.executable, "-m", "real.cluster", "run", "--hosts", "2", "-n", "2", "--"]
+    _traced_ranks(tmp_path, cluster, ["0", "1"])
+
+
+def _traced_ranks(tmp_path, launcher, ranks):
+    """`schedtrace` over ``launcher`` + 10 steps of `real.train`: its table has a row for each
+    of ``ranks`` with every Compute marked, and the cores' shares."""
     train = [sys.executable, "-m", "real.train", "--dataset", "synthetic", "--no-progress"]
-    command = [mpiexec, "-n", "3", *train, "--iterations", "10", "--out", str(tmp_path / "run")]
+    command = [*launcher, *train, "--iterations", "10", "--out", str(tmp_path / "run")]
     done = subprocess.run(
         [
             sys.executable,
@@ -118,7 +137,7 @@ def test_a_real_run_of_three_ranks_is_traced_with_every_compute_marked(tmp_path)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     rows = [line for line in lines if line.startswith("| ") and "|---" not in line]
-    assert [row.split("|")[1].strip() for row in rows[1:]] == ["0", "1", "2"]
+    assert [row.split("|")[1].strip() for row in rows[1:]] == ranks
     assert all(row.split("|")[2].strip() == "10" for row in rows[1:])  # every Compute marked
     (shares,) = [line for line in lines if line.startswith("over ")]
     assert "computing" in shares and "not computing" in shares
