@@ -53,7 +53,10 @@ What is measured, and why so
 - Compute, two ways. (1) The training step of each model timed in a hot loop on rank 0 (gradient
   and Adam update; seconds per sample for ``--compute profile``, and a FLOP rate for ghost
   models). (2) The real program: every rank runs ``real.train --algorithm allreduce`` for
-  ``--train-steps`` steps of each model, and the distribution of its gradients' seconds (the
+  ``--train-steps`` steps of each model, in three windows spread over the calibration (this
+  machine changes speed from second to second, 1.2-1.4x: one window of 120 steps, 0.3 s, met
+  one speed; on 2026-12-01 its gradients took 0.83 ms in the median where the 48 runs of the
+  validation after it took 1.02-1.17 ms), and the distribution of its gradients' seconds (the
   Compute operations its timeline.json records) goes into ``[compute.steps.MODEL]`` for
   ``--compute empirical``, which times each program's own code in process. Inside a run a step
   costs more than in the loop (2.55 ms against 1.40 ms for the MLP on two emulated hosts: caches
@@ -121,7 +124,12 @@ from twinsgd.calibration.busycores import busy_cores_from_windows
 from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
 from twinsgd.calibration.pace import reference_seconds
-from twinsgd.calibration.steptimes import read_run_events, step_times_from_run
+from twinsgd.calibration.steptimes import (
+    WARMUP_STEPS,
+    read_run_events,
+    step_times_from_run,
+    step_times_from_runs,
+)
 from twinsgd.data import NAMES, DataError, load_dataset
 from twinsgd.programs.mpi_choices import library_for
 
@@ -180,7 +188,7 @@ def build_parser(parser_class=None):
         default=None,
         metavar="K",
         help="steps of the real program per model for the step-time "
-        "distribution (default 120, --quick 40; 0 skips it)",
+        "distribution, in three windows (default 120, --quick 40; 0 skips it)",
     )
     parser.add_argument(
         "--quick",
@@ -338,6 +346,7 @@ def _measure(args, comm, work):
     if comm.rank == 0:
         references.append(reference_seconds(REFERENCE_REPEATS))
     netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
+    windows = [_step_window(args, comm, 1)]  # the real program's steps: first of three
     sizes = QUICK_SIZES if args.quick else SIZES
     hosts, inter, intra = netbench.placement(comm)
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
@@ -363,6 +372,7 @@ def _measure(args, comm, work):
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
     network.Free()
+    windows.append(_step_window(args, comm, 2))
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
@@ -387,8 +397,9 @@ def _measure(args, comm, work):
     # the others sleep while rank 0's spinners take the cores, waking seldom: a rank that wakes
     # every millisecond cut the turns it measures to 1.1 ms
     netbench.quiet_barrier(comm, poll_s=0.05)
+    windows.append(_step_window(args, comm, 3))
     steps = (
-        {name: _train_steps(args, comm, name, work) for name in args.models}
+        {name: _train_steps(args, comm, name, work, windows) for name in args.models}
         if args.train_steps
         else {}
     )
@@ -497,16 +508,30 @@ def _measure_allocation(comm, hosts, inter, intra, quick):
     }
 
 
-def _train_steps(args, comm, model, work):
-    """Run the real program (allreduce SGD) for ``--train-steps`` steps of ``model`` on every
-    rank, its run folder beside the profile; on rank 0 the `StepTimes` of its steps (``work``:
-    what `_prepare` loaded there). Collective.
-    """
-    argv, run_dir = _run_beside(args, model, "steps")
+STEP_WINDOWS = 3  # the real program's steps, in windows spread over the calibration
+
+
+def _step_window(args, comm, k):
+    """Window ``k`` of `STEP_WINDOWS`: ``real.train --algorithm allreduce`` of each model for
+    its share of ``--train-steps`` (each rank's first `WARMUP_STEPS` are dropped: at least one
+    more), the last window's run folder ``STEM.steps-MODEL`` beside the profile, the others'
+    ``STEM.stepsK-MODEL``. Collective; ``{model: (argv, run folder)}`` (empty with no steps)."""
+    if not args.train_steps:
+        return {}
+    steps = max(WARMUP_STEPS + 1, -(-args.train_steps // STEP_WINDOWS))
+    kind = "steps" if k == STEP_WINDOWS else f"steps{k}"
+    return {model: _run_beside(args, model, kind, steps=steps) for model in args.models}
+
+
+def _train_steps(args, comm, model, work, windows):
+    """On rank 0 the `StepTimes` of ``model``'s steps in every window (`_step_window`),
+    pooled, with the program's own code timed alone after the last (``work``: what `_prepare`
+    loaded there); None elsewhere. Collective."""
     if comm.rank != 0:
         return None
+    argv, _ = windows[-1][model]
     own_solo_s = _solo_own_code(argv, args.train_steps, dataset=work[3])
-    return step_times_from_run(run_dir, own_solo_s=own_solo_s)
+    return step_times_from_runs([window[model][1] for window in windows], own_solo_s=own_solo_s)
 
 
 def _wire_in_program(args, comm, model):
@@ -524,18 +549,20 @@ def _wire_in_program(args, comm, model):
     return nbytes, float(np.median(writes)), float(np.median(reads)) / max(1, comm.size - 1)
 
 
-def _run_beside(args, model, kind, *flags):
-    """``real.train --algorithm allreduce`` of ``model`` for ``--train-steps`` steps with
-    ``flags``, its run folder ``STEM.KIND-MODEL`` beside the profile (``--overwrite``: a
-    calibration again to the same ``--out`` renews it). Collective; returns (argv, folder)."""
+def _run_beside(args, model, kind, *flags, steps=None):
+    """``real.train --algorithm allreduce`` of ``model`` for ``steps`` (``--train-steps``)
+    steps with ``flags``, its run folder ``STEM.KIND-MODEL`` beside the profile
+    (``--overwrite``: a calibration again to the same ``--out`` renews it). Collective; returns
+    (argv, folder)."""
     from real import train
 
     out = Path(args.out)
     run_dir = out.with_name(f"{out.stem}.{kind}-{model}")
+    steps = steps or args.train_steps
     argv = [
         *("--algorithm", "allreduce", *flags),
         *("--model", model, "--dataset", args.dataset, "--batch-size", str(args.batch_size)),
-        *("--iterations", str(args.train_steps), "--eval-every", str(args.train_steps)),
+        *("--iterations", str(steps), "--eval-every", str(steps)),
         *("--no-progress", "--overwrite", "--out", str(run_dir)),
         *(("--data-dir", args.data_dir) if args.data_dir else ()),
     ]

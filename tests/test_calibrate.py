@@ -77,9 +77,10 @@ def test_a_calibration_again_to_the_same_file_renews_it_and_its_run(tmp_path):
     for _ in range(2):
         done = calibrate(2, "--quick", "--models", "mlp", "--train-steps", "4", "--out", str(out))
         assert done.returncode == 0, done.stderr
-    run = tmp_path / "p.steps-mlp"
+    run = tmp_path / "p.steps-mlp"  # the last of three windows, of 3 steps each (2 dropped)
     rows = (run / "steps.csv").read_text().splitlines()
-    assert (run / "summary.json").is_file() and len(rows) == 1 + 2 * 4  # the second run's alone
+    assert (run / "summary.json").is_file() and len(rows) == 1 + 2 * 3  # the second run's alone
+    assert all((tmp_path / f"p.steps{k}-mlp" / "summary.json").is_file() for k in (1, 2))
 
 
 @pytest.mark.mpi
@@ -134,7 +135,7 @@ def test_the_profile_has_every_key_of_the_contract(profile):
         assert busy["factors"][0] == [1.0] * 11  # one process over one alone
     assert set(p["compute"]["busy"]) == {"mlp", "cnn"}
     assert set(p["compute"]["steps"]) == {"mlp", "cnn"}
-    assert p["compute"]["steps"]["mlp"]["steps"] == 2 * (12 - 2)  # 2 ranks, warm-up dropped
+    assert p["compute"]["steps"]["mlp"]["steps"] == 2 * 3 * (4 - 2)  # 2 ranks, 3 windows of 4 steps
 
 
 @pytest.mark.mpi
@@ -196,13 +197,14 @@ def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
 @pytest.mark.mpi
 def test_step_times_come_from_the_real_program_beside_the_profile(profile):
     path, p = profile
-    run = path.with_name(f"{path.stem}.steps-mlp")
-    assert (run / "steps.csv").exists()
-    from twinsgd.calibration.steptimes import step_times_from_run
+    runs = [path.with_name(f"{path.stem}.{kind}-mlp") for kind in ("steps1", "steps2", "steps")]
+    assert all((run / "steps.csv").exists() for run in runs)  # three windows, spread
+    from twinsgd.calibration.steptimes import step_times_from_run, step_times_from_runs
 
-    times = step_times_from_run(run)
+    times = step_times_from_runs(runs)
     steps = p["compute"]["steps"]["mlp"]
     assert steps["median_s"] == pytest.approx(times.median_s, rel=1e-5)
+    assert steps["steps"] == sum(step_times_from_run(run).steps for run in runs)
     assert steps["own_code"] is False  # the gradients alone, from the run's timeline
     assert steps["own_s"] > 0 and steps["own_solo_s"] > 0  # the update, in the run and alone
 

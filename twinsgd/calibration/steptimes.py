@@ -285,8 +285,18 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
     (`read_run_gradients`) when it has a timeline, with the mean own code per step beside them,
     else of its whole steps (`read_run_steps`). ``own_solo_s``: the own code per step of the
     same program alone in one process, if measured (`StepTimes.own_factor`)."""
-    seconds, config = read_run_steps(run_dir, warmup_steps)
-    gradients = read_run_gradients(run_dir, warmup_steps)
+    return step_times_from_runs([run_dir], warmup_steps, own_solo_s)
+
+
+def step_times_from_runs(run_dirs, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
+    """`step_times_from_run` of several runs of one program (the same model, batch and
+    ranks) taken together: their samples pooled, as `real.calibrate` measures the program in
+    windows spread over its measurements (a machine whose speed changes from second to second
+    is then met at more of its speeds than by one window)."""
+    runs = [(run_dir, *read_run_steps(run_dir, warmup_steps)) for run_dir in run_dirs]
+    gradients = [read_run_gradients(run_dir, warmup_steps) for run_dir in run_dirs]
+    run_dir, _, config = runs[0]
+    seconds = np.concatenate([seconds for _, seconds, _ in runs])
     cores = int(config.get("machine_cores") or 0)
     cfg = config.get("config", config)
     try:
@@ -297,7 +307,9 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
         ) from None
     ranks = int(config.get("nodes") or config.get("ranks") or 1)
     what = f"({cfg.get('algorithm', '?')}, {ranks} ranks)"
-    if gradients is not None:
+    where = ", ".join(str(run_dir) for run_dir, _, _ in runs)
+    if all(g is not None for g in gradients):
+        gradients = np.concatenate(gradients)
         own_s = max(0.0, float(np.mean(seconds) - np.mean(gradients)))  # per step
         return StepTimes.from_samples(
             gradients,
@@ -308,7 +320,7 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
             own_code=False,
             own_s=own_s,
             own_solo_s=own_solo_s,
-            source=f"timeline.json of {run_dir} {what}",
+            source=f"timeline.json of {where} {what}",
         )
     return StepTimes.from_samples(
         seconds,
@@ -316,5 +328,5 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
         ranks=ranks,
         cores=cores,
         model=model,
-        source=f"steps.csv of {run_dir} {what}",
+        source=f"steps.csv of {where} {what}",
     )
