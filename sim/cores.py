@@ -61,24 +61,24 @@ Ranks that talk over TCP (an emulated cluster: hosts as network namespaces on th
 MPICH over sockets) are modelled as Linux's per-core run queues hold them (``shared_cores(...,
 pinned=True)``): each rank stays on one core, the host's ranks in blocks (4 ranks on 2 cores: 0
 and 1 on the first, 2 and 3 on the second); on its core, a rank with work (compute, its own
-code) runs until the first tick after its slice and then goes behind the ranks of that core that
-wait with work; a rank in a call holds no core (the kernel moves its bytes) and a waiting rank
-takes none from a rank with work on its core (it polls and yields). Why ranks that poll over TCP
-give way where ranks that poll shared memory take their share (above) is not established;
-each model is the one that reproduces its measurements. Traced here (`twinsgd.analysis.schedtrace` through `real.cluster`,
-2026-12-01): the ring allreduce of 4 emulated hosts over 1 Gbit/s, cores never idle, 78 % of
-their time held by ranks not computing in stretches of 2-15 us; the ranks' gradients began in
-two pairs 1.7-2.4 ms apart (the median iteration; 0 and 2 first, or 1 and 3), each pair's
-gradient about as long as one alone: the ranks of one core, then the other's. The model before
-had all four begin within 0.12 ms and two of them wait a turn. Against the 8 configurations at
-4 hosts on 2 cores (1 Gbit/s, one round's measurements simulated twice by each model), the
-compute's median |error| 16 and 19 % (the allreduces -2 to -8 %), where the round-robin turns
-that let a message put its rank on a core at once (``wakes_preempt``, fitted and unexplained,
-the model before) gave 23 and 26 % (+20 to +31 %), the totals' median 7.6 and 9.1 % against
-6.5 and 10.7 % (docs/validation.md, 2026-12-01, night); the
-pooled fair share of shared memory made the allreduces' communication 35-50 % too slow (a
-message waited for a turn). Which ranks share a core is Linux's choice and changes now and
-then (the trace: 0.1-0.5 s at a time); the blocks are a fixed guess.
+code) runs until the first tick after its slice and then goes behind the ranks of that core
+that wait with work; a rank in a call holds no core (the kernel moves its bytes) and a waiting
+rank takes none from a rank with work on its core (it polls and yields). Why ranks that poll
+over TCP give way where ranks that poll shared memory take their share (above) is not
+established; each model is the one that reproduces its measurements. Traced here
+(`twinsgd.analysis.schedtrace` through `real.cluster`, 2026-12-01): the ring allreduce of 4
+emulated hosts over 1 Gbit/s, cores never idle, 78 % of their time held by ranks not computing
+in stretches of 2-15 us; the ranks' gradients began in two pairs 1.7-2.4 ms apart (the median
+iteration; 0 and 2 first, or 1 and 3), each pair's gradient about as long as one alone: the
+ranks of one core, then the other's. The model before had all four begin within 0.12 ms and two
+of them wait a turn. Against the 8 configurations at 4 hosts on 2 cores (1 Gbit/s, one round's
+measurements simulated twice by each model), the compute's median |error| 16 and 19 % (the
+allreduces -2 to -8 %), where the round-robin turns that let a message put its rank on a core
+at once (``wakes_preempt``, fitted and unexplained, the model before) gave 23 and 26 % (+20 to
++31 %), the totals' median 7.6 and 9.1 % against 6.5 and 10.7 % (docs/validation.md,
+2026-12-01, night); the pooled fair share of shared memory made the allreduces' communication
+35-50 % too slow (a message waited for a turn). Which ranks share a core is Linux's choice and
+changes now and then (the trace: 0.1-0.5 s at a time); the blocks are a fixed guess.
 
 Examples
 --------
