@@ -422,3 +422,30 @@ def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
 )
 def test_a_target_missed_or_met_by_a_hair_shows_the_digit_that_decides(value, said):
     assert prediction_table._target("median |error| <= 5 %", 5.0, value).endswith(said)
+
+
+def test_the_machines_speed_sets_the_calibrations_windows_beside_the_runs(tmp_path):
+    """`prediction_table.machine_speed`: each window's median gradient in the calibration's
+    order (steps1, steps2, then steps, the last) and the range of the runs' at 2 hosts; the
+    4-host runs (cores shared) are left out. Each rank's first two gradients are dropped."""
+    from twinsgd.analysis.prediction_table import machine_speed
+
+    def timeline(run_dir, ms):
+        events = [
+            {"name": "compute", "ph": "X", "tid": 0, "ts": 0.0, "dur": 1e3 * m}
+            for m in (50.0, 50.0, *ms)  # the warm-up, dropped
+        ]
+        run_dir.mkdir(parents=True)
+        (run_dir / "timeline.json").write_text(json.dumps({"traceEvents": events}))
+
+    net = tmp_path / "shm"
+    timeline(net / "profile.steps1-mlp", [0.7, 0.8, 0.9])
+    timeline(net / "profile.steps2-mlp", [1.1, 1.2, 1.3])
+    timeline(net / "profile.steps-mlp", [0.85, 0.9, 0.95])
+    timeline(net / "allreduce-ring-2" / "real-1", [1.0, 1.05, 1.1])
+    timeline(net / "ps-sync-2" / "real-2", [1.15, 1.17, 1.2])
+    timeline(net / "ps-sync-4" / "real-1", [3.0, 3.0, 3.0])
+    assert machine_speed(tmp_path) == [
+        "shm: the calibration's windows 0.80, 1.20, 0.90; the 2 runs at 2 hosts 1.05-1.17"
+    ]
+    assert machine_speed(tmp_path / "shm") == []  # no network folders under it

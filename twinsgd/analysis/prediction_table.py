@@ -289,24 +289,60 @@ def _median_spread(rows):
     return statistics.median(r["spread_pct"] or 0.0 for r in rows)
 
 
-def render(rows):
-    """What is printed and written to validation.md: the table, the summary, the targets."""
+def machine_speed(folder):
+    """Per network folder of ``folder``, one line: the median gradient (ms) of each window of
+    the calibration's real program (``profile.steps*-MODEL``, `real.calibrate`) and the range
+    of the medians of the measured runs at the calibration's host count (one core a rank, as
+    there). Why: the machine's own speed changes from second to second on some hosts (1.2-1.5x
+    here), and a row off by as much as calibration and runs differ is the machine's, not the
+    model's. Empty where no network has both."""
+    from twinsgd.calibration.steptimes import read_run_gradients
+
+    def median_ms(run_dir):
+        seconds = read_run_gradients(run_dir)
+        return None if seconds is None else 1e3 * float(np.median(seconds))
+
+    lines = []
+    for net_dir in sorted(p for p in Path(folder).iterdir() if p.is_dir()):
+        windows = sorted(net_dir.glob("profile.steps*-*"), key=lambda p: p.name.split("-")[0])
+        windows = windows[1:] + windows[:1]  # steps1, steps2, then steps (the last window)
+        calibration = [m for m in map(median_ms, windows) if m is not None]
+        runs = net_dir.glob(f"*-{CALIBRATION_HOSTS}/real-*[0-9]")
+        measured = [m for m in map(median_ms, runs) if m is not None]
+        if calibration and measured:
+            lines.append(
+                f"{net_dir.name}: the calibration's windows "
+                + ", ".join(f"{m:.2f}" for m in calibration)
+                + f"; the {len(measured)} runs at {CALIBRATION_HOSTS} hosts "
+                f"{min(measured):.2f}-{max(measured):.2f}"
+            )
+    return lines
+
+
+def render(rows, speed=()):
+    """What is printed and written to validation.md: the table, the summary, the targets, and
+    the machine's speed (`machine_speed`'s lines) where given."""
     errors = "\n".join(f"- {line}" for line in summary(rows)) or "- no rows"
     goals = "\n".join(f"- {line}" for line in targets(rows)) or "- no rows"
+    machine = "".join(f"- {line}\n" for line in speed)
     return (
         f"{table(rows)}\n\nTime per iteration, |error| per network:\n{errors}\n\n"
         f"Targets:\n{goals}\n"
+        + (f"\nThe machine's speed, a gradient's median (ms):\n{machine}" if machine else "")
     )
 
 
 def write_outputs(rows, folder):
-    """Write ``folder/validation.md`` (`render`) and ``folder/validation.csv`` (`CSV_COLUMNS`,
-    floats in full precision, empty where there is no number)."""
+    """Write ``folder/validation.md`` (`render`, with `machine_speed`) and
+    ``folder/validation.csv`` (`CSV_COLUMNS`, floats in full precision, empty where there is
+    no number); returns the rendered text."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "validation.md").write_text(render(rows))
+    text = render(rows, machine_speed(folder))
+    (folder / "validation.md").write_text(text)
     with open(folder / "validation.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()
         for row in rows:
             writer.writerow({**row, "extrapolated": row["hosts"] != CALIBRATION_HOSTS})
+    return text

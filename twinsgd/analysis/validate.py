@@ -34,8 +34,10 @@ Run folders (``--out DIR``): ``DIR/NET/profile.toml`` (``real.calibrate --models
 hosts), ``DIR/NET/CONFIG-H/real-K`` (``real.train``), ``DIR/NET/CONFIG-H/sim`` (``sim.run
 --compute empirical``), each command's output in a ``.log`` beside its folder, and
 ``DIR/NET/CONFIG-H/row.json`` (the cell, its commands, and "ok", "not run: ..." or "failed:
-..."). ``DIR/validation.md`` is what is printed; ``DIR/validation.csv`` has every number of
-every row (`CSV_COLUMNS`). ``--from DIR`` rebuilds both from the run folders alone.
+..."). ``DIR/validation.md`` is what is printed, the machine's speed last (a gradient's median
+in each window of the calibration and in the runs at 2 hosts: `machine_speed`);
+``DIR/validation.csv`` has every number of every row (`CSV_COLUMNS`). ``--from DIR`` rebuilds
+both from the run folders alone.
 
 Every run gets ``--dataset mnist-subset`` (what the default ``mnist`` falls back to offline,
 named so that no front end tries a download) and TWINSGD_OFFLINE=1, OPENBLAS_NUM_THREADS=1.
@@ -62,6 +64,7 @@ from twinsgd.analysis.launch import default_launcher, launch_command, parse_laun
 from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this command's too)
     CALIBRATION_HOSTS,
     CSV_COLUMNS,
+    machine_speed,
     networks_of,
     read_cell,
     render,
@@ -568,8 +571,7 @@ def main(argv=None):
         rows = read_rows(args.source)
         if not rows:
             parser.error(f"--from {args.source}: no cells (NET/CONFIG-H/row.json) found")
-        write_outputs(rows, args.source)
-        print(render(rows), end="")
+        print(write_outputs(rows, args.source), end="")
         return 0
     try:
         iterations, repeats, configs, hosts, networks = _options(args)
@@ -614,8 +616,7 @@ def main(argv=None):
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    write_outputs(rows, args.out)
-    print(render(rows), end="")
+    print(write_outputs(rows, args.out), end="")
     return 0
 
 
