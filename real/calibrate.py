@@ -54,7 +54,7 @@ What is measured, and why so
   and Adam update; seconds per sample for ``--compute profile``, and a FLOP rate for ghost
   models). (2) The real program: every rank runs ``real.train --algorithm allreduce`` for
   ``--train-steps`` steps of each model, in three windows spread over the calibration (this
-  machine changes speed from second to second, 1.2-1.4x: one window of 120 steps, 0.3 s, met
+  machine changes speed from second to second, 1.2-1.5x: one window of 120 steps, 0.3 s, met
   one speed; on 2026-12-01 its gradients took 0.83 ms in the median where the 48 runs of the
   validation after it took 1.02-1.17 ms), and the distribution of its gradients' seconds (the
   Compute operations its timeline.json records) goes into ``[compute.steps.MODEL]`` for

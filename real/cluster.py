@@ -306,13 +306,23 @@ def _enter(argv):
     try:
         netns.enter_host(hostname, None if cgroup == "-" else cgroup)
         if os.environ.get("TWINSGD_TRACE_MARKS") == "1":  # (schedtrace's, before /sys goes)
-            marker = os.open("/sys/kernel/tracing/trace_marker", os.O_WRONLY)
-            os.set_inheritable(marker, True)
-            os.environ["TWINSGD_TRACE_MARKS_FD"] = str(marker)
+            _pass_trace_marker()
         os.execvp("ip", ["ip", "netns", "exec", name, *command])
     except OSError as err:
         print(f"python -m real.cluster: {hostname}: {err}", file=sys.stderr)
         return 127
+
+
+def _pass_trace_marker():
+    """Open tracefs's ``trace_marker`` for the rank this process becomes and name its
+    descriptor in ``TWINSGD_TRACE_MARKS_FD`` (`real.backend.trace_marker`): ``ip netns exec``
+    mounts a /sys without tracefs. Where it cannot be opened, the rank marks nothing."""
+    try:
+        marker = os.open("/sys/kernel/tracing/trace_marker", os.O_WRONLY)
+    except OSError:
+        return
+    os.set_inheritable(marker, True)
+    os.environ["TWINSGD_TRACE_MARKS_FD"] = str(marker)
 
 
 def launch(state, n, command, guard):
