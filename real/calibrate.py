@@ -346,7 +346,7 @@ def _measure(args, comm, work):
     if comm.rank == 0:
         references.append(reference_seconds(REFERENCE_REPEATS))
     netbench.quiet_barrier(comm)  # the others wait here, sleeping, while rank 0 computes
-    windows = [_step_window(args, comm, 1)]  # the real program's steps: first of three
+    windows = [_step_window(args, 1)]  # the real program's steps: first of three
     sizes = QUICK_SIZES if args.quick else SIZES
     hosts, inter, intra = netbench.placement(comm)
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
@@ -372,7 +372,7 @@ def _measure(args, comm, work):
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
     network.Free()
-    windows.append(_step_window(args, comm, 2))
+    windows.append(_step_window(args, 2))
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
     allocation = (
         _measure_allocation(comm, hosts, inter, intra, args.quick)
@@ -397,7 +397,7 @@ def _measure(args, comm, work):
     # the others sleep while rank 0's spinners take the cores, waking seldom: a rank that wakes
     # every millisecond cut the turns it measures to 1.1 ms
     netbench.quiet_barrier(comm, poll_s=0.05)
-    windows.append(_step_window(args, comm, 3))
+    windows.append(_step_window(args, 3))
     steps = (
         {name: _train_steps(args, comm, name, work, windows) for name in args.models}
         if args.train_steps
@@ -511,7 +511,7 @@ def _measure_allocation(comm, hosts, inter, intra, quick):
 STEP_WINDOWS = 3  # the real program's steps, in windows spread over the calibration
 
 
-def _step_window(args, comm, k):
+def _step_window(args, k):
     """Window ``k`` of `STEP_WINDOWS`: ``real.train --algorithm allreduce`` of each model for
     its share of ``--train-steps`` (each rank's first `WARMUP_STEPS` are dropped: at least one
     more), the last window's run folder ``STEM.steps-MODEL`` beside the profile, the others'

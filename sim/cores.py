@@ -215,49 +215,46 @@ class HostCores:
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
         self.switch_s, self.eevdf_slice_s = switch_s, eevdf_slice_s
         self.fair = Fairness(env) if fair else None
-        self._queued = set()  # ranks of the requests in ``ready``
+        self._queued = set()  # the ranks in ``ready``
         self._ineligible = {}  # rank waiting to be eligible -> the events that let it go early
         self._preempted = set()  # ranks whose next grant starts a whole slice
         self._granted = 0  # cores granted so far, to tell whether others ran since a rank left
         self._left_at = {}  # rank off its core -> ``_granted`` when it gave it up
         self._cold = set()  # ranks back on a core after others ran: their next work refills
-        self.ready = deque()  # (ranks, event) of the requests waiting, first come first
+        self.ready = deque()  # (rank, event) of the ranks waiting for a core, first come first
         self.turn_ends = {}  # rank -> when its turn on the core it holds ends
 
     def holds(self, rank):
         """Whether ``rank`` is on a core now."""
         return rank in self.turn_ends
 
-    def acquire(self, *ranks):
-        """Process step: wait for a core for each of ``ranks`` that has none, all at once
-        (behind the requests already waiting), then each holds its core for a turn; returns
-        the ranks it put on a core (several: cores for all of them at once, or none; the
-        backend asks for one at a time)."""
-        if len(ranks) > self.cores:
-            raise ValueError(f"{len(ranks)} ranks cannot run at once on {self.cores} cores")
+    def acquire(self, rank):
+        """Process step: wait for a core for ``rank`` (behind the ranks already waiting, and
+        in the fair share until it is eligible), then it holds the core for a turn (a rank on
+        a core already keeps its own)."""
+        if rank in self.turn_ends:
+            return
         if self.fair is not None:
-            for rank in ranks:
-                self._join(rank)
-            off = [rank for rank in ranks if rank not in self.turn_ends]
-            yield from self._until_eligible(off)
-            if all(rank in self.turn_ends for rank in ranks):  # given a core meanwhile
-                return ()
-        if not self.ready and self._fits(ranks):
-            return self._grant(ranks)
+            self._join(rank)
+            yield from self._until_eligible(rank)
+            if rank in self.turn_ends:  # given a core meanwhile
+                return
+        if not self.ready and self.free:
+            self._grant(rank)
+            return
         turn = self.env.event()
         self._account()
-        self._queued.update(ranks)
-        self.ready.append((ranks, turn))
+        self._queued.add(rank)
+        self.ready.append((rank, turn))
         try:
-            return (yield turn)
-        except BaseException:  # interrupted (a fault): leave the queue or give the cores back
+            yield turn
+        except BaseException:  # interrupted (a fault): leave the queue or give the core back
             if turn.triggered:
-                for rank in turn.value:
-                    self.release(rank)
+                self.release(rank)
             else:
                 self._account()
-                self._queued.difference_update(ranks)
-                self.ready.remove((ranks, turn))
+                self._queued.discard(rank)
+                self.ready.remove((rank, turn))
             raise
 
     def _account(self):
@@ -277,32 +274,29 @@ class HostCores:
         holds one, or the cores are not shared fairly)."""
         if self.fair is not None:
             self._join(rank)
-            yield from self._until_eligible([rank])
+            yield from self._until_eligible(rank)
 
-    def _until_eligible(self, ranks):
-        """Process step: wait until each of ``ranks`` (none on a core) is eligible for one:
-        until the others have caught up with its runtime, or a core is free that no rank
-        polling would take (`_offer`)."""
-        while len(self.fair.v) > self.cores and (
-            ranks := [rank for rank in ranks if rank not in self.turn_ends]
-        ):
+    def _until_eligible(self, rank):
+        """Process step: wait until ``rank`` (off its core) is eligible for one: until
+        the others have caught up with its runtime, or a core is free that no rank polling
+        would take (`_offer`)."""
+        while len(self.fair.v) > self.cores and rank not in self.turn_ends:
             self._account()
-            wait = max(self.fair.behind_s(rank, self.cores) for rank in ranks)
+            wait = self.fair.behind_s(rank, self.cores)
             if wait <= _EPS_S:
                 return
             told = self.env.event()  # True: a core is its (`_offer`); False: look again
-            for rank in ranks:  # (a receiver may wait in its own acquire and a copy's too)
-                self._ineligible.setdefault(rank, []).append(told)
+            # (a receiver may wait in its own acquire and in a sender's copy at once)
+            self._ineligible.setdefault(rank, []).append(told)
             self._offer()  # a core no one else would run
             try:
                 yield self.env.timeout(wait) | told
             finally:
                 self._account()
-                for rank in ranks:
-                    events = self._ineligible[rank]
-                    events.remove(told)
-                    if not events:
-                        del self._ineligible[rank]
+                events = self._ineligible[rank]
+                events.remove(told)
+                if not events:
+                    del self._ineligible[rank]
             if told.triggered and told.value:
                 return
 
@@ -324,7 +318,7 @@ class HostCores:
             lowest = min(waiting, key=self.fair.v.__getitem__)
             if self.fair.behind_s(lowest, self.cores) > _EPS_S and self._polling():
                 return  # a polling rank runs on it
-            self._grant((lowest,))  # (which tells it)
+            self._grant(lowest)  # (which tells it)
 
     def _polling(self):
         """The ranks that wait for a message, polling: on no core, in no line."""
@@ -338,21 +332,16 @@ class HostCores:
             for waiting in list(self._ineligible):  # fewer ranks share: a new mean
                 self._tell(waiting, False)
 
-    def _fits(self, ranks):
-        return sum(rank not in self.turn_ends for rank in ranks) <= self.free
-
-    def _grant(self, ranks):
-        granted = tuple(rank for rank in ranks if rank not in self.turn_ends)
+    def _grant(self, rank):
+        """``rank`` takes a free core for a turn."""
         self._account()
-        self._queued.difference_update(ranks)
-        self.free -= len(granted)
-        for rank in granted:
-            self.turn_ends[rank] = self._turn_end(rank)
-            self._tell(rank, True)  # (waiting to be eligible, given a core by `_offer`)
-            if self._left_at.pop(rank, self._granted) < self._granted:
-                self._cold.add(rank)  # another rank had a core meanwhile: its caches are gone
-            self._granted += 1
-        return granted
+        self._queued.discard(rank)
+        self.free -= 1
+        self.turn_ends[rank] = self._turn_end(rank)
+        self._tell(rank, True)  # (waiting to be eligible, given a core by `_offer`)
+        if self._left_at.pop(rank, self._granted) < self._granted:
+            self._cold.add(rank)  # another rank had a core meanwhile: its caches are gone
+        self._granted += 1
 
     def _turn_end(self, rank):
         """When the turn of ``rank``, granted a core now, ends: the first tick (a multiple of
@@ -425,10 +414,11 @@ class HostCores:
         return len(self.fair.v) > self.cores if self.fair is not None else bool(self.ready)
 
     def _hand_on(self):
-        """Give free cores to the requests first in line, as long as the first one's fit."""
-        while self.ready and self._fits(self.ready[0][0]):
-            ranks, turn = self.ready.popleft()
-            turn.succeed(self._grant(ranks))
+        """Give free cores to the ranks first in line."""
+        while self.ready and self.free:
+            rank, turn = self.ready.popleft()
+            self._grant(rank)
+            turn.succeed()
 
 
 def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s=None):

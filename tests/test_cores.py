@@ -62,17 +62,17 @@ def test_turns_share_the_cores_and_lose_no_work(cores, plans, slice_s, fair):
 
 
 @pytest.mark.parametrize("pair_leaves, end_s", [(True, 0.011), (False, 0.018)])
-def test_a_pair_waits_until_two_cores_are_free_at_once(pair_leaves, end_s):
+def test_two_ranks_wait_until_the_computing_ranks_turns_end(pair_leaves, end_s):
     """Two ranks compute 10 ms on 2 cores, their turns ending on the first 4 ms tick after half
-    an EEVDF slice (0.75 ms); a pair asks for two cores at 1 ms (its ranks placed at the mean
-    runtime, 1 ms) and gets them when both turns have ended (4 ms). The computing ranks are
+    an EEVDF slice (0.75 ms); two more ranks ask for a core at 1 ms (placed at the mean
+    runtime, 1 ms) and get them when both turns have ended (4 ms). The computing ranks are
     then 3 ms ahead of the mean of 4 ranks, (4 + 4 + 1 + 1) / 4: not eligible.
 
-    The pair's ranks end after their 1 ms (5 ms): two ranks are left for 2 cores, and they
-    end their last 6 ms at 11 ms. Or the pair's ranks stay, waiting (polling): they take the
-    free cores until the others are eligible (7 ms), the computing ranks run to the 12 ms tick,
-    are 2.5 ms ahead again and wait out 5 ms (the pollers on both cores) for their last 1 ms:
-    18 ms, the cores shared fairly by 4 runnable ranks."""
+    The two end after their 1 ms (5 ms): two ranks are left for 2 cores, and they end their
+    last 6 ms at 11 ms. Or the two stay, waiting (polling): they take the free cores until the
+    others are eligible (7 ms), the computing ranks run to the 12 ms tick, are 2.5 ms ahead
+    again and wait out 5 ms (the pollers on both cores) for their last 1 ms: 18 ms, the cores
+    shared fairly by 4 runnable ranks."""
     env = simpy.Environment()
     host = HostCores(env, 2, 0.004)
     got = []
@@ -82,22 +82,21 @@ def test_a_pair_waits_until_two_cores_are_free_at_once(pair_leaves, end_s):
         yield from host.run(r, 0.010)
         host.release(r)
 
-    def pair():
+    def late(r):
         yield env.timeout(0.001)
-        yield from host.acquire(7, 8)
+        yield from host.acquire(r)
         got.append(env.now)
-        yield from host.run(7, 0.001)
-        host.release(7)
-        host.release(8)
+        yield from host.run(r, 0.001)
+        host.release(r)
         if pair_leaves:
-            host.leave(7)
-            host.leave(8)
+            host.leave(r)
 
     for r in (0, 1):
         env.process(computing(r))
-    env.process(pair())
+    for r in (7, 8):
+        env.process(late(r))
     env.run()
-    assert got == [pytest.approx(0.004)]
+    assert got == [pytest.approx(0.004)] * 2
     assert env.now == pytest.approx(end_s)
 
 
@@ -166,27 +165,24 @@ def test_two_rendezvous_sends_to_one_receive_from_anyone_take_turns():
     assert sim.env.now == pytest.approx(2 * 1e6 / 1e9)  # the two copies one after the other
 
 
-def test_a_pair_takes_a_core_only_for_the_rank_that_has_none():
-    """A copy to a rank already on a core (it got another sender's message first) takes one
-    core, for the sender alone, and everything comes back on release (a second core for that
-    rank once hung an asynchronous server of 4 workers on 2 cores)."""
+@pytest.mark.parametrize("fair", [True, False])
+def test_a_rank_on_a_core_that_asks_again_keeps_its_own(fair):
+    """A rank already on a core (it got another sender's message first) asks for one again:
+    it keeps its own, takes no second, and everything comes back on release (a second core for
+    that rank once hung an asynchronous server of 4 workers on 2 cores)."""
     env = simpy.Environment()
-    host = HostCores(env, 2, 0.004)
-    granted = []
+    host = HostCores(env, 2, 0.004, fair)
 
-    def server():
+    def rank():
         yield from host.acquire(0)
+        yield from host.acquire(0)
+        assert host.free == 1 and set(host.turn_ends) == {0}
         yield env.timeout(0.001)
         host.release(0)
 
-    def sender():
-        granted.append((yield from host.acquire(1, 0)))
-        host.release(1)
-
-    env.process(server())
-    env.process(sender())
+    env.process(rank())
     env.run()
-    assert granted == [(1,)] and host.free == 2 and not host.turn_ends
+    assert host.free == 2 and not host.turn_ends and env.now == pytest.approx(0.001)
 
 
 def test_in_plain_turns_a_waiting_rank_takes_no_core_and_a_turn_ends_after_a_whole_slice():

@@ -304,8 +304,9 @@ def machine_speed(folder):
 
     lines = []
     for net_dir in sorted(p for p in Path(folder).iterdir() if p.is_dir()):
-        windows = sorted(net_dir.glob("profile.steps*-*"), key=lambda p: p.name.split("-")[0])
-        windows = windows[1:] + windows[:1]  # steps1, steps2, then steps (the last window)
+        windows = sorted(  # steps1, steps2, then steps (the last window)
+            net_dir.glob("profile.steps*-*"), key=lambda p: (".steps-" in p.name, p.name)
+        )
         calibration = [m for m in map(median_ms, windows) if m is not None]
         runs = net_dir.glob(f"*-{CALIBRATION_HOSTS}/real-*[0-9]")
         measured = [m for m in map(median_ms, runs) if m is not None]
