@@ -371,6 +371,7 @@ def _measure(args, comm, work):
     call_overhead_s = netbench.call_overhead(network, library_for(_mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
+    stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
     network.Free()
     windows.append(_step_window(args, 2))
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
@@ -427,6 +428,7 @@ def _measure(args, comm, work):
         "call_overhead_s": call_overhead_s,
         "cold_own_s": cold_own_s,
         "cold_own_bytes": cold_bytes,
+        "stack": stack,
         "reference_s": float(np.median(references)),
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
@@ -780,6 +782,12 @@ def _finish(args, measured, work, started):
         document["network"]["incast"] = incast
     if shaper is not None:
         document["network"]["shaper"] = shaper
+    if measured["stack"] is not None:
+        document["network"]["stack"] = {
+            "source": "real.stack_cpu: compute lost while ranks 0 and 1 move bytes, split as "
+            "their cores' busy time (/proc/stat)",
+            **{key: _sig(x) if isinstance(x, float) else x for key, x in measured["stack"].items()},
+        }
     for times in measured["steps"].values():
         _put_step_times(document, times)
     allocation = measured["allocation"]
@@ -1041,6 +1049,34 @@ def _step_fields(model, dataset, batch):
         "batch": batch,
         "batch_shape": (batch, *dataset.input_shape),
     }
+
+
+def _stack_cpu(args, pair, work):
+    """`real.stack_cpu.stack_cpu` over ``pair``, its compute windows the first model's steps
+    in a process per core of this machine (rank 0). Collective; the result on rank 0."""
+    from real.stack_cpu import stack_cpu
+
+    if pair.rank != 0:
+        return stack_cpu(pair, args.quick)
+    cores = os.cpu_count() or 1
+    workers = [_busy_worker(args.models[0], work[3], args.batch_size, i) for i in range(cores)]
+    try:
+        _window(workers, 0.1)  # every process warm
+
+        def start(seconds):
+            for worker in workers:
+                worker.stdin.write(f"{seconds}\n")
+                worker.stdin.flush()
+
+        def finish():
+            return [float(worker.stdout.readline()) for worker in workers]
+
+        return stack_cpu(pair, args.quick, (start, finish))
+    finally:
+        for worker in workers:
+            worker.stdin.close()
+            worker.wait(timeout=60)
+            worker.stdout.close()
 
 
 def _window(workers, seconds):
@@ -1478,6 +1514,14 @@ def _summary(
         for m, x in measured["switch_s"].items()
     )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
+    if measured["stack"] is not None:
+        stack = measured["stack"]
+        lines.append(
+            f"the kernel's CPU a byte over TCP: {1e9 * stack['send_s_per_byte']:.2f} ns sent, "
+            f"{1e9 * stack['recv_s_per_byte']:.2f} ns received (busy "
+            f"{1e9 * stack['busy_send_s_per_byte']:.2f} and "
+            f"{1e9 * stack['busy_recv_s_per_byte']:.2f}; [network.stack])"
+        )
     lines.append(
         f"own code right after a {_bytes_text(measured['cold_own_bytes'])} message: "
         f"{_seconds_text(measured['cold_own_s'])} more than warm (cold_own_s)"

@@ -34,7 +34,7 @@ import simpy
 
 from sim.closed_form import ClosedFormAllreduce, allreduce_program
 from sim.compute import ComputeModel
-from sim.cores import DEFAULT_SLICE_S, shared_cores
+from sim.cores import DEFAULT_SLICE_S, attach_stack, shared_cores
 from sim.faults import Killed, SimulatedFaults
 from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
@@ -206,6 +206,10 @@ class Simulator:
         The ranks of ``core_groups`` talk over TCP (an emulated cluster): each stays on one
         core of its host in plain turns with the others there (`sim.cores.shared_cores`,
         ``pinned``), and holds no core in a communication call (the kernel moves its bytes).
+    stack_cpu : (float, float), optional
+        Over TCP with token-bucket NICs (``shaping``): the kernel's CPU seconds a byte sent and
+        a byte received (``[network.stack]``, measured), taken from the compute of the ranks on
+        the sender's and the receiver's cores while the bytes move (`sim.cores.StackCpu`).
     switch_s : float
         Seconds the next compute of a rank of ``core_groups`` takes more when it comes back to
         a core after other ranks ran on the cores: its caches refilled (`sim.cores`; measured
@@ -236,6 +240,7 @@ class Simulator:
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
         over_tcp=False,
+        stack_cpu=None,
         switch_s=0.0,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
@@ -289,6 +294,8 @@ class Simulator:
             self.network = make_network(
                 self.env, network, len(nodes), latency_s, bandwidth_Bps, costs, shaping
             )
+        if stack_cpu is not None and over_tcp and self.network.fluid is not None:
+            attach_stack(self.cores, self.network.host_of, self.network.fluid, *stack_cpu)
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)

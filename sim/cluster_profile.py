@@ -47,6 +47,9 @@ The format::
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
+    [network.stack]                # measured over TCP: the kernel's CPU seconds a byte on
+    send_s_per_byte = 6.5e-10      # the sender's core and on the receiver's, taken from the
+    recv_s_per_byte = 3.0e-10      # compute there while bytes move (`sim.cores.StackCpu`)
 
 When a calibrated profile has the measured models and neither --latency nor --bandwidth is
 given, the simulator charges each message its pattern's measured ``alpha(n) + n / beta(n)``
@@ -151,6 +154,7 @@ class ClusterProfile:
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
     send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
+    stack_cpu: tuple | None = None  # the kernel's CPU seconds a byte sent and received (TCP)
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
     send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
     call_overhead_s: float = 0.0  # a step inside MPI's collectives under the hot loop's
@@ -397,6 +401,7 @@ def load_profile(name_or_path):
             if "send" in network.get("in_situ", {})
             else None,
             shaper=_shaper(network.get("shaper")),
+            stack_cpu=_stack(network.get("stack")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             send_overhead_s=_number(network.get("overhead_s", 0.0), "[network] overhead_s"),
             call_overhead_s=_number(
@@ -544,6 +549,16 @@ def _memory(table):
         bandwidth_Bps,
         max(1, round(total_Bps / bandwidth_Bps)),
     )
+
+
+def _stack(table):
+    """``[network.stack]`` as (send_s_per_byte, recv_s_per_byte); None without one."""
+    if table is None:
+        return None
+    keys = ("send_s_per_byte", "recv_s_per_byte")
+    if not isinstance(table, dict) or any(key not in table for key in keys):
+        raise ValueError("[network.stack] needs send_s_per_byte and recv_s_per_byte")
+    return tuple(_number(table[key], f"[network.stack] {key}") for key in keys)
 
 
 def _shaper(table):

@@ -80,6 +80,16 @@ at once (``wakes_preempt``, fitted and unexplained, the model before) gave 23 an
 35-50 % too slow (a message waited for a turn). Which ranks share a core is Linux's choice and
 changes now and then (the trace: 0.1-0.5 s at a time); the blocks are a fixed guess.
 
+Over TCP the kernel moves the bytes on the machines' CPUs (the copies into and out of the
+sockets, TCP's segments and acknowledgements, the virtual links' softirqs), and that time is
+taken from whatever computes on those cores (`StackCpu`): while bytes move, a compute on the
+sender's core (its rank's queue) progresses at ``1 - send_s x (bytes sent a second)`` and on
+the receiver's at ``1 - recv_s x (bytes received a second)``, the rates the token buckets give
+the flows at each moment (`sim.fairshare.FluidStar`). ``send_s`` and ``recv_s`` are measured by
+`real.stack_cpu` (``[network.stack]``): the compute of processes on every core lost while two
+ranks move bytes, split as the two cores' busy time. A synchronous server's replies to its
+other workers so slow the gradient of a worker that has its reply.
+
 Examples
 --------
 Three ranks of 6 ms of work each on two cores. Ranks 0 and 1 start; their turns end on the 4
@@ -223,6 +233,7 @@ class HostCores:
         self._cold = set()  # ranks back on a core after others ran: their next work refills
         self.ready = deque()  # (rank, event) of the ranks waiting for a core, first come first
         self.turn_ends = {}  # rank -> when its turn on the core it holds ends
+        self.stack = None  # the kernel's work for the hosts' messages on these cores, or None
 
     def holds(self, rank):
         """Whether ``rank`` is on a core now."""
@@ -388,15 +399,25 @@ class HostCores:
     def run(self, rank, seconds):
         """Process step: ``seconds`` of work by ``rank``, which holds a core; at the end of each
         of its turns it goes behind the ranks waiting for one, if any."""
-        env, work = self.env, seconds
+        env, work, stack = self.env, seconds, self.stack
         seconds, paid = self._refill(rank, seconds, work, False)
         while True:
             left = self.turn_ends[rank] - env.now
-            if seconds <= left:
+            if stack is not None:  # the kernel's work for the bytes moving takes its share
+                t0, (busy, load) = env.now, stack.state()
+                wall = min(left, seconds / (1.0 - min(load, 0.99)))
+                if wall > 0:  # until done at this load, or the load changes
+                    yield env.timeout(wall) | stack.fluid.changed()
+                    seconds -= env.now - t0 - (stack.state()[0] - busy)
+                if seconds <= _EPS_S:
+                    return
+                if env.now < self.turn_ends[rank]:
+                    continue
+            elif seconds <= left:
                 if seconds > 0:
                     yield env.timeout(seconds)
                 return
-            if left > 0:
+            elif left > 0:
                 yield env.timeout(left)
                 seconds -= left
             if not self._others_wait():  # on it goes
@@ -419,6 +440,44 @@ class HostCores:
             rank, turn = self.ready.popleft()
             self._grant(rank)
             turn.succeed()
+
+
+class StackCpu:
+    """The kernel's CPU work for the messages of some hosts, done on one core: TCP's copies,
+    its segments and acknowledgements, the virtual links' softirqs, ``send_s`` seconds a byte
+    sent and ``recv_s`` a byte received (``[network.stack]``, measured by `real.netbench.
+    stack_cpu`). ``hosts``: (host, share) pairs, the hosts whose work this core does and the
+    share of it (a host of ranks on several cores spreads it evenly). ``fluid``: the
+    `sim.fairshare.FluidStar` whose flows move the bytes, in its bucket bytes (frames: within
+    a few per cent of the payload)."""
+
+    def __init__(self, fluid, hosts, send_s, recv_s):
+        self.fluid, self.hosts, self.send_s, self.recv_s = fluid, tuple(hosts), send_s, recv_s
+
+    def state(self):
+        """(Seconds of kernel work this core has done so far, the share of the core it takes
+        now: 0 with no bytes moving.)"""
+        busy = load = 0.0
+        for host, share in self.hosts:
+            sent, received, out, into = self.fluid.moved(host)
+            busy += share * (self.send_s * sent + self.recv_s * received)
+            load += share * (self.send_s * out + self.recv_s * into)
+        return busy, load
+
+
+def attach_stack(cores, host_of, fluid, send_s, recv_s):
+    """Give each of ``cores``' run queues (rank -> `HostCores`, from `shared_cores`) the
+    kernel's work (`StackCpu`) for the hosts of its ranks (``host_of[rank]``: the host number
+    ``fluid``'s flows go between)."""
+    queues_of = {}
+    for rank, queue in cores.items():
+        queues_of.setdefault(host_of[rank], {})[id(queue)] = queue
+    hosts_of = {}
+    for host, queues in queues_of.items():
+        for key, queue in queues.items():
+            hosts_of.setdefault(key, (queue, []))[1].append((host, 1.0 / len(queues)))
+    for queue, hosts in hosts_of.values():
+        queue.stack = StackCpu(fluid, hosts, send_s, recv_s)
 
 
 def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s=None):

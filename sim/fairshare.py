@@ -30,10 +30,11 @@ _DONE = 1e-9  # a flow with this many bucket bytes left (relative to its size) h
 
 
 class _Flow:
-    __slots__ = ("buckets", "cap", "done", "rate", "remaining", "size")
+    __slots__ = ("buckets", "cap", "done", "ends", "rate", "remaining", "size")
 
-    def __init__(self, buckets, size, done, cap):
+    def __init__(self, buckets, size, done, cap, ends):
         self.buckets, self.size, self.remaining, self.done = buckets, size, size, done
+        self.ends = ends  # (source host, dest host)
         self.cap = cap  # its own line rate, bucket bytes a second
         self.rate = 0.0
 
@@ -71,7 +72,31 @@ class FluidStar:
         # pattern (the efficiencies differ < 1 %)
         self._first = next(iter(shaping.patterns.values()))
         self._caps = {}  # nbytes -> a flow's own line rate, bucket bytes a second
+        self._changed = None  # the event of who waits for the rates to change (`changed`)
+        self.sent = {}  # host -> bucket bytes it has sent up to ``_last`` (`moved`)
+        self.received = {}  # host -> bucket bytes it has received up to ``_last``
         env.process(self._run())
+
+    def changed(self):
+        """An event that succeeds when the flows' rates next change (a flow begins or ends, a
+        bucket runs out of tokens)."""
+        if self._changed is None:
+            self._changed = Event(self.env)
+        return self._changed
+
+    def moved(self, host):
+        """(sent, received): bucket bytes ``host`` has sent and received up to now, and the
+        bytes a second it sends and receives now (the rates hold until the next event)."""
+        elapsed = self.env.now - self._last
+        out = into = 0.0
+        for flow in self._flows:
+            if flow.rate:
+                if flow.ends[0] == host:
+                    out += flow.rate
+                if flow.ends[1] == host:
+                    into += flow.rate
+        sent = self.sent.get(host, 0.0) + out * elapsed
+        return sent, self.received.get(host, 0.0) + into * elapsed, out, into
 
     def transfer(self, source, dest, nbytes, pattern):
         """An event that succeeds, with the time, when ``nbytes`` of payload from rank
@@ -83,7 +108,7 @@ class FluidStar:
         cap = self._caps.get(nbytes)
         if cap is None:
             cap = self._caps[nbytes] = self.shaping.payload_Bps(nbytes) / self._first.efficiency
-        self._flows.append(_Flow(buckets, nbytes / shaped.efficiency, done, cap))
+        self._flows.append(_Flow(buckets, nbytes / shaped.efficiency, done, cap, (source, dest)))
         self._poke()
         return done
 
@@ -102,6 +127,9 @@ class FluidStar:
         env = self.env
         while True:
             self._finish()
+            if self._changed is not None:  # the rates change now
+                changed, self._changed = self._changed, None
+                changed.succeed()
             if not self._flows:
                 self._wake = Event(env)
                 yield self._wake
@@ -171,8 +199,13 @@ class FluidStar:
         if elapsed <= 0:
             return
         through = self._through()
+        sent, received = self.sent, self.received
         for flow in self._flows:
-            flow.remaining -= flow.rate * elapsed
+            moved = flow.rate * elapsed
+            flow.remaining -= moved
+            source, dest = flow.ends
+            sent[source] = sent.get(source, 0.0) + moved
+            received[dest] = received.get(dest, 0.0) + moved
         for rank_nic in self._nics.values():
             for bucket in rank_nic:
                 gained = (bucket.rate_Bps - through.get(bucket, 0.0)) * elapsed

@@ -307,7 +307,7 @@ class RoutedNetwork:
         self.machine_copies = machine_copies
         self._machine = Link(machine_copies) if machine_copies else None  # its memory, shared
         self._memory_links = {}  # host -> the Link of its memory path, made on first use
-        self.env = self._fluid = self.mailbox = None
+        self.env = self.fluid = self.mailbox = None
         self._in_flight = {}  # (source, dest) -> deque of [message or None] in the order sent
         if env is not None:
             self.attach(env)
@@ -324,7 +324,7 @@ class RoutedNetwork:
         if self.env is not None:
             raise RuntimeError("this network already runs on a clock")
         self.env = env
-        self._fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
+        self.fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
         self.mailbox = [Mailbox(env) for _ in self.hosts]
 
     def transfer(
@@ -351,10 +351,10 @@ class RoutedNetwork:
             in_flight = self._in_flight[source, dest] = deque()
         in_flight.append(slot)
         between_hosts = host_of[source] != host_of[dest]
-        if self._fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
+        if self.fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
             started, shaped = env.now, self.shaping.patterns[pattern]
             try:
-                yield self._fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
+                yield self.fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
             except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to undo
                 raise
             except BaseException:

@@ -231,6 +231,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
         over_tcp=cluster.over_tcp,
+        stack_cpu=cluster.stack_cpu,
     )
     if bench in POINT_TO_POINT:
         simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])

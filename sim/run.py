@@ -292,6 +292,7 @@ def run_simulation(run):
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
         over_tcp=cluster.over_tcp,
+        stack_cpu=cluster.stack_cpu,
         switch_s=cluster.switch_s,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )

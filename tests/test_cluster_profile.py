@@ -76,6 +76,22 @@ def test_a_switch_is_read_per_model_and_a_negative_one_is_refused(tmp_path):
         load_profile(str(path))
 
 
+def test_the_kernels_cpu_a_byte_is_read_and_a_negative_or_missing_one_refused(tmp_path):
+    path = tmp_path / "c.toml"
+    assert load_profile(_write(path, "")).stack_cpu is None
+    text = "[network.stack]\nsend_s_per_byte = 1.1e-9\nrecv_s_per_byte = 0.0\nbytes = 7\n"
+    assert load_profile(_write(path, text)).stack_cpu == (1.1e-9, 0.0)
+    with pytest.raises(ValueError, match=r"\[network.stack\] recv_s_per_byte must be"):
+        load_profile(_write(path, text.replace("0.0", "-1e-9")))
+    with pytest.raises(ValueError, match="needs send_s_per_byte and recv_s_per_byte"):
+        load_profile(_write(path, "[network.stack]\nsend_s_per_byte = 1e-9\n"))
+
+
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
 def _cluster(tmp_path, argv):
     out = tmp_path / "run"
     assert (

@@ -607,3 +607,120 @@ def test_the_fill_level_pours_exactly_the_free_core_seconds(runtimes, most, shar
     level = _fill_level(runtimes, most, amount)
     poured = sum(min(max(level - v, 0.0), most) for v in runtimes)
     assert poured == pytest.approx(amount, rel=1e-9, abs=1e-9)
+
+
+def _stack_run(start_s, nbytes, hosts=((0, 1.0), (1, 1.0)), flow=(1, 2)):
+    """1 s of work on one core from 0 while a flow of ``nbytes`` at 100 B/s goes ``flow``
+    (hosts) from ``start_s``; the kernel takes 1 ms a byte sent and 2 ms a byte received on
+    this core for ``hosts``. Returns when the work ends."""
+    from sim.cores import StackCpu
+    from sim.fairshare import FluidStar
+    from sim.shaping import ShapedPattern, Shaping
+
+    env = simpy.Environment()
+    plain = ShapedPattern(alpha_s=0.0, efficiency=1.0)
+    star = FluidStar(env, Shaping(((100.0, 1e-9),), 100.0, {"oneway": plain}))
+    core = HostCores(env, 1, 0.004, fair=False)
+    core.stack = StackCpu(star, hosts, 0.001, 0.002)
+    ended = []
+
+    def rank():
+        yield from core.acquire(0)
+        yield from core.run(0, 1.0)
+        ended.append(env.now)
+
+    def message():
+        yield env.timeout(start_s)
+        yield star.transfer(*flow, nbytes, "oneway")
+
+    env.process(rank())
+    env.process(message())
+    env.run()
+    return ended[0]
+
+
+@pytest.mark.parametrize(
+    "start_s, nbytes, hosts, flow, end_s",
+    [
+        # 100 B sent from 0.1 to 1.1 s: the kernel takes 0.1 of the core, 0.1 s in all
+        (0.1, 100.0, ((0, 1.0), (1, 1.0)), (1, 2), 1.1),
+        # 50 B from 0.1 to 0.6 s: the load ends in the middle of the work
+        (0.1, 50.0, ((0, 1.0), (1, 1.0)), (1, 2), 1.05),
+        # ... and begins between two ticks
+        (0.1013, 50.0, ((0, 1.0), (1, 1.0)), (1, 2), 1.05),
+        # received here: 2 ms a byte, a fifth of the core until 1.1 s, then the rest alone
+        (0.1, 100.0, ((0, 1.0), (1, 1.0)), (2, 1), 1.2),
+        # a host of ranks on two cores: half of its work here, 0.05 of the core until the
+        # work ends (before the bytes)
+        (0.1, 100.0, ((1, 0.5),), (1, 2), 0.1 + 0.9 / 0.95),
+        # both ends here: its send and its receive
+        (0.1, 50.0, ((1, 1.0), (2, 1.0)), (1, 2), 1.15),
+        # between two hosts of other cores: nothing here
+        (0.1, 100.0, ((0, 1.0),), (1, 2), 1.0),
+        # after the work: nothing taken from it
+        (1.0, 100.0, ((0, 1.0), (1, 1.0)), (1, 2), 1.0),
+    ],
+)
+def test_the_kernels_work_for_moving_bytes_takes_the_compute_on_its_core(
+    start_s, nbytes, hosts, flow, end_s
+):
+    """`sim.cores.StackCpu`: a compute on a core where the kernel moves bytes (TCP's copies
+    and segments) gives it its share: the work ends as much later as the bytes' CPU time on
+    that core while they moved during it, hand-worked."""
+    assert _stack_run(start_s, nbytes, hosts, flow) == pytest.approx(end_s, abs=1e-9)
+
+
+def test_a_host_of_ranks_on_two_cores_spreads_its_kernel_work_over_both():
+    """`sim.cores.attach_stack`: ranks 0-3 on two cores (0, 1 | 2, 3), hosts 0, 0, 1, 2 (rank
+    r's host ``host_of[r]``): host 0's work is on the first core alone, hosts 1 and 2 on the
+    second."""
+    from sim.cores import attach_stack
+
+    env = simpy.Environment()
+    cores = shared_cores(env, ((range(4), 2),), 0.004, pinned=True)
+    attach_stack(cores, [0, 0, 1, 2], object(), 1e-9, 2e-9)
+    assert cores[0].stack.hosts == ((0, 1.0),)
+    assert sorted(cores[2].stack.hosts) == [(1, 1.0), (2, 1.0)]
+    env2 = simpy.Environment()
+    spread = shared_cores(env2, ((range(4), 2),), 0.004, pinned=True)
+    attach_stack(spread, [0, 1, 0, 1], object(), 1e-9, 2e-9)  # each host on both cores
+    assert sorted(spread[0].stack.hosts) == [(0, 0.5), (1, 0.5)]
+    assert (spread[0].stack.send_s, spread[0].stack.recv_s) == (1e-9, 2e-9)
+
+
+@pytest.mark.parametrize("stack_cpu, compute_s", [(None, 2.0), ((1e-4, 0.0), 2.1)])
+def test_a_send_over_tcp_slows_the_compute_on_the_senders_core_in_the_simulator(
+    stack_cpu, compute_s
+):
+    """Three emulated hosts on one core: rank 0 sends rank 2 1,000 B at 1,000 B/s (1 s) while
+    rank 1 computes 2 s. At 0.1 ms of the sender's CPU a byte the kernel takes a tenth of
+    the core for that second: rank 1's compute is charged 2.1 s (2.0 without the stack)."""
+    from sim.shaping import ShapedPattern, Shaping
+
+    plain = ShapedPattern(alpha_s=0.0, efficiency=1.0)
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    payload = np.zeros(250, np.float32)  # 1,000 B
+
+    def program(rank):
+        if rank == 0:
+            yield Send(dest=2, payload=payload, tag=0)
+        elif rank == 1:
+            yield Compute(lambda: None, (), samples=2)
+        else:
+            yield Recv(source=0, tag=0)
+
+    logs = [ChargeLog() for _ in nodes]
+    sim = Simulator(
+        nodes,
+        logs,
+        0.0,
+        1e3,
+        ComputeModel(seconds_per_sample=1.0),
+        shaping=Shaping(((1e3, 1e-9),), 1e3, {"oneway": plain, "sendrecv": plain}),
+        eager_bytes=2**20,
+        core_groups=((range(3), 1),),
+        over_tcp=True,
+        stack_cpu=stack_cpu,
+    )
+    sim.run([program(r) for r in range(3)])
+    assert logs[1].seconds["compute"] == pytest.approx(compute_s, abs=1e-9)

@@ -733,3 +733,26 @@ def test_a_real_runs_every_receive_ends_after_its_send_began(tmp_path):
         )
         assert len(sends) == len(ends) > 0
         assert all(end >= start for start, end in zip(sends, ends, strict=True))
+
+
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_the_kernels_cpu_a_byte_is_the_compute_lost_split_as_the_cores_were_busy(ranks):
+    """`real.stack_cpu` on this machine (one boot id: ranks 0 and 1 pinned to two cores), with
+    stand-in compute windows that lose a fifth of two processes' steps while bytes move: the
+    compute a byte takes is 0.2 x 2 x the window's seconds over its bytes, split between
+    sender and receiver as their busy time from /proc/stat; a third rank waits it out."""
+    done = run_script(ranks, "stack_cpu.py", timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["windows"] == 6  # quick: 3 pairs of windows, without and with the transfer
+    assert result["lost"] == [0.2, 0.2, 0.2]
+    lost = 0.2 * 2 * result["window_s"] / result["window_bytes"]
+    assert result["lost_s_per_byte"] == pytest.approx(lost, rel=1e-12)
+    send, recv = result["send_s_per_byte"], result["recv_s_per_byte"]
+    assert send + recv == pytest.approx(lost, rel=1e-12)
+    busy_send, busy_recv = result["busy_send_s_per_byte"], result["busy_recv_s_per_byte"]
+    assert busy_send >= 0 and busy_recv >= 0
+    busy = busy_send + busy_recv  # (shared memory's copies may round to no tick at all)
+    assert send / (send + recv) == pytest.approx(busy_send / busy if busy else 0.5, rel=1e-9)
+    assert result["bytes"] % (4 * 2**20) == 0 and result["bytes"] >= 2 * 4 * 2**20
+    assert result["window_bytes"] % (4 * 2**20) == 0 and result["seconds"] > 0
