@@ -23,7 +23,7 @@ The busy time is not all a byte costs the compute beside it: its copies also evi
 compute's caches. So, given compute windows (`real.calibrate`: the model's training step in a
 process per core), windows without and with the transfer alternate, and what the steps lost is
 the cost, split between the sides as the busy time is. Measured here (2 cores, 1 Gbit/s, MPICH
-over TCP, 2026-12-02): the MLP's steps lost 2.1-2.9 ns a byte in all where the busy time was
+over TCP, 2026-12-02): the MLP's steps lost 1.9-2.9 ns a byte in all where the busy time was
 0.7-1.1 ns; a 128 x 128 matrix product, which fits its cache, lost 1.2 ns.
 """
 
