@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -343,8 +344,9 @@ def test_without_root_it_says_so_in_one_line():
 
 def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_and_nic(tmp_path):
     """4 ranks on 2 emulated hosts (2 a host): real.calibrate measures a pair inside a host
-    (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s)
-    and the allocation's allreduce, written as an OSU table the reader takes back."""
+    (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s),
+    the kernel's CPU a byte between hosts (`[network.stack]`) and the allocation's allreduce,
+    written as an OSU table the reader takes back."""
     sys.path.insert(0, str(ROOT))
     from sim.cluster_profile import load_profile
     from twinsgd.calibration.osu_tables import read_table
@@ -361,6 +363,10 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     assert profile.ranks_per_host == 2 and profile.memory is not None
     assert profile.memory.bandwidth_Bps > 125e6  # the namespace's own loopback, not the link
     assert 100e6 < profile.nic_bandwidth_Bps < 250e6  # two senders share 1 Gbit/s (+ burst)
+    stack = tomllib.loads(out.read_text())["network"]["stack"]  # the kernel's CPU a TCP byte
+    assert profile.stack_cpu == (stack["send_s_per_byte"], stack["recv_s_per_byte"])
+    assert min(profile.stack_cpu) >= 0 and stack["bytes"] >= 2 * 4 * 2**20
+    assert stack["busy_send_s_per_byte"] + stack["busy_recv_s_per_byte"] > 0
     table = read_table(f"{out.with_suffix('.osu_allreduce.txt')}:4x2")
     assert table.bench == "osu_allreduce" and table.sizes[-1] == 4**10
     assert "sim.osu osu_allreduce" in done.stdout and "--ranks 4 --ranks-per-host 2" in done.stdout
