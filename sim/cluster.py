@@ -138,6 +138,12 @@ class Cluster:
         turns = "; ".join(
             f"{len(ranks)} ranks on {cores} core(s), "
             + ("turns on each core's ranks" if self.over_tcp else "fair share")
+            + (
+                f", the kernel's {1e9 * self.stack_cpu[0]:.2g}+{1e9 * self.stack_cpu[1]:.2g} ns"
+                " a TCP byte"
+                if self.stack_cpu
+                else ""
+            )
             + f", {1e3 * eevdf_slice(cores):g} ms slices on {1e3 * self.time_slice_s:g} ms ticks"
             for ranks, cores in self.core_groups[:2]
         )
