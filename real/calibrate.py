@@ -84,6 +84,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
+    [network.stack]    there too: the kernel's CPU a TCP byte, send_s_per_byte and
+                       recv_s_per_byte, from the compute lost beside a transfer, with the
+                       busy time that splits it and each window pair's loss (`real.stack_cpu`)
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
                 seconds_per_update (the Adam update's part of seconds_per_step), switch_s
@@ -114,6 +117,7 @@ import tempfile
 import time
 import tomllib
 import traceback
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -1062,16 +1066,8 @@ def _stack_cpu(args, pair, work):
     workers = [_busy_worker(args.models[0], work[3], args.batch_size, i) for i in range(cores)]
     try:
         _window(workers, 0.1)  # every process warm
-
-        def start(seconds):
-            for worker in workers:
-                worker.stdin.write(f"{seconds}\n")
-                worker.stdin.flush()
-
-        def finish():
-            return [float(worker.stdout.readline()) for worker in workers]
-
-        return stack_cpu(pair, args.quick, (start, finish))
+        windows = (partial(_start_window, workers), partial(_finish_window, workers))
+        return stack_cpu(pair, args.quick, windows)
     finally:
         for worker in workers:
             worker.stdin.close()
@@ -1081,9 +1077,19 @@ def _stack_cpu(args, pair, work):
 
 def _window(workers, seconds):
     """Start a window of ``seconds`` in each of ``workers`` at once; their median steps."""
+    _start_window(workers, seconds)
+    return _finish_window(workers)
+
+
+def _start_window(workers, seconds):
+    """Start a window of ``seconds`` in each of ``workers`` at once."""
     for worker in workers:
         worker.stdin.write(f"{seconds}\n")
         worker.stdin.flush()
+
+
+def _finish_window(workers):
+    """Each of ``workers``' median step in the window it was given, once it is over."""
     return [float(worker.stdout.readline()) for worker in workers]
 
 

@@ -398,7 +398,9 @@ class HostCores:
 
     def run(self, rank, seconds):
         """Process step: ``seconds`` of work by ``rank``, which holds a core; at the end of each
-        of its turns it goes behind the ranks waiting for one, if any."""
+        of its turns it goes behind the ranks waiting for one, if any. With a `StackCpu` the
+        kernel's work for the bytes moving meanwhile is done first: the work ends that much
+        later."""
         env, work, stack = self.env, seconds, self.stack
         seconds, paid = self._refill(rank, seconds, work, False)
         while True:
@@ -445,11 +447,11 @@ class HostCores:
 class StackCpu:
     """The kernel's CPU work for the messages of some hosts, done on one core: TCP's copies,
     its segments and acknowledgements, the virtual links' softirqs, ``send_s`` seconds a byte
-    sent and ``recv_s`` a byte received (``[network.stack]``, measured by `real.netbench.
-    stack_cpu`). ``hosts``: (host, share) pairs, the hosts whose work this core does and the
-    share of it (a host of ranks on several cores spreads it evenly). ``fluid``: the
-    `sim.fairshare.FluidStar` whose flows move the bytes, in its bucket bytes (frames: within
-    a few per cent of the payload)."""
+    sent and ``recv_s`` a byte received (``[network.stack]``, measured by `real.stack_cpu`).
+    One core's run queue has it (`shared_cores` with ``pinned``). ``hosts``: (host, share)
+    pairs, the hosts whose work this core does and the share of it (a host of ranks on
+    several cores spreads it evenly). ``fluid``: the `sim.fairshare.FluidStar` whose flows
+    move the bytes, in its bucket bytes (frames: within a few per cent of the payload)."""
 
     def __init__(self, fluid, hosts, send_s, recv_s):
         self.fluid, self.hosts, self.send_s, self.recv_s = fluid, tuple(hosts), send_s, recv_s

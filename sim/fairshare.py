@@ -85,8 +85,9 @@ class FluidStar:
         return self._changed
 
     def moved(self, host):
-        """(sent, received): bucket bytes ``host`` has sent and received up to now, and the
-        bytes a second it sends and receives now (the rates hold until the next event)."""
+        """(sent, received, sending, receiving): the bucket bytes ``host`` has sent and
+        received up to now, and the bucket bytes a second it sends and receives now (the
+        rates hold until the next event, `changed`)."""
         elapsed = self.env.now - self._last
         out = into = 0.0
         for flow in self._flows:
