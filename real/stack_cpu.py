@@ -177,7 +177,7 @@ def _compute_lost(pair, buf, chunk_s, quick, compute):
 
     count = max(2, round(WINDOW_S / chunk_s))
     seconds, nbytes = count * chunk_s, count * CHUNK_BYTES
-    losses, per_byte = [], []
+    losses = []
     for _ in range(3 if quick else WINDOW_PAIRS):
         steps = {}
         for moving in (False, True):
@@ -190,11 +190,10 @@ def _compute_lost(pair, buf, chunk_s, quick, compute):
                 time.sleep(seconds)
             if pair.rank == 0:
                 steps[moving] = np.asarray(compute[1]())
-        if pair.rank == 0:
-            loss = float(np.mean(1.0 - steps[False] / steps[True]))  # a step's time not its own
-            losses.append(loss)
-            per_byte.append(loss * len(steps[True]) * seconds / nbytes)
+        if pair.rank == 0:  # the share of a step's time not its own, over the processes
+            losses.append(float(np.mean(1.0 - steps[False] / steps[True])))
     if pair.rank != 0:
         return None
-    lost = max(0.0, float(np.median(per_byte)))
+    processes = len(steps[True])  # each lost that share of a core for the window
+    lost = max(0.0, float(np.median(losses))) * processes * seconds / nbytes
     return lost, [round(x, 4) for x in losses], seconds, nbytes

@@ -471,14 +471,14 @@ def attach_stack(cores, host_of, fluid, send_s, recv_s):
     """Give each of ``cores``' run queues (rank -> `HostCores`, from `shared_cores`) the
     kernel's work (`StackCpu`) for the hosts of its ranks (``host_of[rank]``: the host number
     ``fluid``'s flows go between)."""
-    queues_of = {}
+    queues_of = {}  # host -> its ranks' queues (a dict as an ordered set)
     for rank, queue in cores.items():
-        queues_of.setdefault(host_of[rank], {})[id(queue)] = queue
-    hosts_of = {}
+        queues_of.setdefault(host_of[rank], {})[queue] = None
+    hosts_of = {}  # queue -> (host, share) of the hosts whose work it does
     for host, queues in queues_of.items():
-        for key, queue in queues.items():
-            hosts_of.setdefault(key, (queue, []))[1].append((host, 1.0 / len(queues)))
-    for queue, hosts in hosts_of.values():
+        for queue in queues:
+            hosts_of.setdefault(queue, []).append((host, 1.0 / len(queues)))
+    for queue, hosts in hosts_of.items():
         queue.stack = StackCpu(fluid, hosts, send_s, recv_s)
 
 
