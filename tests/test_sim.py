@@ -714,6 +714,56 @@ def test_own_code_right_after_a_large_message_pays_the_measured_refill(monkeypat
         assert log.seconds["compute"] == pytest.approx(len(sizes) * 1e-3 + refills, rel=1e-9)
 
 
+class _StepLog(_Log):
+    """`_Log` that also keeps each closed step's (iteration, end time, compute seconds)."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps, self._closed = [], 0.0
+
+    def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
+        self.steps.append((iteration, time_s, self.seconds["compute"] - self._closed))
+        self._closed = self.seconds["compute"]
+
+
+def test_own_code_before_a_step_closes_is_that_steps_and_the_rest_the_next(monkeypatch):
+    """A program's own code runs on from its last operation through the step's close
+    (``end_step``) into the next step's; timed in process (a clock that moves 1 ms a reading),
+    the part before the close is charged to the closing step and ends it, the rest to the next.
+    Readings: one as the own code begins (after each operation), one at each close, one at the
+    next operation: 1 ms before every close and 1 ms after it. The last step's own code after
+    its close is in no step (the program ends)."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+
+    def program(node):
+        for iteration in (1, 2, 3):
+            if node.rank == 0:
+                yield Send(dest=1, payload=np.zeros(2, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(2, np.float32))
+            node.on_step_end(SimpleNamespace(epoch=0, iteration=iteration), 0.0, 0)
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_StepLog() for _ in range(2)]
+    Simulator(nodes, logs, ALPHA, BETA, ComputeModel()).run([program(n) for n in nodes])
+    for log in logs:  # the own code before the first operation is step 1's too
+        assert [(i, c) for i, _, c in log.steps] == [
+            (1, pytest.approx(2e-3)),
+            (2, pytest.approx(2e-3)),
+            (3, pytest.approx(2e-3)),
+        ]
+        assert log.seconds["compute"] == pytest.approx(6e-3, rel=1e-9)
+    # rank 1's first Recv ends as the message lands (1 ms of own code, then alpha + n / beta)
+    # and its step 1 ms of own code later; each later step's own code takes 2 ms, and its
+    # message, sent by a rank 0 that is ahead, has landed or lands within alpha + n / beta
+    message = ALPHA + 8 / BETA
+    ends = [t for _, t, _ in logs[1].steps]
+    assert ends[0] == pytest.approx(2e-3 + message, rel=1e-9)
+    for before, after in itertools.pairwise(ends):
+        assert 2e-3 - 1e-12 <= after - before <= 2e-3 + message
+
+
 def test_a_profile_with_a_negative_cold_own_code_is_refused_naming_it(tmp_path):
     profile = tmp_path / "p.toml"
     profile.write_text("[compute]\ncold_own_s = -1e-5\n")
@@ -837,8 +887,8 @@ def test_a_simulated_run_writes_a_timeline_that_tiles_each_nodes_time(tmp_path, 
         assert {cat for _, _, cat in events} <= {"compute", "comm", "wait"}
         for (ts, dur, _), (next_ts, _, _) in itertools.pairwise(events):
             assert next_ts == pytest.approx(ts + dur, abs=2e-3)  # microseconds, each rounded
-        end = ends[rank] * 1e6  # its last step's end (the own code after it is drawn after it)
-        drawn = [dur for ts, dur, _ in events if ts < end - 1e-3]
+        end = ends[rank] * 1e6  # its last step's end, inside the own code that closes it
+        drawn = [min(dur, end - ts) for ts, dur, _ in events if ts < end - 1e-3]
         # each start and duration is written to the nanosecond: one off at most apiece
         assert sum(drawn) == pytest.approx(end, abs=1e-3 * len(drawn) + 1e-9)
 
