@@ -37,13 +37,14 @@ What is measured, and why so
   sender, in situ, by size (``[network.in_situ.send]``, `netbench.eager_send`): over TCP the
   kernel copies the bytes into the socket (362 us at 670 KB between emulated 1 Gbit/s hosts,
   a hot 8-byte Send's o 5 us), which a program's eager Sends pay in place of o.
-- The turn a process gets on a core when more want the cores than there are
-  (``[cluster] time_slice_s``, `measure_time_slice`): ``sim.run`` lets ranks past the cores
-  take turns of it (`sim.cores`). And how many copies the machine's memory moves at once at
-  one copy's rate (``[cluster] memory_copies``, `measure_memory_copies`): the ranks of a
-  one-machine profile copy every message through it, and beyond it their messages queue. And
-  what a model's gradient takes more right after another process ran on its core (``[compute]
-  switch_s``, `measure_switch_s`): a rank past the cores pays it when it is back on one.
+- How the machine's cores and memory behave with several processes at once
+  (`real.machine_bench`): the turn a process gets on a core when more want the cores than
+  there are (``[cluster] time_slice_s``): ``sim.run`` lets ranks past the cores take turns of
+  it (`sim.cores`); how many copies the machine's memory moves at once at one copy's rate
+  (``[cluster] memory_copies``): the ranks of a one-machine profile copy every message through
+  it, and beyond it their messages queue; what a model's gradient takes more right after
+  another process ran on its core (``[compute] switch_s``): a rank past the cores pays it when
+  it is back on one; and a model's step in k processes at once (``[compute.busy.MODEL]``).
 - On an allocation of several hosts with several ranks on rank 0's: a pair inside that host
   (``[network.memory]``: one copy's latency and bandwidth), its ranks sending to another host's
   all at once (``[network] nic_bandwidth``: the NIC they share), its ranks copying in pairs all
@@ -101,12 +102,12 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
-exception on any rank aborts the whole job, so nobody hangs). The file is written atomically.
+exception on any rank aborts the whole job, so nobody hangs). The file is written atomically
+(`real.calibrate_text`, which also words the summary printed at the end).
 """
 
 import contextlib
 import csv
-import datetime
 import io
 import logging
 import os
@@ -115,7 +116,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 import traceback
 from functools import partial
 from pathlib import Path
@@ -124,9 +124,30 @@ import numpy as np
 
 from models import MODELS, build_model, make_optimizer
 from models.threads import one_blas_thread
-from twinsgd.calibration.busycores import busy_cores_from_windows
+from real.calibrate_text import (
+    bandwidth_text,
+    five_digits,
+    mpi_library,
+    read_profile,
+    rounded,
+    seconds_text,
+    step_times_text,
+    summary_lines,
+    where_text,
+    write_profile,
+)
+from real.machine_bench import (
+    busy_worker,
+    finish_window,
+    measure_busy_cores,
+    measure_memory_copies,
+    measure_switch_s,
+    measure_time_slice,
+    start_window,
+    window,
+)
 from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
-from twinsgd.calibration.jitter import Jitter, factor_quantiles
+from twinsgd.calibration.jitter import factor_quantiles
 from twinsgd.calibration.pace import reference_seconds
 from twinsgd.calibration.steptimes import (
     WARMUP_STEPS,
@@ -264,23 +285,13 @@ def _from_run_main(argv):
     args = parser.parse_args(argv)
     try:
         times = step_times_from_run(args.from_run)
-        document = _read_profile(Path(args.out))
+        document = read_profile(Path(args.out))
         _put_step_times(document, times)
-        _write_profile(Path(args.out), document)
+        write_profile(Path(args.out), document)
     except ValueError as err:
         parser.error(str(err))
-    print(f"compute: {times.model} {_what(times)} from {args.from_run}\nwrote {args.out}")
+    print(f"compute: {times.model} {step_times_text(times)} from {args.from_run}\nwrote {args.out}")
     return 0
-
-
-def _what(times):
-    """``1.14 ms per gradient of 100 (median of 396; 5-95 %: 1.02-1.41 ms)``."""
-    what = "step" if times.own_code else "gradient"
-    return (
-        f"{times.median_s * 1e3:.4g} ms per {what} of {times.batch_size} (median of "
-        f"{times.steps}; 5-95 %: {times.seconds_at(0.05) * 1e3:.4g}-"
-        f"{times.seconds_at(0.95) * 1e3:.4g} ms)"
-    )
 
 
 def _check_models(text):
@@ -372,7 +383,7 @@ def _measure(args, comm, work):
     outside = {}  # by size: each repetition's seconds outside its MPI calls
     allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick, outside)
     wire = netbench.wire_in_situ(comm, step, args.quick)
-    call_overhead_s = netbench.call_overhead(network, library_for(_mpi_library()))
+    call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
     stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
@@ -612,7 +623,7 @@ def _measure_compute(models, X, y, dataset, quick):
     for name, model in models.items():
         gradients, update_s = _time_steps(model, X, y, sizes, quick)
         per_step, per_sample = fit_step_cost(sizes, gradients)
-        measured[name] = (_round(per_step + update_s), per_sample, _round(update_s))
+        measured[name] = (rounded(per_step + update_s), per_sample, rounded(update_s))
     return measured
 
 
@@ -638,8 +649,8 @@ def fit_step_cost(sizes, seconds):
     if len(set(sizes)) > 1:
         per_sample, per_step = np.polyfit(b, t, 1)
         if per_step >= 0 and per_sample > 0:
-            return _round(per_step), _round(per_sample)
-    return 0.0, _round(float(np.dot(b, t) / np.dot(b, b)))  # through the origin: per sample
+            return rounded(per_step), rounded(per_sample)
+    return 0.0, rounded(float(np.dot(b, t) / np.dot(b, b)))  # through the origin: per sample
 
 
 def _time_steps(model, X, y, sizes, quick):
@@ -726,10 +737,10 @@ def _finish(args, measured, work, started):
             "name": f"measured from {hosts[0]}"
             + (f" and {hosts[1]}" if hosts[1] != hosts[0] else ""),
             "calibrated": True,
-            "source": f"python -m real.calibrate, {_mpi_library()}, {measured['ranks']} ranks "
-            f"({_where(hosts, one_machine)})",
+            "source": f"python -m real.calibrate, {mpi_library()}, {measured['ranks']} ranks "
+            f"({where_text(hosts, one_machine)})",
             "cores": os.cpu_count() or 1,
-            "mpi": library_for(_mpi_library()),  # whose choices --allreduce mpi simulates
+            "mpi": library_for(mpi_library()),  # whose choices --allreduce mpi simulates
             "one_machine": one_machine,
             "hosts": hosts,
             **(
@@ -737,12 +748,12 @@ def _finish(args, measured, work, started):
                 if measured["time_slice_s"]
                 else {}
             ),
-            "memory_copies": _round(measured["memory_copies"], 3),
+            "memory_copies": rounded(measured["memory_copies"], 3),
         },
         "network": {
             "topology": "star",
-            "latency": _seconds_text(float(oneway.seconds(8))),
-            "bandwidth": _bandwidth_text(float(oneway.beta_Bps(sizes[-1]))),
+            "latency": seconds_text(float(oneway.seconds(8))),
+            "bandwidth": bandwidth_text(float(oneway.beta_Bps(sizes[-1]))),
             "overhead_s": float(f"{measured['overhead_s']:.4g}"),
             "call_overhead_s": float(f"{measured['call_overhead_s']:.4g}"),
             "eager_bytes": int(measured["eager_bytes"]),
@@ -768,7 +779,7 @@ def _finish(args, measured, work, started):
             "seconds_per_step": per_step,
             "seconds_per_update": per_update,
             "switch_s": {
-                name: _round(x) for name, x in measured["switch_s"].items() if x is not None
+                name: rounded(x) for name, x in measured["switch_s"].items() if x is not None
             },
             "busy": {name: busy.to_dict() for name, busy in measured["busy"].items()},
             "batch_size": args.batch_size,
@@ -776,9 +787,9 @@ def _finish(args, measured, work, started):
             "input_shape": list(dataset.input_shape),  # what the steps were timed on
             "flops_per_sample": flops,
             "gamma_s_per_byte": measured["gamma"],
-            "cold_own_s": _round(measured["cold_own_s"]),
+            "cold_own_s": rounded(measured["cold_own_s"]),
             "cold_own_bytes": int(measured["cold_own_bytes"]),
-            "reference_s": _round(measured["reference_s"]),
+            "reference_s": rounded(measured["reference_s"]),
             "finish": finish.to_dict(),
         },
     }
@@ -790,19 +801,22 @@ def _finish(args, measured, work, started):
         document["network"]["stack"] = {
             "source": "real.stack_cpu: compute lost while ranks 0 and 1 move bytes, split as "
             "their cores' busy time (/proc/stat)",
-            **{key: _sig(x) if isinstance(x, float) else x for key, x in measured["stack"].items()},
+            **{
+                key: five_digits(x) if isinstance(x, float) else x
+                for key, x in measured["stack"].items()
+            },
         }
     for times in measured["steps"].values():
         _put_step_times(document, times)
     allocation = measured["allocation"]
     if allocation is not None:
         _put_allocation(document, allocation)
-    _write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
+    write_profile(Path(args.out), document, took_s=time.perf_counter() - started)
     if allocation is not None:
         table = _write_allreduce_table(args.out, allocation)
         print(_allocation_summary(allocation, table, args.out))
     print(
-        _summary(
+        summary_lines(
             oneway,
             sendrecv,
             in_situ,
@@ -814,245 +828,9 @@ def _finish(args, measured, work, started):
             median_model,
             args.out,
             time.perf_counter() - started,
+            JITTER_MIN_BYTES,
         )
     )
-
-
-_SPINNER = """
-import time
-end = time.perf_counter() + {seconds}
-last = time.perf_counter()
-gaps = []
-while last < end:
-    now = time.perf_counter()
-    if now - last > 30e-6:
-        gaps.append(now - last)
-    last = now
-print(" ".join(repr(g) for g in gaps))
-"""
-
-
-def measure_time_slice(seconds=0.5):
-    """A turn on a core when more processes want the cores than there are (`sim.cores`), in
-    seconds: two spinning processes a core for ``seconds``, each noting the gaps in its own
-    clock (when it was off its core); with two a core every gap is one turn of the other, so
-    the median gap, weighted by duration. This machine: 4 ms (the 250 Hz tick). None if it
-    cannot be measured (fewer gaps than spinners)."""
-    count = 2 * (os.cpu_count() or 1)
-    spinners = [
-        subprocess.Popen(
-            [sys.executable, "-c", _SPINNER.format(seconds=seconds)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(count)
-    ]
-    gaps = []
-    for spinner in spinners:
-        out, _ = spinner.communicate(timeout=60)
-        gaps += [float(x) for x in out.split()]
-    if len(gaps) < count:
-        return None
-    # weighted by duration: brief interruptions (another process waking for microseconds, more
-    # of them than turns) moved the plain median to 0.12 ms
-    gaps = np.sort(gaps)
-    weight = np.cumsum(gaps)
-    return float(gaps[np.searchsorted(weight, weight[-1] / 2)])
-
-
-_SWITCHER = """
-import os
-import time
-import numpy as np
-from models import build_model
-from models.threads import one_blas_thread
-one_blas_thread()
-os.sched_setaffinity(0, {{{cpu}}})  # one core for both: each turn comes after the other's
-rng = np.random.default_rng({seed})
-model = build_model({name!r}, {shape!r}, {classes}, seed=0)
-X = rng.random({batch_shape!r}).astype(model.dtype)
-y = rng.integers(0, {classes}, {batch})
-grad = np.empty(model.n_params, dtype=model.dtype)
-model.loss_and_gradient(X, y, out=grad)
-differences = []  # a turn's cold step less its warm one, seconds
-end = time.perf_counter() + {seconds}
-while True:
-    if not ({first} and not differences):  # the other's turn is done: this one's caches are cold
-        if os.read({read}, 1) in (b"e", b""):  # the other ended (or died): stop
-            break
-    t0 = time.process_time()
-    model.loss_and_gradient(X, y, out=grad)
-    t1 = time.process_time()
-    model.loss_and_gradient(X, y, out=grad)  # the same step again, warm
-    differences.append((t1 - t0) - (time.process_time() - t1))
-    done = len(differences) >= {turns} and time.perf_counter() > end
-    os.write({write}, b"e" if done else b"x")
-    if done:
-        break
-print(*differences)
-"""
-
-
-def measure_switch_s(model, dataset, batch, quick=False):
-    """The median of `switch_once` over 3 tries (1 with ``quick``): this machine's tries of the
-    MLP moved between 85 and 120 us from one to the next. None where any try could not be
-    measured (a machine that refuses to pin a process to a core)."""
-    tries = [switch_once(model, dataset, batch, quick) for _ in range(1 if quick else 3)]
-    return None if None in tries else float(np.median(tries))
-
-
-SWITCH_TURNS = 12  # turns of each process at the least (quick: half)
-
-
-def switch_once(model, dataset, batch, quick=False):
-    """``[compute] switch_s`` of ``model``: the CPU seconds a gradient on a batch of ``batch``
-    takes more when another process ran on its core since its last one (its caches refilled),
-    as ranks past the cores do between their steps (`sim.cores`). Two processes on one core
-    take turns; in each turn a gradient comes after the other's (cold) and then once more
-    (warm), so both are timed at the same moment of the machine's drift: the median of the
-    turns' differences (floored at 0), over at least `SWITCH_TURNS` turns of each process.
-    This machine (2026-11-27): the MLP at batch 32 0.29 ms warm and 70-120 us more cold.
-
-    Why the median of that many turns, and 0 where it is within its own noise (under twice
-    its standard error): this machine changes speed by 1.4-1.6x within seconds, which a turn's
-    two steps may straddle. The CNN's turns (steps of tens of ms, 2-3 turns in half a second)
-    differed by -41 to +12 ms (2026-12-01), their mean came out 0, 0, 1.7, 4.3 and 5.0 ms in
-    five tries, and the simulator's turns of 4 ms could not hold such a refill; the MLP's
-    differed by tens of us about 90. None if either process failed (one that cannot be
-    pinned)."""
-    cpu = max(os.sched_getaffinity(0))
-    fds = os.pipe() + os.pipe()  # (read, write) of 0 -> 1, then of 1 -> 0
-    processes = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _SWITCHER.format(
-                    cpu=cpu,
-                    seed=i,
-                    **_step_fields(model, dataset, batch),
-                    seconds=0.5 if quick else 1.5,
-                    turns=SWITCH_TURNS // 2 if quick else SWITCH_TURNS,
-                    first=i == 0,
-                    read=fds[2] if i == 0 else fds[0],
-                    write=fds[1] if i == 0 else fds[3],
-                ),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-            pass_fds=fds,
-        )
-        for i in range(2)
-    ]
-    for fd in fds:
-        os.close(fd)
-    outputs = [p.communicate(timeout=300)[0].split() for p in processes]
-    if any(p.returncode != 0 or not out for p, out in zip(processes, outputs, strict=True)):
-        return None
-    return resolved_median([float(x) for out in outputs for x in out])
-
-
-def resolved_median(samples):
-    """The median of ``samples`` where it stands out of their noise (at least twice its
-    standard error, ``1.2533 * 1.4826 * MAD / sqrt(n)``) and is positive; else 0.
-
-    >>> resolved_median([90e-6, 95e-6, 88e-6, 92e-6, 85e-6, 91e-6])
-    9.05e-05
-    >>> resolved_median([5e-3, -8e-3, 7e-3, -3e-3, 0.4e-3, 9e-3])
-    0.0
-    """
-    x = np.asarray(samples, dtype=np.float64)
-    median = float(np.median(x))
-    error = 1.2533 * 1.4826 * float(np.median(np.abs(x - median))) / np.sqrt(len(x))
-    return median if median > 0 and median >= 2 * error else 0.0
-
-
-_BUSY = """
-import sys
-import time
-import numpy as np
-from models import build_model, make_optimizer
-from models.threads import one_blas_thread
-one_blas_thread()
-rng = np.random.default_rng({seed})
-model = build_model({name!r}, {shape!r}, {classes}, seed=0)
-X = rng.random({batch_shape!r}).astype(model.dtype)
-y = rng.integers(0, {classes}, {batch})
-grad = np.empty(model.n_params, dtype=model.dtype)
-adam = make_optimizer("adam", model.n_params, lr=1e-6)
-while line := sys.stdin.readline():  # asleep between windows; a window is its seconds
-    end = time.perf_counter() + float(line)
-    steps = []
-    while time.perf_counter() < end or len(steps) < 3:
-        t0 = time.perf_counter()
-        model.loss_and_gradient(X, y, out=grad)
-        adam.step(model.params, grad)
-        steps.append(time.perf_counter() - t0)
-    print(np.median(steps[len(steps) // 5:]), flush=True)  # past the first fifth: warm
-"""
-
-
-def busy_counts(cores):
-    """The counts of processes `measure_busy_cores` runs at once: 1, 2, 4, ... and ``cores``."""
-    counts = {1, cores}
-    k = 2
-    while k < cores:
-        counts.add(k)
-        k *= 2
-    return sorted(counts)
-
-
-def measure_busy_cores(model, dataset, batch, quick=False):
-    """``[compute.busy.MODEL]`` (`calibration.busycores`): ``model``'s training step (its
-    gradient on a batch of ``batch`` and Adam's update, 1 BLAS thread) in k processes at once,
-    for each k of `busy_counts` up to this machine's cores, placed by the operating system as
-    a run's ranks are. The processes start once and sleep between windows; in each window k
-    of them compute for 0.3 s (0.15 s with ``quick``), and just before it the first computes
-    alone, so the machine's drift cancels (one process alone moved by 30 % from one try to
-    the next on a 16-core machine under gVisor). 5 windows per k (3 with ``quick``): the mean
-    factor at k is the median over windows of the k processes' mean over the one alone; the
-    spread about it, each process over the mean of its window, pooled. Measured (MLP, batch
-    100): this 2-core machine 0.98-1.03x at 2 processes."""
-    seconds, windows = (0.15, 3) if quick else (0.3, 5)
-    counts = busy_counts(os.cpu_count() or 1)
-    workers = [_busy_worker(model, dataset, batch, i) for i in range(counts[-1])]
-    try:
-        _window(workers, seconds)  # every process warm
-        ratios = {k: [1.0] if k == 1 else [] for k in counts}
-        spread = {k: [1.0] if k == 1 else [] for k in counts}
-        for k in counts[1:]:
-            for _ in range(windows):
-                alone = _window(workers[:1], seconds)[0]
-                times = np.asarray(_window(workers[:k], seconds))
-                ratios[k].append(times.mean() / alone)
-                spread[k].extend(times / times.mean())
-    finally:
-        for worker in workers:  # end of its input: it ends
-            worker.stdin.close()
-            worker.wait(timeout=60)
-            worker.stdout.close()
-    return busy_cores_from_windows(ratios, spread)
-
-
-def _busy_worker(model, dataset, batch, seed):
-    """A process that computes ``model``'s steps for the seconds it reads, a window a line,
-    and writes each window's median step seconds (`_BUSY`)."""
-    script = _BUSY.format(seed=seed, **_step_fields(model, dataset, batch))
-    return subprocess.Popen(
-        [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-
-
-def _step_fields(model, dataset, batch):
-    """What the scripts of a process that times ``model``'s step (`_SWITCHER`, `_BUSY`) fill
-    in: the model's name, its input's shape and classes, the batch and the batch's shape."""
-    return {
-        "name": model,
-        "shape": tuple(dataset.input_shape),
-        "classes": dataset.n_classes,
-        "batch": batch,
-        "batch_shape": (batch, *dataset.input_shape),
-    }
 
 
 def _stack_cpu(args, pair, work):
@@ -1063,87 +841,16 @@ def _stack_cpu(args, pair, work):
     if pair.rank != 0:
         return stack_cpu(pair, args.quick)
     cores = os.cpu_count() or 1
-    workers = [_busy_worker(args.models[0], work[3], args.batch_size, i) for i in range(cores)]
+    workers = [busy_worker(args.models[0], work[3], args.batch_size, i) for i in range(cores)]
     try:
-        _window(workers, 0.1)  # every process warm
-        windows = (partial(_start_window, workers), partial(_finish_window, workers))
+        window(workers, 0.1)  # every process warm
+        windows = (partial(start_window, workers), partial(finish_window, workers))
         return stack_cpu(pair, args.quick, windows)
     finally:
         for worker in workers:
             worker.stdin.close()
             worker.wait(timeout=60)
             worker.stdout.close()
-
-
-def _window(workers, seconds):
-    """Start a window of ``seconds`` in each of ``workers`` at once; their median steps."""
-    _start_window(workers, seconds)
-    return _finish_window(workers)
-
-
-def _start_window(workers, seconds):
-    """Start a window of ``seconds`` in each of ``workers`` at once."""
-    for worker in workers:
-        worker.stdin.write(f"{seconds}\n")
-        worker.stdin.flush()
-
-
-def _finish_window(workers):
-    """Each of ``workers``' median step in the window it was given, once it is over."""
-    return [float(worker.stdout.readline()) for worker in workers]
-
-
-_COPIER = """
-import time
-import numpy as np
-src = np.ones({elements}, np.float32)
-dst = np.empty_like(src)
-np.copyto(dst, src)
-while time.time() < {start}:
-    pass
-begin = time.perf_counter()
-end, copies = begin + {seconds}, 0
-while time.perf_counter() < end:
-    np.copyto(dst, src)
-    copies += 1
-print(copies * src.nbytes / (time.perf_counter() - begin))
-"""
-
-
-def copy_rate(processes, seconds=0.2, nbytes=2**22):
-    """Bytes per second that ``processes`` processes copy together, each a buffer of ``nbytes``
-    (beyond a core's own cache) over and over for ``seconds``, all starting at one moment."""
-    start = time.time() + 0.3 + 0.03 * processes  # after every interpreter has started
-    copiers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-c",
-                _COPIER.format(elements=nbytes // 4, start=start, seconds=seconds),
-            ],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(processes)
-    ]
-    return sum(float(copier.communicate(timeout=60)[0]) for copier in copiers)
-
-
-def measure_memory_copies(quick=False):
-    """``[cluster] memory_copies``: the copies this machine's memory moves at once at the rate
-    the calibration's pair of ranks measured. That pair copied 2 at once (a Sendrecv's two
-    directions), so: 2 x the copy rate of a process on every core over that of 2 processes
-    (the mean of 2 tries each; 1 with ``quick``); at most 2 cores, 2. Ranks of one machine
-    copy every message through its memory: 16 ranks of a 16-core machine exchanging 670 KB
-    with two neighbours each took 1.29 ms a step against 0.11 ms at 2 ranks, a limit the
-    pair's own copies do not meet."""
-    cores = os.cpu_count() or 1
-    if cores <= 2:
-        return 2.0
-    tries = 1 if quick else 2
-    pair = float(np.mean([copy_rate(2) for _ in range(tries)]))
-    together = float(np.mean([copy_rate(cores) for _ in range(tries)]))
-    return max(2.0, 2 * together / pair)
 
 
 def finishing_pass(sizes, allreduce_s, sendrecv, gamma, outside_s=None):
@@ -1229,15 +936,15 @@ def wire_cost(nbytes, write_s, read_s, in_program=None):
     else:
         (at, write, read), source = in_program, "program"
     return {
-        "write_s": _round(max(0.0, float(write - per_byte * at))),
+        "write_s": rounded(max(0.0, float(write - per_byte * at))),
         "write_s_per_byte": per_byte,
-        "read_s": _round(float(read)),
+        "read_s": rounded(float(read)),
         "source": source,  # whose write_s and read_s: the real program's, or the pattern's
         "nbytes": list(nbytes),
-        "write_samples_s": [_round(t) for t in write_s],
-        "read_samples_s": [_round(t) for t in read_s],
+        "write_samples_s": [rounded(t) for t in write_s],
+        "read_samples_s": [rounded(t) for t in read_s],
         **(
-            {"program": {"nbytes": int(at), "write_s": _round(write), "read_s": _round(read)}}
+            {"program": {"nbytes": int(at), "write_s": rounded(write), "read_s": rounded(read)}}
             if in_program
             else {}
         ),
@@ -1283,11 +990,11 @@ def _put_allocation(document, allocation):
     copy_Bps = float(memory.beta_Bps(sizes[-1]))
     total_Bps = max(copy_Bps, allocation["memory_total_Bps"])
     document["cluster"]["ranks_per_host"] = allocation["ranks_per_host"]
-    document["network"]["nic_bandwidth"] = _bandwidth_text(allocation["nic_Bps"])
+    document["network"]["nic_bandwidth"] = bandwidth_text(allocation["nic_Bps"])
     document["network"]["memory"] = {
-        "latency": _seconds_text(float(memory.seconds(8))),
-        "bandwidth": _bandwidth_text(copy_Bps),
-        "total_bandwidth": _bandwidth_text(total_Bps),
+        "latency": seconds_text(float(memory.seconds(8))),
+        "bandwidth": bandwidth_text(copy_Bps),
+        "total_bandwidth": bandwidth_text(total_Bps),
         "oneway": memory.to_dict(),
     }
 
@@ -1299,7 +1006,7 @@ def _write_allreduce_table(out, allocation):
     path = Path(out).with_suffix(".osu_allreduce.txt")
     note = (
         f"measured by twinsgd real.calibrate: {allocation['ranks']} ranks, "
-        f"{allocation['ranks_per_host']} a host, {_mpi_library()}"
+        f"{allocation['ranks_per_host']} a host, {mpi_library()}"
     )
     rows = zip(allocation["allreduce_sizes"], allocation["allreduce_us"], strict=True)
     path.write_text("\n".join(format_table("osu_allreduce", note, rows)) + "\n")
@@ -1311,8 +1018,8 @@ def _allocation_summary(allocation, table, out):
     ranks, per_host = allocation["ranks"], allocation["ranks_per_host"]
     return (
         f"hosts of {per_host} ranks: NIC shared by {allocation['nic_senders']} senders "
-        f"{_bandwidth_text(allocation['nic_Bps'])}; memory "
-        f"{_bandwidth_text(allocation['memory_total_Bps'])} for {allocation['memory_copies']} "
+        f"{bandwidth_text(allocation['nic_Bps'])}; memory "
+        f"{bandwidth_text(allocation['memory_total_Bps'])} for {allocation['memory_copies']} "
         f"copies at once\nthe allocation's allreduce: {table}; the model's beside it: python -m "
         f"sim.osu osu_allreduce --profile {out} --ranks {ranks} --ranks-per-host {per_host} "
         f"--sizes 4:4MiB > simulated.txt; python -m twinsgd.analysis.osu_compare {table} "
@@ -1332,9 +1039,9 @@ def _incast_check(measured, oneway):
     return {
         "ranks": int(k),
         "sizes": [int(x) for x in n],
-        "seconds": [_sig(x) for x in t],
-        "predicted_s": [_sig(x) for x in predicted],
-        "max_rel_error": _sig(np.max(np.abs(predicted / t - 1))),
+        "seconds": [five_digits(x) for x in t],
+        "predicted_s": [five_digits(x) for x in predicted],
+        "max_rel_error": five_digits(np.max(np.abs(predicted / t - 1))),
     }
 
 
@@ -1376,218 +1083,7 @@ def _put_step_times(document, times):
     compute.setdefault("steps", {})[times.model] = times.to_dict()
     per_sample = compute.setdefault("seconds_per_sample", {})
     if isinstance(per_sample, dict):
-        per_sample.setdefault(times.model, _round(times.median_s / times.batch_size))
-
-
-def _read_profile(path):
-    """The TOML document at ``path``, or an empty one if there is no file yet."""
-    if not path.exists():
-        return {"cluster": {"name": f"step times of {path.stem}", "calibrated": True}}
-    try:
-        with open(path, "rb") as fh:
-            return tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise ValueError(f"--out {path}: cannot read it as a profile ({err})") from None
-
-
-_HEADER = """\
-# Written by python -m real.calibrate on {host} at {stamp}{took}; measured, not edited: run it
-# again to refresh. [network.oneway] and [network.sendrecv]: piecewise alpha-beta models fitted to
-# OSU-style timings of a ping-pong (one way) and a Sendrecv (each way at once), every measured
-# point within max_rel_residual; [network.incast]: every other rank into rank 0, beside the star's
-# prediction from the one-way model. [compute] seconds_per_step + b x seconds_per_sample: a
-# training step of b samples in a hot loop, 1 BLAS thread, seconds_per_update of it Adam's;
-# [compute.steps.MODEL]: compute seconds per step of the real program (quantiles at 0, 1, ...,
-# 100 %), for sim.run --compute empirical.
-"""
-
-
-def _write_profile(path, document, took_s=None):
-    """Write the profile ``document`` to ``path`` atomically (a temporary file and a rename)."""
-    import tomli_w
-
-    stamp = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
-    took = f" in {took_s:.1f} s" if took_s is not None else ""
-    text = (
-        _HEADER.format(host=socket.gethostname(), stamp=stamp, took=took)
-        + "\n"
-        + tomli_w.dumps(document)
-    )
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except OSError as err:
-        raise ValueError(f"--out {path}: cannot write it ({err.strerror})") from None
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _summary(
-    oneway, sendrecv, in_situ, jitter, finish, incast, measured, rates, median_model, out, took_s
-):
-    def segments(cost):
-        return "; ".join(
-            f"from {_bytes_text(lo)}: alpha {_seconds_text(a)}, beta {_bandwidth_text(b)}"
-            for lo, a, b in zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True)
-        )
-
-    lines = [
-        f"network one way ({len(oneway.latency_s)} segments, worst point "
-        f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
-        f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
-        f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
-        f"send overhead o: {_seconds_text(measured['overhead_s'])}; a step inside MPI's own "
-        f"collectives {_seconds_text(measured['call_overhead_s'])} under the hot loop's; a "
-        f"Send of up to "
-        f"{_bytes_text(measured['eager_bytes'])} returns before its receiver is there "
-        f"(eager)",
-    ]
-    if measured["eager_send_s"]:
-        sizes, seconds = measured["eager_sizes"], measured["eager_send_s"]
-        lines.append(
-            f"an eager Send in situ holds its sender {_seconds_text(seconds[0])} at "
-            f"{_bytes_text(sizes[0])}, {_seconds_text(seconds[-1])} at {_bytes_text(sizes[-1])} "
-            f"([network.in_situ.send])"
-        )
-    if incast is not None:
-        lines.append(
-            f"incast {incast['ranks']} into 1: the star's prediction from the one-way "
-            f"model is off by {100 * incast['max_rel_error']:.1f} % at worst"
-        )
-    models = ", ".join(
-        f"{m} {1e3 * step:.3g} ms a step (the update {1e3 * update:.3g} ms) + "
-        f"{1e6 * sample:.3g} us a sample ({rates[m] / 1e9:.2f} GFLOP/s)"
-        for m, (step, sample, update) in measured["per_model"].items()
-    )
-    lines.append(
-        f"compute (hot loop): {models}; flops_per_s {rates[median_model]:.3g} ({median_model})"
-    )
-    for name, times in measured["steps"].items():
-        lines.append(f"compute (the real program): {name} {_what(times)}")
-    for pattern, name in (("oneway", "one way"), ("sendrecv", "Sendrecv")):
-        probe = 2**18  # what programs send: a gradient's chunk
-        quantiles = jitter.get(pattern)
-        spread = (
-            f"; jitter from {_bytes_text(JITTER_MIN_BYTES)}: mean {Jitter(quantiles).mean:.2f}, "
-            f"p90 {quantiles[90]:.2f} x the median"
-            if quantiles
-            else ""
-        )
-        lines.append(
-            f"network {name} in situ ({len(in_situ[pattern].latency_s)} segments): "
-            f"{_seconds_text(in_situ[pattern].seconds(probe))} for {_bytes_text(probe)}, "
-            f"hot {_seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
-            f"{spread}"
-        )
-    lines.append(
-        f"reduction (gamma): {measured['gamma'] * 1e9:.3g} ns a byte combined "
-        f"({1e-9 / measured['gamma']:.3g} GB/s)"
-        if measured["gamma"] > 0
-        else "reduction (gamma): not measurable here (no growth with size)"
-    )
-    probe = 2**20
-    lines.append(
-        f"allreduce in situ (2 ranks): {_seconds_text(measured['allreduce_s'][-1])} for "
-        f"{_bytes_text(measured['allreduce_sizes'][-1])}; past its messages and add, "
-        f"{_seconds_text(finish.seconds(probe))} for {_bytes_text(probe)} ([compute.finish])"
-    )
-    nbytes, write_s, read_s = measured["wire"]
-    lines.append(
-        f"compressed message, pattern in situ: written in {_seconds_text(write_s[0])} and read "
-        f"in {_seconds_text(read_s[0])} at {_bytes_text(nbytes[0])}, "
-        f"{_seconds_text(write_s[-1])} and {_seconds_text(read_s[-1])} at "
-        f"{_bytes_text(nbytes[-1])}"
-    )
-    if measured["wire_in_program"] is not None:
-        at, write, read = measured["wire_in_program"]
-        lines.append(
-            f"compressed message in the real program: written in {_seconds_text(write)} and "
-            f"read in {_seconds_text(read)} at {_bytes_text(at)} ([network.in_situ.wire])"
-        )
-    if measured["time_slice_s"]:
-        lines.append(
-            f"cores: {os.cpu_count()}, taken in turns of "
-            f"{_seconds_text(measured['time_slice_s'])} by more ranks than cores"
-        )
-    lines.append(
-        f"memory: {measured['memory_copies']:.3g} copies at once at the pair's rate "
-        f"([cluster] memory_copies)"
-    )
-    switches = ", ".join(
-        f"{m} {_seconds_text(x) if x is not None else 'not measured (0)'}"
-        for m, x in measured["switch_s"].items()
-    )
-    lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
-    if measured["stack"] is not None:
-        stack = measured["stack"]
-        lines.append(
-            f"the kernel's CPU a byte over TCP: {1e9 * stack['send_s_per_byte']:.2f} ns sent, "
-            f"{1e9 * stack['recv_s_per_byte']:.2f} ns received (busy "
-            f"{1e9 * stack['busy_send_s_per_byte']:.2f} and "
-            f"{1e9 * stack['busy_recv_s_per_byte']:.2f}; [network.stack])"
-        )
-    lines.append(
-        f"own code right after a {_bytes_text(measured['cold_own_bytes'])} message: "
-        f"{_seconds_text(measured['cold_own_s'])} more than warm (cold_own_s)"
-    )
-    busy = "; ".join(
-        f"{m} "
-        + ", ".join(
-            f"{k}: {b.mean_at(k):.2f}x ({row[0]:.2f}-{row[-1]:.2f})"
-            for k, row in zip(b.processes[1:], b.factors[1:], strict=True)
-        )
-        for m, b in measured["busy"].items()
-    )
-    lines.append(f"a step with k processes computing at once, over one alone: {busy} (busy)")
-    lines.append(f"wrote {out} in {took_s:.1f} s")
-    return "\n".join(lines)
-
-
-def _where(hosts, one_machine):
-    machine = "one machine" if one_machine else "several machines"
-    if len(set(hosts)) == 1:
-        return f"all on {hosts[0]}: shared memory, not a network"
-    return f"hosts {', '.join(dict.fromkeys(hosts))} on {machine}"
-
-
-def _mpi_library():
-    """``MPICH 5.0.2``, ``Open MPI v4.1.5``: the library's name and version, one line."""
-    from real.mpi import library_version
-
-    first = library_version()
-    return " ".join(first.replace("Version:", "").split()).split(",")[0]
-
-
-def _round(x, digits=4):
-    """``x`` to ``digits`` significant digits."""
-    return float(f"{x:.{digits - 1}e}")
-
-
-def _sig(x):
-    return float(f"{float(x):.5g}")
-
-
-def _seconds_text(seconds):
-    """A time with a unit ``parse_seconds`` reads, 4 significant digits: ``1.234us``."""
-    value, unit = (seconds * 1e6, "us") if seconds < 1e-3 else (seconds * 1e3, "ms")
-    return f"{value:.4g}{unit}"
-
-
-def _bandwidth_text(Bps):
-    """A bandwidth with a unit ``parse_bandwidth_Bps`` reads, 4 significant digits: ``5.67GB/s``."""
-    for scale, prefix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if Bps >= scale:
-            return f"{Bps / scale:.4g}{prefix}B/s"
-    return f"{Bps:.4g}B/s"
-
-
-def _bytes_text(nbytes):
-    for scale, unit in ((2**20, "MiB"), (2**10, "KiB")):
-        if nbytes >= scale:
-            return f"{nbytes / scale:.4g}{unit}"
-    return f"{nbytes:.0f}B"
+        per_sample.setdefault(times.model, rounded(times.median_s / times.batch_size))
 
 
 if __name__ == "__main__":

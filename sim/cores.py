@@ -39,7 +39,7 @@ and 10.1 %), the synchronous server now too fast (-10 to -35 %): one core a copy
 for it, two cores at once (tried) too slow (+14 to +53 %).
 
 A rank back on a core after other ranks ran there finds its caches refilled by them: its next
-work takes ``switch_s`` more (measured per model by `real.calibrate.measure_switch_s`: two
+work takes ``switch_s`` more (measured per model by `real.machine_bench.measure_switch_s`: two
 processes on one core taking turns, each turn a gradient after the other's and then the same
 gradient warm; the MLP at batch 32, 0.29 ms warm, took 70-120 us more cold, 2026-11-27; the
 CNN's steps of tens of ms vary more from turn to turn than any refill, which is therefore

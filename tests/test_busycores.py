@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from real.calibrate import busy_counts, measure_busy_cores
+from real.machine_bench import busy_counts, measure_busy_cores
 from sim import run
 from sim.cluster_profile import load_profile
 from sim.compute import _busy_factors, compute_model

@@ -12,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from models import build_model
-from real.calibrate import _round, batch_sizes, busy_counts, fit_step_cost, measure_switch_s
+from real.calibrate import batch_sizes, fit_step_cost
+from real.calibrate_text import rounded
+from real.machine_bench import busy_counts, measure_switch_s
 from twinsgd.data import load_dataset
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
@@ -29,8 +31,8 @@ def calibrate(n, *argv):
 
 @pytest.mark.parametrize("x", [100.0, 1e10, 1.2345e-5, 0.5, 27690000000.0])
 def test_numbers_are_rounded_to_four_digits(x):
-    assert isinstance(_round(x), float)
-    assert _round(x) == pytest.approx(x, rel=1e-3)
+    assert isinstance(rounded(x), float)
+    assert rounded(x) == pytest.approx(x, rel=1e-3)
 
 
 @given(
