@@ -132,6 +132,10 @@ class _OwnCode:
     operation, a Local-SGD run's averaging step carried two updates and the step after it none,
     and its p90 step came out 28-34 % long where its mean was right (2026-12-02).
 
+    On cores shared past their count the step's end is put where its own code would end on a
+    core of its own: the turns that code then waits for are charged (as compute) to the next
+    step, the one in progress by then.
+
     ``pace``: the factor that puts code timed now at the calibration's speed (or None);
     ``cold_cost``: (seconds more, factor) of own code right after a large message, paid by the
     first part after it; ``traced``: the node is drawn on the timeline (its charges are noted
