@@ -86,8 +86,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
                        rates_Bps and bursts_bytes as configured
     [network.stack]    there too: the kernel's CPU a TCP byte, send_s_per_byte and
-                       recv_s_per_byte, from the compute lost beside a transfer, with the
-                       busy time that splits it and each window pair's loss (`real.stack_cpu`)
+                       recv_s_per_byte, from the compute each side's core lost beside a
+                       transfer, with the busy time and each window pair's loss
+                       (`real.stack_cpu`)
     [compute]   flops_per_s, seconds_per_sample = {mlp = .., cnn = ..}, seconds_per_step (the
                 same keys: a step of b samples lasts seconds_per_step + b seconds_per_sample),
                 seconds_per_update (the Adam update's part of seconds_per_step), switch_s
@@ -799,8 +800,8 @@ def _finish(args, measured, work, started):
         document["network"]["shaper"] = shaper
     if measured["stack"] is not None:
         document["network"]["stack"] = {
-            "source": "real.stack_cpu: compute lost while ranks 0 and 1 move bytes, split as "
-            "their cores' busy time (/proc/stat)",
+            "source": "real.stack_cpu: compute lost on each core while ranks 0 and 1 move "
+            "bytes, the sender's core's and the others'",
             **{
                 key: five_digits(x) if isinstance(x, float) else x
                 for key, x in measured["stack"].items()
@@ -835,13 +836,15 @@ def _finish(args, measured, work, started):
 
 def _stack_cpu(args, pair, work):
     """`real.stack_cpu.stack_cpu` over ``pair``, its compute windows the first model's steps
-    in a process per core of this machine (rank 0). Collective; the result on rank 0."""
+    in a process pinned to each core of this machine (rank 0). Collective; the result on rank
+    0."""
     from real.stack_cpu import stack_cpu
 
     if pair.rank != 0:
         return stack_cpu(pair, args.quick)
-    cores = os.cpu_count() or 1
-    workers = [busy_worker(args.models[0], work[3], args.batch_size, i) for i in range(cores)]
+    cpus = sorted(os.sched_getaffinity(0))  # one process pinned to each, in `stack_cpu`'s order
+    model = args.models[0]
+    workers = [busy_worker(model, work[3], args.batch_size, i, c) for i, c in enumerate(cpus)]
     try:
         window(workers, 0.1)  # every process warm
         windows = (partial(start_window, workers), partial(finish_window, workers))

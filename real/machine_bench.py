@@ -177,12 +177,14 @@ def resolved_median(samples):
 
 
 _BUSY = """
+import os
 import sys
 import time
 import numpy as np
 from models import build_model, make_optimizer
 from models.threads import one_blas_thread
 one_blas_thread()
+{pin}
 rng = np.random.default_rng({seed})
 model = build_model({name!r}, {shape!r}, {classes}, seed=0)
 X = rng.random({batch_shape!r}).astype(model.dtype)
@@ -243,10 +245,12 @@ def measure_busy_cores(model, dataset, batch, quick=False):
     return busy_cores_from_windows(ratios, spread)
 
 
-def busy_worker(model, dataset, batch, seed):
+def busy_worker(model, dataset, batch, seed, cpu=None):
     """A process that computes ``model``'s steps for the seconds it reads, a window a line,
-    and writes each window's median step seconds (`_BUSY`)."""
-    script = _BUSY.format(seed=seed, **step_fields(model, dataset, batch))
+    and writes each window's median step seconds (`_BUSY`); on core ``cpu`` alone if given
+    (else where the operating system puts it)."""
+    pin = f"os.sched_setaffinity(0, {{{cpu}}})" if cpu is not None else ""
+    script = _BUSY.format(seed=seed, pin=pin, **step_fields(model, dataset, batch))
     return subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )

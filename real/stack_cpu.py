@@ -21,10 +21,13 @@ two cores, the sender's side its core, the receiver's the rest of the machine.
 
 The busy time is not all a byte costs the compute beside it: its copies also evict that
 compute's caches. So, given compute windows (`real.calibrate`: the model's training step in a
-process per core), windows without and with the transfer alternate, and what the steps lost is
-the cost, split between the sides as the busy time is. Measured here (2 cores, 1 Gbit/s, MPICH
-over TCP, 2026-12-02): the MLP's steps lost 1.9-2.9 ns a byte in all where the busy time was
-0.7-1.1 ns; a 128 x 128 matrix product, which fits its cache, lost 1.2 ns.
+process pinned to each core), windows without and with the transfer alternate, the pair still
+pinned, and what each core's process lost is that side's cost: the sender's core's, and the
+rest of the machine's for the receiver (its core, and any core the kernel did its work on).
+Measured here (2 cores, 1 Gbit/s, MPICH over TCP, 2026-12-02): the MLP's steps lost 1.9-2.9 ns
+a byte in all where the busy time was 0.7-1.1 ns; a 128 x 128 matrix product, which fits its
+cache, lost 1.2 ns. Split as the busy time was, the two sides came out 48/52 one night and
+17/83 the next; each core's own loss, in four tries, 43/57 to 53/47.
 """
 
 import os
@@ -83,17 +86,19 @@ def _idle(polls):
 
 def stack_cpu(comm, quick=False, compute=None):
     """The CPU a byte sent from rank 0 to rank 1 costs, on rank 0 (None elsewhere): a dict of
-    ``send_s_per_byte`` and ``recv_s_per_byte`` (what the simulator takes), the busy time
-    behind their split (``busy_send_s_per_byte``, ``busy_recv_s_per_byte``), ``bytes`` and
-    ``seconds`` of that transfer, and, given ``compute``, the compute it took
-    (``lost_s_per_byte``; ``lost``, the fraction per window pair; ``window_s`` and
+    ``send_s_per_byte`` and ``recv_s_per_byte`` (what the simulator takes: the busy time,
+    or given ``compute`` each side's compute lost), the busy time (``busy_send_s_per_byte``,
+    ``busy_recv_s_per_byte``), ``bytes`` and ``seconds`` of that transfer, and, given
+    ``compute``, the compute it took (``lost_s_per_byte``; ``lost_by_core_s_per_byte``;
+    ``lost``, the fraction per window pair; ``window_s`` and
     ``window_bytes``, a window's seconds and the bytes moved in one). The module's notes say how.
 
     ``compute`` (rank 0, one machine): ``(start, finish)``, functions that start a window of
-    the seconds given in processes computing on every core of the machine and return each
-    one's median step seconds in it. Windows with and without the transfer alternate; the
-    compute lost is what a byte costs in all (its caches and switches besides the busy time),
-    split between the sides as the busy time is. Collective; ranks past 1 wait, sleeping."""
+    the seconds given in processes computing, one pinned to each core of this rank's affinity
+    in its order, and return each one's median step seconds in it. Windows with and without the
+    transfer alternate; the compute lost is what a byte costs (its caches and switches besides
+    the busy time): the first core's process's loss is the sender's (rank 0 is pinned there),
+    the others' the receiver's. Collective; ranks past 1 wait, sleeping."""
     from real.netbench import quiet_barrier
     from real.train import boot_id
 
@@ -129,11 +134,11 @@ def stack_cpu(comm, quick=False, compute=None):
         _idle(polls)
         quiet_barrier(pair)
         idle = read()
+        with_compute = pair.bcast(compute is not None and pinned is not None, root=0)
+        lost = _compute_lost(pair, buf, chunk_s, quick, compute) if with_compute else None
     finally:
         if pinned is not None:
             os.sched_setaffinity(0, pinned)
-    with_compute = pair.bcast(compute is not None and one_machine, root=0)
-    lost = _compute_lost(pair, buf, chunk_s, quick, compute) if with_compute else None
     pair.Free()
     quiet_barrier(comm)
     used = [(b - a) - (c - b) for a, b, c in zip(before, moving, idle, strict=True)]
@@ -155,12 +160,12 @@ def stack_cpu(comm, quick=False, compute=None):
         "seconds": took,
     }
     if lost is not None:
-        total, pairs, window_s, window_bytes = lost
-        share = send / (send + recv) if send + recv > 0 else 0.5
+        by_core, pairs, window_s, window_bytes = lost
         result.update(
-            send_s_per_byte=total * share,
-            recv_s_per_byte=total * (1 - share),
-            lost_s_per_byte=total,
+            send_s_per_byte=by_core[0],
+            recv_s_per_byte=sum(by_core[1:]),
+            lost_s_per_byte=sum(by_core),
+            lost_by_core_s_per_byte=by_core,
             lost=pairs,
             window_s=window_s,
             window_bytes=window_bytes,
@@ -169,15 +174,17 @@ def stack_cpu(comm, quick=False, compute=None):
 
 
 def _compute_lost(pair, buf, chunk_s, quick, compute):
-    """On rank 0 of ``pair`` (None on rank 1): the CPU seconds of compute a byte moved takes,
-    each window pair's fraction lost, a window's seconds and the bytes moved in one. Windows
-    of processes computing on every core (``compute``: `stack_cpu`'s), each without and then
-    with chunks moving from rank 0 to rank 1 for about as long."""
+    """On rank 0 of ``pair`` (None on rank 1): the CPU seconds of compute a byte moved takes on
+    each core (the median over window pairs of its process's loss), each window pair's loss
+    over all the processes (the mean share of a step's time), a window's seconds and the
+    bytes moved in one. Windows of a process computing on each core (``compute``:
+    `stack_cpu`'s), each without and then with chunks moving from rank 0 to rank 1 for about
+    as long."""
     from real.netbench import quiet_barrier
 
     count = max(2, round(WINDOW_S / chunk_s))
     seconds, nbytes = count * chunk_s, count * CHUNK_BYTES
-    losses = []
+    losses = []  # per window pair, each process's share of a step's time not its own
     for _ in range(3 if quick else WINDOW_PAIRS):
         steps = {}
         for moving in (False, True):
@@ -190,10 +197,11 @@ def _compute_lost(pair, buf, chunk_s, quick, compute):
                 time.sleep(seconds)
             if pair.rank == 0:
                 steps[moving] = np.asarray(compute[1]())
-        if pair.rank == 0:  # the share of a step's time not its own, over the processes
-            losses.append(float(np.mean(1.0 - steps[False] / steps[True])))
+        if pair.rank == 0:
+            losses.append(1.0 - steps[False] / steps[True])
     if pair.rank != 0:
         return None
-    processes = len(steps[True])  # each lost that share of a core for the window
-    lost = max(0.0, float(np.median(losses))) * processes * seconds / nbytes
-    return lost, [round(x, 4) for x in losses], seconds, nbytes
+    # each core's process lost that share of its core for the window
+    by_core = np.maximum(0.0, np.median(losses, axis=0)) * seconds / nbytes
+    pairs = [round(float(np.mean(x)), 4) for x in losses]
+    return [float(x) for x in by_core], pairs, seconds, nbytes

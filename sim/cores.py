@@ -86,9 +86,10 @@ taken from whatever computes on those cores (`StackCpu`): while bytes move, a co
 sender's core (its rank's queue) progresses at ``1 - send_s x (bytes sent a second)`` and on
 the receiver's at ``1 - recv_s x (bytes received a second)``, the rates the token buckets give
 the flows at each moment (`sim.fairshare.FluidStar`). ``send_s`` and ``recv_s`` are measured by
-`real.stack_cpu` (``[network.stack]``): the compute of processes on every core lost while two
-ranks move bytes, split as the two cores' busy time. A synchronous server's replies to its
-other workers so slow the gradient of a worker that has its reply.
+`real.stack_cpu` (``[network.stack]``): the compute a process pinned to each core loses while
+two ranks pinned to two of them move bytes, the sender's core's loss and the others'. A
+synchronous server's replies to its other workers so slow the gradient of a worker that has
+its reply.
 
 Examples
 --------

@@ -736,23 +736,22 @@ def test_a_real_runs_every_receive_ends_after_its_send_began(tmp_path):
 
 
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_the_kernels_cpu_a_byte_is_the_compute_lost_split_as_the_cores_were_busy(ranks):
+def test_the_kernels_cpu_a_byte_is_each_sides_cores_compute_lost(ranks):
     """`real.stack_cpu` on this machine (one boot id: ranks 0 and 1 pinned to two cores), with
-    stand-in compute windows that lose a fifth of two processes' steps while bytes move: the
-    compute a byte takes is 0.2 x 2 x the window's seconds over its bytes, split between
-    sender and receiver as their busy time from /proc/stat; a third rank waits it out."""
+    stand-in compute windows, a process on each core, that lose a fifth of the first core's
+    steps and 3/8 of the second's while bytes move: the sender's cost a byte is the first
+    core's loss times the window's seconds over its bytes, the receiver's the second's; the
+    busy time from /proc/stat is reported beside them; a third rank waits it out."""
     done = run_script(ranks, "stack_cpu.py", timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
     assert result["windows"] == 6  # quick: 3 pairs of windows, without and with the transfer
-    assert result["lost"] == [0.2, 0.2, 0.2]
-    lost = 0.2 * 2 * result["window_s"] / result["window_bytes"]
-    assert result["lost_s_per_byte"] == pytest.approx(lost, rel=1e-12)
-    send, recv = result["send_s_per_byte"], result["recv_s_per_byte"]
-    assert send + recv == pytest.approx(lost, rel=1e-12)
-    busy_send, busy_recv = result["busy_send_s_per_byte"], result["busy_recv_s_per_byte"]
-    assert busy_send >= 0 and busy_recv >= 0
-    busy = busy_send + busy_recv  # (shared memory's copies may round to no tick at all)
-    assert send / (send + recv) == pytest.approx(busy_send / busy if busy else 0.5, rel=1e-9)
+    assert result["lost"] == [0.2875, 0.2875, 0.2875]  # (0.2 + 0.375) / 2, the processes' mean
+    per_byte = result["window_s"] / result["window_bytes"]
+    assert result["send_s_per_byte"] == pytest.approx(0.2 * per_byte, rel=1e-12)
+    assert result["recv_s_per_byte"] == pytest.approx(0.375 * per_byte, rel=1e-12)
+    assert result["lost_by_core_s_per_byte"] == pytest.approx([0.2 * per_byte, 0.375 * per_byte])
+    assert result["lost_s_per_byte"] == pytest.approx(0.575 * per_byte, rel=1e-12)
+    assert result["busy_send_s_per_byte"] >= 0 and result["busy_recv_s_per_byte"] >= 0
     assert result["bytes"] % (4 * 2**20) == 0 and result["bytes"] >= 2 * 4 * 2**20
     assert result["window_bytes"] % (4 * 2**20) == 0 and result["seconds"] > 0
