@@ -27,7 +27,7 @@ rest of the machine's for the receiver (its core, and any core the kernel did it
 Measured here (2 cores, 1 Gbit/s, MPICH over TCP, 2026-12-02): the MLP's steps lost 1.9-2.9 ns
 a byte in all where the busy time was 0.7-1.1 ns; a 128 x 128 matrix product, which fits its
 cache, lost 1.2 ns. Split as the busy time was, the two sides came out 48/52 one night and
-17/83 the next; each core's own loss, in four tries, 43/57 to 53/47.
+17/83 the next; each core's own loss, in five tries, 31/69 to 53/47.
 """
 
 import os
