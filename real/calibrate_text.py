@@ -90,9 +90,9 @@ def summary_lines(
         )
 
     lines = [
-        f"network one way ({len(oneway.latency_s)} segments, worst point "
+        f"network one way ({segment_count(oneway)}, worst point "
         f"{100 * oneway.max_rel_error:.1f} %): {segments(oneway)}",
-        f"network Sendrecv ({len(sendrecv.latency_s)} segments, worst point "
+        f"network Sendrecv ({segment_count(sendrecv)}, worst point "
         f"{100 * sendrecv.max_rel_error:.1f} %): {segments(sendrecv)}",
         f"send overhead o: {seconds_text(measured['overhead_s'])}; a step inside MPI's own "
         f"collectives {seconds_text(measured['call_overhead_s'])} under the hot loop's; a "
@@ -132,7 +132,7 @@ def summary_lines(
             else ""
         )
         lines.append(
-            f"network {name} in situ ({len(in_situ[pattern].latency_s)} segments): "
+            f"network {name} in situ ({segment_count(in_situ[pattern])}): "
             f"{seconds_text(in_situ[pattern].seconds(probe))} for {bytes_text(probe)}, "
             f"hot {seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
             f"{spread}"
@@ -199,6 +199,13 @@ def summary_lines(
     lines.append(f"a step with k processes computing at once, over one alone: {busy} (busy)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
+
+
+def segment_count(cost):
+    """ "3 segments", or "3 segments and a bridge" where `fit_segments` joined two of them."""
+    fitted, bridges = cost.fitted_segments, len(cost.latency_s) - cost.fitted_segments
+    text = f"{fitted} segment{'s' * (fitted != 1)}"
+    return text + {0: "", 1: " and a bridge"}.get(bridges, f" and {bridges} bridges")
 
 
 def where_text(hosts, one_machine):

@@ -107,7 +107,7 @@ def incast(comm, sizes, quick=False, refill_s=0.0):
     emulated hosts of two ranks each never completed an ``ANY_SOURCE`` receive here."""
     if comm.size < 3:
         return None
-    buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+    buffers = [written(n) for n in sizes]
     inbox = [[np.zeros(n // 4, dtype=np.float32) for _ in range(comm.size)] for n in sizes]
 
     def batch(j, count, warmup=False):
@@ -280,7 +280,7 @@ def _on_pair(comm, sizes, quick, pattern, halve, step=None, samples=None, refill
     seconds = None
     if pair != MPI.COMM_NULL:
         if step is None:
-            buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+            buffers = [written(n) for n in sizes]
             inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
 
             def batch(j, count, warmup=False):
@@ -352,12 +352,25 @@ def _refilled(comm, refill_s):
         time.sleep(refill_s)
 
 
+def written(nbytes):
+    """A float32 send buffer of ``nbytes`` whose pages hold data. A fresh ``np.zeros`` of more
+    than a few pages is calloc's untouched memory, every page the kernel's one zero page until
+    written: a send from it reads one cached 4 KiB page over and over (through shared memory a
+    256 KiB one way took 11.4 us from it, 25 us from written pages, 2026-12-02)."""
+    return np.ones(max(1, nbytes // 4), dtype=np.float32)
+
+
 def _round_trip(pair, buf, inbox):
+    """OSU's ping-pong: each rank sends from ``buf`` and receives into ``inbox``, never sending
+    back the bytes it has just received. Those are dirty in the receiver's cache, and through
+    shared memory moving them took twice as long (256 KiB: 36-40 us one way against 18-19
+    with two buffers, 2026-12-02); OSU's tables, which `sim.calibrate --from-osu` fits, and the
+    libraries' own broadcasts move clean ones."""
     if pair.rank == 0:
         pair.Send(buf, dest=1, tag=_TAG)
-        pair.Recv(buf, source=1, tag=_TAG)
+        pair.Recv(inbox, source=1, tag=_TAG)
     else:
-        pair.Recv(buf, source=0, tag=_TAG)
+        pair.Recv(inbox, source=0, tag=_TAG)
         pair.Send(buf, dest=0, tag=_TAG)
 
 
@@ -403,7 +416,7 @@ def shared_rate(comm, pairs, sizes, quick=False):
     senders of one host to another host measure its NIC shared; the pairs inside one host, its
     memory shared. Collective (ranks in no pair wait)."""
     role = {s: ("send", r) for s, r in pairs} | {r: ("recv", s) for s, r in pairs}
-    buffers = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
+    buffers = [written(n) for n in sizes]
 
     def batch(j, count, warmup=False):
         total = 0.0

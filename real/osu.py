@@ -17,6 +17,11 @@ The MPI library's own calls are timed (``Allreduce``, ``Allgather``, ``Alltoall`
 - osu_bw / osu_bibw: a window of 64 non-blocking sends (both ways for bibw), then a 4-byte
   reply; bytes moved over the time, MB/s (1e6 bytes); osu_mbw_mr: the same between every rank
   r of the first half and r + p/2, all at once, every pair's bytes over the senders' mean time;
+- buffers as OSU's: a rank sends from one buffer and receives into another (``s_buf``,
+  ``r_buf``), the same two for a whole window (its default ``--buffer-num single``). Sending
+  back the bytes just received, as this module did before 2026-12-02, moves lines dirty in
+  the receiver's cache: through shared memory that took twice as long (256 KiB: 36-40 us one
+  way against 18-19); 64 buffers a window make a 1 MiB window 64 MiB, out of every cache;
 - collectives: a barrier before every call; each rank's mean time a call, averaged over ranks.
 
 Warm-up iterations are discarded; large messages get fewer iterations (OSU's defaults: 10,000
@@ -40,17 +45,17 @@ LARGE_BYTES = 8192  # OSU's boundary between the small and large messages' itera
 
 def latency_us(comm, nbytes, iterations, warmup):
     """Half the mean round trip between ranks 0 and 1, microseconds (on rank 0)."""
-    buf = np.zeros(nbytes, np.uint8)
+    sent, received = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)  # OSU's s_buf, r_buf
     rank, t0 = comm.rank, 0.0
     for i in range(warmup + iterations):
         if i == warmup:
             t0 = MPI.Wtime()
         if rank == 0:
-            comm.Send(buf, dest=1, tag=1)
-            comm.Recv(buf, source=1, tag=1)
+            comm.Send(sent, dest=1, tag=1)
+            comm.Recv(received, source=1, tag=1)
         elif rank == 1:
-            comm.Recv(buf, source=0, tag=1)
-            comm.Send(buf, dest=0, tag=1)
+            comm.Recv(received, source=0, tag=1)
+            comm.Send(sent, dest=0, tag=1)
     return (MPI.Wtime() - t0) / (2 * iterations) * 1e6
 
 
@@ -58,8 +63,7 @@ def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
     """Bytes moved between ranks 0 and 1 a second (1e6 bytes), windows of 64 (on rank 0).
     ``pairs`` > 1 (osu_mbw_mr): every rank r < pairs with rank r + pairs at once, every pair's
     bytes over the senders' mean time (OSU's ``calc_bw``)."""
-    out = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
-    into = [np.zeros(nbytes, np.uint8) for _ in range(WINDOW)]
+    out, into = np.ones(nbytes, np.uint8), np.zeros(nbytes, np.uint8)  # one each, as OSU's
     ack, rank, t0 = np.zeros(4, np.uint8), comm.rank, 0.0
     sender, active = rank < pairs, rank < 2 * pairs
     peer = rank + pairs if sender else rank - pairs
@@ -69,9 +73,9 @@ def bandwidth_MBps(comm, nbytes, iterations, warmup, both_ways=False, pairs=1):
             t0 = MPI.Wtime()
         requests = []
         if not sender or both_ways:
-            requests += [comm.Irecv(b, source=peer, tag=2) for b in into]
+            requests += [comm.Irecv(into, source=peer, tag=2) for _ in range(WINDOW)]
         if sender or both_ways:
-            requests += [comm.Isend(b, dest=peer, tag=2) for b in out]
+            requests += [comm.Isend(out, dest=peer, tag=2) for _ in range(WINDOW)]
         MPI.Request.Waitall(requests)
         if sender:
             comm.Recv(ack, source=peer, tag=3)

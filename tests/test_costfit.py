@@ -39,10 +39,17 @@ def test_a_tbf_like_link_with_noise_gives_back_its_two_segments():
     n = np.repeat(SIZES, 5)
     t = tbf_like(n) * np.random.default_rng(0).uniform(0.98, 1.02, n.size)  # 2 % noise
     cost = fit_segments(n, t)
-    assert len(cost.latency_s) == 2
-    assert cost.latency_s == pytest.approx((15e-6, 500e-6), rel=0.03)
-    assert cost.bandwidth_Bps == pytest.approx((1e9, 125e6), rel=0.03)
-    assert cost.max_bytes[0] == pytest.approx(math.sqrt(2**16 * 2**17))  # no crossing between
+    assert cost.fitted_segments == 2 and len(cost.latency_s) == 3  # and a bridge between them
+    assert cost.latency_s[::2] == pytest.approx((15e-6, 500e-6), rel=0.03)
+    assert cost.bandwidth_Bps[::2] == pytest.approx((1e9, 125e6), rel=0.03)
+    # the lines do not cross between 64 and 128 KiB: a bridge from the one's time at 64 KiB to
+    # the other's at 128 KiB, with no points of its own
+    assert (cost.min_bytes[1], cost.max_bytes[1]) == (2**16, 2**17)
+    assert np.isnan(cost.max_rel_residual[1]) and np.isnan(cost.latency_ci_s[1]).all()
+    ends = [cost.latency_s[k] + x / cost.bandwidth_Bps[k] for k, x in ((0, 2**16), (2, 2**17))]
+    assert cost.seconds(2**16) == pytest.approx(ends[0], rel=1e-12)
+    assert cost.seconds(2**17 * (1 - 1e-12)) == pytest.approx(ends[1], rel=1e-9)
+    assert cost.seconds(1.5 * 2**16) == pytest.approx(sum(ends) / 2, rel=1e-12)
     assert_within(cost, n, t)
     assert cost.max_rel_error == pytest.approx(max(cost.max_rel_residual))
 
@@ -64,7 +71,7 @@ def test_lines_that_cross_between_two_sizes_meet_at_the_crossing():
     the lines cross at 20,000 B, between 16 and 32 KiB, and the model is continuous there."""
     small, large = 5e-6 + SIZES / 1e9, 20e-6 + SIZES / 4e9
     cost = fit_segments(SIZES, np.minimum(small, large))
-    assert len(cost.latency_s) == 2
+    assert cost.fitted_segments == 2
     assert cost.max_bytes[0] == pytest.approx(20_000, rel=1e-9)
     below, above = cost.seconds(cost.max_bytes[0] * (1 - 1e-12)), cost.seconds(cost.max_bytes[0])
     assert below == pytest.approx(above, rel=1e-9) and above == pytest.approx(25e-6, rel=1e-9)
@@ -74,7 +81,7 @@ def test_sizes_beyond_the_measured_ones_extrapolate_the_end_segments():
     cost = fit_segments(SIZES, tbf_like(SIZES))
     assert cost.seconds(1) == pytest.approx(15e-6 + 1 / 1e9)
     assert cost.seconds(2**30) == pytest.approx(500e-6 + 2**30 / 125e6)
-    assert (cost.alpha_s(0), cost.beta_Bps(2**30)) == (cost.latency_s[0], cost.bandwidth_Bps[1])
+    assert (cost.alpha_s(0), cost.beta_Bps(2**30)) == (cost.latency_s[0], cost.bandwidth_Bps[-1])
 
 
 def test_a_bound_out_of_reach_returns_the_smallest_worst_error_not_an_exception():
@@ -87,7 +94,7 @@ def test_a_bound_out_of_reach_returns_the_smallest_worst_error_not_an_exception(
 # ---------------------------------------------------------------------------- measured times
 def test_the_measured_ping_pong_is_two_segments_within_5_percent():
     cost = fit_segments(*PING_PONG)
-    assert len(cost.latency_s) == 2
+    assert cost.fitted_segments == 2
     # beyond the bucket's burst the line's intercept is negative: c - B / r
     assert cost.latency_s == pytest.approx((13.77e-6, -796.71e-6), abs=0.01e-6)
     assert cost.bandwidth_Bps == pytest.approx((252.8e6, 113.39e6), rel=1e-3)
@@ -101,7 +108,7 @@ def test_the_measured_ping_pong_is_two_segments_within_5_percent():
 
 def test_the_measured_sendrecv_is_two_segments_within_5_percent():
     cost = fit_segments(*SENDRECV)
-    assert len(cost.latency_s) == 2
+    assert cost.fitted_segments == 2
     assert cost.max_rel_residual == pytest.approx((0.0, 0.0326), abs=1e-4)
     assert cost.bandwidth_Bps == pytest.approx((139.5e6, 115.0e6), rel=1e-3)
     lo, hi = cost.bandwidth_ci_Bps[1]  # 4 points: 2 degrees of freedom
@@ -129,8 +136,11 @@ def test_random_piecewise_lines_are_fitted_within_5_percent(model):
     k, segment, alphas, betas = model
     t = alphas[segment] + SIZES / betas[segment]
     cost = fit_segments(SIZES, t)
-    assert len(cost.latency_s) <= k
+    assert cost.fitted_segments <= k
     assert_within(cost, SIZES, t)
+    if np.all(np.diff(t) > 0):  # times that grow with size: so does the model between them
+        between = np.geomspace(SIZES[0], SIZES[-1], 400)
+        assert np.all(np.diff(cost.seconds(between)) >= 0)
 
 
 def test_the_95_percent_intervals_hold_the_true_alpha_and_beta_in_most_noisy_runs():
@@ -290,13 +300,14 @@ def test_fit_refuses_bad_input(nbytes, seconds, kwargs, rule):
 
 
 def test_a_negative_intercept_never_makes_a_segment_start_below_zero():
-    """A steep second line whose intercept is far below zero: the boundary moves up to the
-    first size it was fitted to, where its time is positive, and the model round-trips."""
+    """A steep second line whose intercept is far below zero: it starts at the first size it was
+    fitted to, where its time is positive, a bridge before it, and the model round-trips."""
     n = np.array([8.0, 64, 512, 4096, 2**18, 2**21, 2**23])
     t = np.where(n <= 4096, 10e-6 + n / 1e7, -1e-3 + n / 1e8)  # below the first line, no cross
     cost = fit_segments(n, t)
-    assert len(cost.latency_s) == 2 and cost.latency_s[1] < 0
-    assert cost.min_bytes[1] == 2**18  # the midpoint, 32 KiB, would be below zero
+    assert cost.fitted_segments == 2 and cost.latency_s[-1] < 0
+    assert cost.min_bytes[1:] == (4096, 2**18)  # the midpoint, 32 KiB, would be below zero
+    assert np.all(np.diff(cost.seconds(np.geomspace(8, 2**23, 200))) > 0)  # and no drop
     for k, (lo, a, b) in enumerate(
         zip(cost.min_bytes, cost.latency_s, cost.bandwidth_Bps, strict=True)
     ):

@@ -109,7 +109,9 @@ def test_the_slower_of_two_draws_of_a_pair_has_the_measured_spread(values, seed)
     alone = np.array([jitter.draw_of_pair() for _ in range(4000)])
     spread = jitter.quantiles[-1] - jitter.quantiles[0]
     assert abs(slower.mean() - jitter.mean) <= 0.05 * spread + 1e-12
-    assert abs(np.median(slower) - jitter.quantiles[50]) <= 0.1 * spread + 1e-12
+    # the median of 4000 draws lies between the 45th and 55th percentiles (not near the 50th:
+    # where the measured factors jump there, as from 1.0 to 2.0, it falls anywhere between)
+    assert jitter.quantiles[45] - 1e-12 <= np.median(slower) <= jitter.quantiles[55] + 1e-12
     assert alone.mean() <= slower.mean() + 1e-12
 
 

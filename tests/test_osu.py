@@ -605,3 +605,57 @@ def test_real_osu_failing_on_one_rank_ends_every_rank(tmp_path):
     assert mark.exists()  # the failure was the one injected
     assert done.returncode != 0
     assert "rank 1 fails" in done.stderr or not done.stderr.strip()
+
+
+class _Recorder:
+    """A communicator of ``rank`` that records the arrays it sends from and receives into."""
+
+    def __init__(self, rank):
+        from real.mpi import MPI
+
+        self.rank, self.size, self.sent, self.received = rank, 2, [], []
+        self.null = MPI.REQUEST_NULL
+
+    def Send(self, buf, dest, tag):
+        self.sent.append(buf)
+
+    def Recv(self, buf, source, tag):
+        self.received.append(buf)
+
+    def Isend(self, buf, dest, tag):
+        self.sent.append(buf)
+        return self.null
+
+    def Irecv(self, buf, source, tag):
+        self.received.append(buf)
+        return self.null
+
+    def Barrier(self):
+        """Alone: nothing to wait for."""
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_real_osu_and_the_calibrations_ping_pong_send_from_one_buffer_and_receive_into_another(
+    rank,
+):
+    """As OSU's s_buf and r_buf: sending back the bytes just received moves lines dirty in the
+    receiver's cache (twice as slow through shared memory), and a fresh np.zeros is one zero
+    page read over and over. One buffer each for a whole window of osu_bw, as OSU's default."""
+    from real.netbench import _round_trip, written
+    from real.osu import WINDOW, bandwidth_MBps, latency_us
+
+    comm = _Recorder(rank)
+    latency_us(comm, 4096, iterations=3, warmup=1)
+    bandwidth_MBps(comm, 4096, iterations=2, warmup=1, both_ways=True)
+    buf = written(4096)
+    _round_trip(comm, buf, np.zeros(1024, np.float32))
+    sent = [b for b in comm.sent if b.nbytes == 4096]  # (osu_bw's 4-byte replies left out)
+    received = [b for b in comm.received if b.nbytes == 4096]
+    assert len(sent) == len(received) == 4 + 3 * WINDOW + 1
+    for part in (slice(0, 4), slice(4, -1)):  # osu_latency's, then osu_bibw's
+        assert all(b is sent[part][0] for b in sent[part])
+        assert all(b is received[part][0] for b in received[part])
+        assert not np.shares_memory(sent[part][0], received[part][0])
+        assert np.all(sent[part][0] != 0)
+    assert sent[-1] is buf and not np.shares_memory(buf, received[-1])
+    assert buf.nbytes == 4096 and np.all(buf != 0)  # its pages written, not the zero page

@@ -23,6 +23,7 @@ A link that carries up to 64 KiB at 1 GB/s after 15 us, and more at 125 MB/s aft
 (8.888608, True)
 """
 
+import itertools
 import math
 from bisect import bisect_right
 from collections.abc import Mapping
@@ -115,6 +116,12 @@ class PiecewiseCost:
             bandwidth_ci_Bps=(_NAN_PAIR,),
             max_rel_residual=(math.nan,),
         )
+
+    @property
+    def fitted_segments(self):
+        """How many segments were fitted to points (the rest are bridges between two fitted
+        ones, `fit_segments`, or of a model given without residuals)."""
+        return sum(math.isfinite(x) for x in self.max_rel_residual)
 
     def seconds(self, nbytes):
         """Time of an ``nbytes`` message, seconds: a float for an int or float, else an array of
@@ -311,9 +318,12 @@ def fit_segments(nbytes, seconds, max_rel_error=0.05, max_segments=4):
     search over the runs' errors).
 
     Boundaries: between segments whose last and first sizes are a < b, the boundary is where the
-    two lines cross if that is strictly between a and b (the model is continuous there), else the
-    geometric midpoint ``sqrt(a b)`` (the model jumps there). The first range starts at the
-    smallest size, the last ends at the largest.
+    two lines cross if that is strictly between a and b (the model is continuous there), else a
+    bridge joins them: a segment from a to b on the line through the first line's time at a and
+    the second's at b (continuous too; it has no points, so no intervals and a NaN residual).
+    Where the times do not grow from a to b, the geometric midpoint ``sqrt(a b)`` instead (the
+    model jumps there). The first range starts at the smallest size, the last ends at the
+    largest. ``max_segments`` counts the fitted segments, not the bridges.
 
     Intervals: per segment, ``CONFIDENCE`` (95 %) Wald intervals of alpha and gamma from the
     weighted least squares covariance ``s**2 (A^T A)^-1``, ``s**2`` the residual variance with
@@ -473,12 +483,9 @@ def _smallest_bound(usable, worst, sse, bound, max_segments):
 
 
 def _model(n, t, starts, plan, sums, alpha, beta):
-    """The `PiecewiseCost` of the chosen runs, with boundaries, intervals and residuals."""
+    """The `PiecewiseCost` of the chosen runs, with boundaries, bridges, intervals and
+    residuals."""
     lines = [(float(alpha[i, j]), float(beta[i, j])) for i, j in plan]
-    bounds = [float(n[0])]
-    for (_, j), (i, _), low, high in zip(plan, plan[1:], lines, lines[1:], strict=False):
-        bounds.append(_boundary(float(n[starts[j]]), float(n[starts[i]]), low, high))
-    bounds.append(float(n[-1]))
     parts = [slice(starts[i], starts[j + 1]) for i, j in plan]
     # each point by its own segment's line: what seconds() gives, the boundaries being between
     r = np.concatenate(
@@ -488,14 +495,23 @@ def _model(n, t, starts, plan, sums, alpha, beta):
         _intervals(*line, r[part], sums[:, i, j])
         for line, part, (i, j) in zip(lines, parts, plan, strict=True)
     ]
+    worst = [float(np.max(np.abs(r[part]))) for part in parts]
+    segments = [(float(n[0]), *lines[0], *intervals[0], worst[0])]  # (from, alpha, beta, ...)
+    for k, ((_, j), (i, _)) in enumerate(itertools.pairwise(plan)):
+        last, first = float(n[starts[j]]), float(n[starts[i]])
+        start, bridge = _boundary(last, first, lines[k], lines[k + 1])
+        if bridge is not None:
+            segments.append((last, *bridge, _NAN_PAIR, _NAN_PAIR, math.nan))
+        segments.append((start, *lines[k + 1], *intervals[k + 1], worst[k + 1]))
+    columns = list(zip(*segments, strict=True))
     return PiecewiseCost(
-        min_bytes=tuple(bounds[:-1]),
-        max_bytes=tuple(bounds[1:]),
-        latency_s=tuple(a for a, _ in lines),
-        bandwidth_Bps=tuple(b for _, b in lines),
-        latency_ci_s=tuple(ci for ci, _ in intervals),
-        bandwidth_ci_Bps=tuple(ci for _, ci in intervals),
-        max_rel_residual=tuple(float(np.max(np.abs(r[part]))) for part in parts),
+        min_bytes=columns[0],
+        max_bytes=(*columns[0][1:], float(n[-1])),
+        latency_s=columns[1],
+        bandwidth_Bps=columns[2],
+        latency_ci_s=columns[3],
+        bandwidth_ci_Bps=columns[4],
+        max_rel_residual=columns[5],
         sizes=tuple(n.tolist()),
         times_s=tuple(t.tolist()),
         rel_residuals=tuple(r.tolist()),
@@ -503,14 +519,26 @@ def _model(n, t, starts, plan, sums, alpha, beta):
 
 
 def _boundary(last, first, low, high):
-    """Where the lines ``low`` and ``high`` (alpha, beta) cross if strictly between sizes
-    ``last`` < ``first``, else their geometric midpoint; ``first`` itself if ``high`` (whose
-    intercept may be negative) is not > 0 there, so that every segment's time is > 0."""
+    """(where the line ``high`` starts, the bridge before it or None) between the lines ``low``
+    and ``high`` (alpha, beta) fitted up to size ``last`` and from size ``first`` on.
+
+    Where the lines cross strictly between ``last`` and ``first``, there (no bridge: the model
+    is continuous). Else a bridge from ``last`` to ``first``: the line through the two lines'
+    times at those sizes, so that a size between two measured ones costs what lies between
+    theirs. Without it the second line, extended down to a midpoint, can cost less than the
+    size below (a quick calibration's Sendrecv, 2026-12-02: 14.1 us measured at 128 KiB, 38.2
+    at 512 KiB, the line of 512 KiB-2 MiB, intercept -28 us, 4.9 us at 256 KiB). Times that do
+    not grow there (no bridge has a bandwidth) keep the old rule: the geometric midpoint, or
+    ``first`` if ``high``, whose intercept may be negative, is not > 0 there."""
     (a0, b0), (a1, b1) = low, high
     if b0 != b1 and last < (cross := (a1 - a0) / (1 / b0 - 1 / b1)) < first and a1 + cross / b1 > 0:
-        return cross
+        return cross, None
+    below, above = a0 + last / b0, a1 + first / b1
+    if above > below > 0:
+        slope = (above - below) / (first - last)  # seconds a byte
+        return first, (below - slope * last, 1 / slope)
     middle = math.sqrt(last * first)
-    return middle if a1 + middle / b1 > 0 else first
+    return (middle if a1 + middle / b1 > 0 else first), None
 
 
 def _intervals(alpha, beta, r, sums):
