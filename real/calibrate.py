@@ -157,6 +157,7 @@ from twinsgd.calibration.steptimes import (
     step_times_from_runs,
 )
 from twinsgd.data import NAMES, DataError, load_dataset
+from twinsgd.programs.collectives import combined_s
 from twinsgd.programs.mpi_choices import library_for
 
 logger = logging.getLogger(__name__)
@@ -694,6 +695,8 @@ def _finish(args, measured, work, started):
     models, _, _, dataset = work
     sizes = measured["sizes"]
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
+    reduction = fit_segments(*reduction_times(args.quick), MAX_REL_ERROR, MAX_SEGMENTS)
+    measured["reduction"] = reduction
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     in_situ = {  # the median repetition per size; the spread about it is the jitter
@@ -716,7 +719,7 @@ def _finish(args, measured, work, started):
             measured["allreduce_sizes"],
             measured["allreduce_s"],
             in_situ["sendrecv"],
-            measured["gamma"],
+            reduction,
             # through token buckets the simulator prices the messages by the buckets' state
             measured["allreduce_outside_s"] if shaper is not None else None,
         ),
@@ -791,6 +794,7 @@ def _finish(args, measured, work, started):
             "cold_own_s": rounded(measured["cold_own_s"]),
             "cold_own_bytes": int(measured["cold_own_bytes"]),
             "reference_s": rounded(measured["reference_s"]),
+            "reduction": reduction.to_dict(),
             "finish": finish.to_dict(),
         },
     }
@@ -858,7 +862,8 @@ def _stack_cpu(args, pair, work):
 
 def finishing_pass(sizes, allreduce_s, sendrecv, gamma, outside_s=None):
     """What the programs' allreduce of 2 ranks pays past its messages and its add, by size:
-    ``t(n) - 2 sendrecv(n/2) - gamma n/2`` (floored at `MIN_FINISH_S`): the division into the
+    ``t(n) - 2 sendrecv(n/2) - add(n/2)`` (floored at `MIN_FINISH_S`; the add as the simulator
+    charges it, gamma a byte or a cost by size, `combined_s`): the division into the
     mean over bytes half just received, and the passes around the messages. The simulator
     charges it once an allreduce of a mean (`[compute.finish]`), whatever the rank count.
 
@@ -880,7 +885,7 @@ def finishing_pass(sizes, allreduce_s, sendrecv, gamma, outside_s=None):
         pairs = zip(sizes, allreduce_s, strict=True)
         outside_s = [t - 2 * sendrecv.seconds(n / 2) for n, t in pairs]
     rest = [
-        max(MIN_FINISH_S, float(left - gamma * n / 2))
+        max(MIN_FINISH_S, float(left - combined_s(gamma, n / 2)))
         for n, left in zip(sizes, outside_s, strict=True)
     ]
     # a pass over more bytes never takes less (sizes ascending): the running maximum, plus a
@@ -981,6 +986,29 @@ def reduction_gamma(quick=False):
             times.append(time.perf_counter() - t0)
         medians.append(float(np.median(times)))
     return slope(sizes, medians)
+
+
+def reduction_times(quick=False):
+    """(sizes, seconds): ``np.add(into, incoming, out=into)`` of float32 buffers of 1 KiB to 16
+    MiB, both written just before (warm, as a chunk just received and the buffer it joins in
+    a ring's step), the median repetition per size: the profile's ``[compute.reduction]``, what
+    the simulator charges a reduction's add of n bytes. At the sizes programs and MPI's
+    collectives add, the operands sit in the caches: here 0.035-0.045 ns a byte up to 512 KiB,
+    where `reduction_gamma`'s slope, which the largest sizes decide, said 0.13-0.16
+    (2026-12-02)."""
+    sizes = [1 << k for k in range(10, 25, 2 if quick else 1)]
+    seconds = []
+    for nbytes in sizes:
+        into, incoming = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)
+        times = []
+        for _ in range(7 if quick else 15):
+            into.fill(1.0)  # written, as the buffer a step adds into
+            incoming.fill(1.0)  # and the chunk it has just received
+            t0 = time.perf_counter()
+            np.add(into, incoming, out=into)
+            times.append(time.perf_counter() - t0)
+        seconds.append(float(np.median(times)))
+    return sizes, seconds
 
 
 def _put_allocation(document, allocation):

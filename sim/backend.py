@@ -40,6 +40,7 @@ from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.block_collectives import ALLGATHERS, ring_allgather
 from twinsgd.programs.collectives import (
+    combined_s,
     evaluate_for_log,
     finish_reduction,
 )
@@ -239,10 +240,11 @@ class Simulator:
         pays it too. Message-level collectives only.
     mpi : {"mpich", "openmpi", "openmpi-4.1"}
         The MPI library whose allreduce ``--allreduce mpi`` runs (`programs.mpi_choices`).
-    gamma : float
-        The reduction's arithmetic, seconds per byte combined: a receive marked ``reduces``
-        takes that long more after its message arrives (charged as comm, as MPI's collectives
-        spend it inside the call); the closed forms add the same (`alpha_beta_time`).
+    gamma : float or cost model
+        The reduction's arithmetic, seconds per byte combined, or measured by size (a cost
+        model's ``seconds(n)``, `combined_s`): a receive marked ``reduces`` takes that long
+        more after its message arrives (charged as comm, as MPI's collectives spend it inside
+        the call); the closed forms add the same (`alpha_beta_time`).
     finish : PiecewiseCost, optional
         An allreduce of a mean pays one pass more over its n bytes after its messages: this
         cost of n as measured in situ (`[compute.finish]`), else ``gamma`` n.
@@ -802,7 +804,7 @@ class Simulator:
             if message.taken is not None:
                 message.taken.succeed()
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-            yield self.env.timeout(self.gamma * message.payload.nbytes)
+            yield self.env.timeout(combined_s(self.gamma, message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
         self._charge(node, t0, (message,), 0)
@@ -819,7 +821,7 @@ class Simulator:
             yield from self._carry(node, op.dest, payload, tag, "sendrecv")
             message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(self.gamma * message.payload.nbytes)
+                yield self.env.timeout(combined_s(self.gamma, message.payload.nbytes))
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -889,7 +891,7 @@ class Simulator:
             return 0.0
         if self.finish is not None:
             return float(self.finish.seconds(op.buf.nbytes))
-        return self.gamma * op.buf.nbytes
+        return combined_s(self.gamma, op.buf.nbytes)
 
     def _exchange(self, node, op):
         if self.entry_barrier and op.payloads:  # an empty token with every peer first

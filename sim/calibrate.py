@@ -267,7 +267,7 @@ def simulated_seconds(table, nbytes, profile, memory, mpi="mpich", gamma=None):
     combines; else the profile's), seconds (the table's own measure)."""
     cluster = cluster_for(table, profile, memory, mpi)
     if gamma is not None:
-        cluster = dataclasses.replace(cluster, gamma=gamma)
+        cluster = dataclasses.replace(cluster, gamma=gamma, reduction=None)
     seconds = simulate_benchmark(table.bench, cluster, nbytes, 1, mpi)
     return osu_value(table.bench, seconds, nbytes, 1) * 1e-6
 

@@ -59,6 +59,7 @@ class Cluster:
     memory_source: str  # "flags", "profile" or "assumed"
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
+    reduction: object  # the same measured by size (a PiecewiseCost, `combined_s`), or None
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
     machine_copies: int | None  # one machine's ranks: copies its memory moves at once, or None
@@ -85,6 +86,12 @@ class Cluster:
     profile_sha256: str | None  # the profile file's content hash (a copy is in the run folder)
     speeds: str
     stragglers: tuple | None
+
+    @property
+    def combine(self):
+        """What the simulator charges a reduction's combining: the measured cost by size where
+        the profile has one, else gamma seconds a byte (`programs.collectives.combined_s`)."""
+        return self.reduction if self.reduction is not None else self.gamma
 
     @property
     def hosts(self):
@@ -178,6 +185,7 @@ class Cluster:
             "profile_sha256": self.profile_sha256,
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
+            "reduction_by_size": self.reduction is not None,
             "finish_in_situ": self.finish is not None,
             "wire_in_situ": self.wire is not None,
             "machine_copies": self.machine_copies,
@@ -363,6 +371,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         memory_source=memory_source,
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
+        reduction=_reduction(options, profile, slowdown),
         finish=_finish(options, profile, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
         machine_copies=_machine_copies(profile, costs, shaping),
@@ -436,6 +445,14 @@ def _jitter(profile, costs, seed):
         for i, pattern in enumerate(sorted(costs))
         if pattern in profile.in_situ_jitter
     }
+
+
+def _reduction(options, profile, slowdown):
+    """The profile's reduction by size (`ClusterProfile.reduction`), slowed as the network's
+    costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
+    if options.gamma is not None or profile is None or profile.reduction is None:
+        return None
+    return profile.reduction if slowdown == 1.0 else Slowed(profile.reduction, slowdown)
 
 
 def _finish(options, profile, slowdown):

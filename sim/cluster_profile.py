@@ -71,6 +71,10 @@ buckets (`sim.shaping`) instead.
     reference_s = 1.7e-4           # a fixed kernel's time at calibration: own code timed in
                                    # the simulator is put at that speed (`calibration.pace`)
 
+    [compute.reduction]            # a reduction's add of n bytes into n (warm operands, as
+                                   # a received chunk and the buffer it joins), by size (a
+                                   # PiecewiseCost): charged instead of gamma n where given
+
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
                                    # its messages and add, by size (a PiecewiseCost): the
                                    # mean's pass, charged instead of gamma n
@@ -131,6 +135,7 @@ class ClusterProfile:
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
+    reduction: PiecewiseCost | None = None  # combining n bytes, measured by size
     finish: PiecewiseCost | None = None  # an allreduce's mean pass, in situ, by size
     wire: "WireCost | None" = None  # a compressed message's wire bytes written and read, in situ
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
@@ -374,6 +379,9 @@ def load_profile(name_or_path):
             mpi=_library(cluster.get("mpi")),
             gamma_s_per_byte=_number(compute["gamma_s_per_byte"], "[compute] gamma_s_per_byte")
             if "gamma_s_per_byte" in compute
+            else None,
+            reduction=PiecewiseCost.from_dict(compute["reduction"])
+            if "reduction" in compute
             else None,
             finish=PiecewiseCost.from_dict(compute["finish"]) if "finish" in compute else None,
             step_times={

@@ -226,7 +226,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         send_overhead_s=cluster.send_overhead_s,
         call_overhead_s=cluster.call_overhead_s,
         mpi=mpi,
-        gamma=cluster.gamma,
+        gamma=cluster.combine,
         finish=cluster.finish,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,

@@ -105,6 +105,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     for pattern in ("oneway", "sendrecv"):  # the same, in situ, to 16 MiB
         assert max(p["network"]["in_situ"][pattern]["sizes"]) == 2**21  # --quick's largest
     assert p["compute"]["gamma_s_per_byte"] >= 0
+    add = p["compute"]["reduction"]  # the add by size, 1 KiB to 16 MiB: 16,384x the bytes
+    assert (add["sizes"][0], add["sizes"][-1]) == (1024, 2**24)
+    assert add["seconds"][-1] > 100 * add["seconds"][0]
     # own code right after the first model's gradient (mlp: 167,560 float32) over warm
     assert p["compute"]["cold_own_bytes"] == 4 * 167_560
     assert 0 <= p["compute"]["cold_own_s"] < 1e-3
@@ -169,7 +172,7 @@ def test_the_fitted_models_reproduce_their_points_as_they_say(profile):
     _, p = profile
     tables = [p["network"][pattern] for pattern in ("oneway", "sendrecv")]
     tables += [p["network"]["in_situ"][pattern] for pattern in ("oneway", "sendrecv")]
-    for table in [*tables, p["compute"]["finish"]]:
+    for table in [*tables, p["compute"]["finish"], p["compute"]["reduction"]]:
         cost = PiecewiseCost.from_dict(table)
         n, t = np.array(table["sizes"]), np.array(table["seconds"])
         assert n.max() >= 2**21 and len(n) == len(t)

@@ -380,6 +380,16 @@ def rabenseifner_bytes(n, itemsize, rank, size):
     return sent * itemsize, received * itemsize
 
 
+def combined_s(gamma, nbytes):
+    """Seconds a reduction takes to combine ``nbytes`` into its buffer: ``gamma`` a byte (a
+    float, Thakur, Rabenseifner and Gropp's gamma), or ``gamma.seconds(nbytes)`` for a cost
+    measured by size (`real.calibrate`'s ``[compute.reduction]``: an add whose operands fit the
+    caches runs 3-4x faster a byte than one that streams from memory, 2026-12-02)."""
+    if isinstance(gamma, int | float):
+        return gamma * nbytes
+    return float(gamma.seconds(nbytes))
+
+
 def rabenseifner_time(n_bytes, size, alpha, beta, itemsize=1, gamma=0.0):
     """Seconds of `rabenseifner_allreduce` on the alpha-beta(-gamma) model: per step, alpha plus
     the largest message of that step over beta (every rank exchanges at once), plus that
@@ -394,10 +404,12 @@ def rabenseifner_time(n_bytes, size, alpha, beta, itemsize=1, gamma=0.0):
         for step, (_, (s0, s1), (r0, r1)) in enumerate(_rabenseifner_schedule(newrank, pof2)):
             largest[step] = max(largest.get(step, 0), sum(counts[s0:s1]), sum(counts[r0:r1]))
     seconds = sum(
-        alpha + count * itemsize / beta + (gamma * count * itemsize if step < halving else 0.0)
+        alpha
+        + count * itemsize / beta
+        + (combined_s(gamma, count * itemsize) if step < halving else 0.0)
         for step, count in largest.items()
     )
-    fold = 2 * (alpha + n_bytes / beta) + gamma * n_bytes
+    fold = 2 * (alpha + n_bytes / beta) + combined_s(gamma, n_bytes)
     return seconds + (0.0 if size == pof2 else fold)
 
 
@@ -622,8 +634,9 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0
         Bandwidth, bytes per second, > 0.
     itemsize : int
         Bytes per element; the ring cuts the buffer between elements.
-    gamma : float
-        Seconds per byte the reduction combines, >= 0.
+    gamma : float or cost model
+        Seconds per byte the reduction combines, >= 0; or the measured seconds of combining
+        n bytes by size (``[compute.reduction]``, `combined_s`).
 
     Returns
     -------
@@ -660,7 +673,7 @@ def alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize=1, gamma=0.0
         raise ValueError(f"alpha must be >= 0 seconds, got {alpha}")
     if not beta > 0:
         raise ValueError(f"beta must be > 0 bytes per second, got {beta}")
-    if not gamma >= 0:
+    if isinstance(gamma, int | float) and not gamma >= 0:
         raise ValueError(f"gamma must be >= 0 seconds per byte, got {gamma}")
     return _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize, gamma)
 
@@ -672,14 +685,15 @@ def _alpha_beta_time(algorithm, n_bytes, size, alpha, beta, itemsize, gamma=0.0)
         return rabenseifner_time(n_bytes, size, alpha, beta, itemsize, gamma)
     if algorithm == "ring":
         chunk = -(-n_bytes // itemsize // size) * itemsize  # the largest of chunk_bounds' chunks
-        return 2 * (size - 1) * (alpha + chunk / beta) + (size - 1) * chunk * gamma
+        return 2 * (size - 1) * (alpha + chunk / beta) + (size - 1) * combined_s(gamma, chunk)
     message = alpha + n_bytes / beta
     if algorithm == "reduce-bcast":
-        return (size - 1).bit_length() * (2 * message + n_bytes * gamma)
+        return (size - 1).bit_length() * (2 * message + combined_s(gamma, n_bytes))
     if algorithm == "recursive-doubling":
         rounds = size.bit_length() - 1
-        folds = 0 if size & (size - 1) == 0 else 2 * message + n_bytes * gamma
-        return rounds * (message + n_bytes * gamma) + folds
+        combine = combined_s(gamma, n_bytes)
+        folds = 0 if size & (size - 1) == 0 else 2 * message + combine
+        return rounds * (message + combine) + folds
     return (size - 1).bit_length() * message  # ceil(log2 size) rounds
 
 
