@@ -76,6 +76,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 does not: `netbench.call_overhead`), eager_bytes (the largest Send that
                 returns before its receiver is there)
     [network.oneway], [network.sendrecv]   segments and measured points (`PiecewiseCost`)
+    [network.written.oneway], [network.written.sendrecv]   the same hot, the bytes written
+                       just before each (MPI's collectives' steps); not on token buckets
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
@@ -97,6 +99,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 and cold_own_bytes (own code right after a message of that size, over warm:
                 `netbench.cold_own_code`), reference_s (`calibration.pace`'s kernel around
                 the compute measured: the simulator puts own code it times at this speed)
+    [compute.reduction]   the add of n bytes into n, warm, by size (`local_times`)
+    [compute.copy]     a copy of n bytes, warm, by size (`local_times`)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
                 process's step over one alone's)
@@ -370,6 +374,12 @@ def _measure(args, comm, work):
     refill_s = _refill_s(_emulated_shaper())  # each batch from full token buckets
     oneway = netbench.ping_pong(network, sizes, args.quick, refill_s=refill_s)
     both_ways = netbench.exchange(network, sizes, args.quick, refill_s=refill_s)
+    written = None  # the same with the bytes written just before (MPI's collectives' steps)
+    if _emulated_shaper() is None:  # (token buckets: the simulator prices those flows alone)
+        written = {
+            "oneway": netbench.ping_pong(network, sizes, args.quick, written=True),
+            "sendrecv": netbench.exchange(network, sizes, args.quick, written=True),
+        }
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
@@ -430,6 +440,7 @@ def _measure(args, comm, work):
         "sizes": sizes,
         "oneway": oneway,
         "sendrecv": both_ways,
+        "written": written,
         "in_situ_sizes": in_situ_sizes,
         "in_situ_samples": in_situ_samples,
         "allreduce_sizes": allreduce_sizes,
@@ -695,10 +706,17 @@ def _finish(args, measured, work, started):
     models, _, _, dataset = work
     sizes = measured["sizes"]
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
-    reduction = fit_segments(*reduction_times(args.quick), MAX_REL_ERROR, MAX_SEGMENTS)
-    measured["reduction"] = reduction
+    reduction = fit_segments(*local_times(_add, args.quick), MAX_REL_ERROR, MAX_SEGMENTS)
+    copied = local_times(np.copyto, args.quick, less_call=True)
+    copy = fit_segments(*copied, MAX_REL_ERROR, MAX_SEGMENTS)
+    measured["reduction"], measured["copy"] = reduction, copy
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
+    written = {
+        pattern: fit_segments(sizes, seconds, MAX_REL_ERROR, MAX_SEGMENTS)
+        for pattern, seconds in (measured["written"] or {}).items()
+    }
+    measured["written_costs"] = written
     in_situ = {  # the median repetition per size; the spread about it is the jitter
         pattern: fit_segments(
             measured["in_situ_sizes"],
@@ -763,6 +781,7 @@ def _finish(args, measured, work, started):
             "eager_bytes": int(measured["eager_bytes"]),
             "oneway": oneway.to_dict(),
             "sendrecv": sendrecv.to_dict(),
+            **({"written": {p: c.to_dict() for p, c in written.items()}} if written else {}),
             "in_situ": {
                 **{pattern: cost.to_dict() for pattern, cost in in_situ.items()},
                 "jitter": {
@@ -795,6 +814,7 @@ def _finish(args, measured, work, started):
             "cold_own_bytes": int(measured["cold_own_bytes"]),
             "reference_s": rounded(measured["reference_s"]),
             "reduction": reduction.to_dict(),
+            "copy": copy.to_dict(),
             "finish": finish.to_dict(),
         },
     }
@@ -988,16 +1008,29 @@ def reduction_gamma(quick=False):
     return slope(sizes, medians)
 
 
-def reduction_times(quick=False):
-    """(sizes, seconds): ``np.add(into, incoming, out=into)`` of float32 buffers of 1 KiB to 16
-    MiB, both written just before (warm, as a chunk just received and the buffer it joins in
-    a ring's step), the median repetition per size: the profile's ``[compute.reduction]``, what
-    the simulator charges a reduction's add of n bytes. At the sizes programs and MPI's
-    collectives add, the operands sit in the caches: here 0.035-0.045 ns a byte up to 512 KiB,
-    where `reduction_gamma`'s slope, which the largest sizes decide, said 0.13-0.16
-    (2026-12-02)."""
+def local_times(operation, quick=False, less_call=False):
+    """(sizes, seconds) of ``operation(into, incoming)`` on float32 buffers of 1 KiB to 16
+    MiB, both written just before (warm), the median repetition per size.
+
+    ``np.add`` with ``out=into`` is ``[compute.reduction]``, a reduction's add of n bytes
+    into n (a chunk just received and the buffer it joins in a ring's step): at the sizes
+    programs and MPI's collectives add, the operands sit in the caches, here 0.035-0.045 ns a
+    byte up to 512 KiB where `reduction_gamma`'s slope, which the largest sizes decide, said
+    0.13-0.16 (2026-12-02). ``np.copyto`` is ``[compute.copy]``: the library's copy of a
+    caller's send buffer into its receive buffer before an allreduce, a reduce or an
+    allgather not in place (OSU's separate buffers: 1 MiB 46-63 us here). The library copies
+    in C: ``less_call`` takes off what the same Python call costs on empty buffers (0.47 us
+    of np.copyto's 0.50 at 1 KiB here), floored at 1 ns."""
     sizes = [1 << k for k in range(10, 25, 2 if quick else 1)]
-    seconds = []
+    seconds, call_s = [], 0.0
+    if less_call:
+        empty = np.ones(0, np.float32)
+        calls = []
+        for _ in range(201):
+            t0 = time.perf_counter()
+            operation(empty, empty)
+            calls.append(time.perf_counter() - t0)
+        call_s = float(np.median(calls))
     for nbytes in sizes:
         into, incoming = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)
         times = []
@@ -1005,10 +1038,14 @@ def reduction_times(quick=False):
             into.fill(1.0)  # written, as the buffer a step adds into
             incoming.fill(1.0)  # and the chunk it has just received
             t0 = time.perf_counter()
-            np.add(into, incoming, out=into)
+            operation(into, incoming)
             times.append(time.perf_counter() - t0)
-        seconds.append(float(np.median(times)))
+        seconds.append(max(float(np.median(times)) - call_s, 1e-9))
     return sizes, seconds
+
+
+def _add(into, incoming):
+    np.add(into, incoming, out=into)
 
 
 def _put_allocation(document, allocation):

@@ -143,15 +143,16 @@ def summary_lines(
         if measured["gamma"] > 0
         else "reduction (gamma): not measurable here (no growth with size)"
     )
-    if "reduction" in measured:  # the add by size, warm: what the simulator charges
-        add = measured["reduction"]
-        lines.append(
-            "reduction by size (warm, [compute.reduction]): "
-            + ", ".join(
-                f"{add.seconds(n) / n * 1e9:.3g} ns a byte at {bytes_text(n)}"
-                for n in (2**16, 2**19, 2**24)
+    for key, what in (("reduction", "reduction by size"), ("copy", "a copy by size")):
+        if key in measured:  # warm, by size: what the simulator charges
+            cost = measured[key]
+            lines.append(
+                f"{what} (warm, [compute.{key}]): "
+                + ", ".join(
+                    f"{cost.seconds(n) / n * 1e9:.3g} ns a byte at {bytes_text(n)}"
+                    for n in (2**16, 2**19, 2**24)
+                )
             )
-        )
     probe = 2**20
     lines.append(
         f"allreduce in situ (2 ranks): {seconds_text(measured['allreduce_s'][-1])} for "

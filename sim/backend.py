@@ -178,9 +178,21 @@ class LibraryCall:
     library whose work is ``program``, a node program of the library's algorithm (`SendRecv`
     steps and the like); its reply is what ``program`` returns. Its steps after the first are
     sent from inside the library, where the same steps yielded one by one would each follow
-    the program (`sim.osu`'s collectives; ``Simulator``'s ``call_overhead_s``)."""
+    the program (`sim.osu`'s collectives; ``Simulator``'s ``call_overhead_s``).
+
+    ``writes``: which of its messages carry bytes the call itself has just written, dirty in
+    the sender's cache (charged the network's ``-written`` costs where measured, the clean
+    ones else): "never" (an alltoall sends from the caller's buffer), "always" (an allreduce,
+    a reduce, an allgather: the library copies the caller's bytes into its own buffer first,
+    then sends what it copied or added), "after_receive" (a broadcast: the root sends the
+    caller's bytes, a rank that has received forwards them). ``copies_bytes``: the bytes of
+    the caller's send buffer it copies into its own first, an allreduce's, reduce's or
+    allgather's not in place (OSU's): charged at the machine's measured copy
+    (``[compute.copy]``, the ``local_copy`` cost) where known, else nothing."""
 
     program: Generator
+    writes: str = "never"
+    copies_bytes: int = 0  # the caller's send buffer the library copies first (not in place)
 
 
 class Simulator:
@@ -248,6 +260,9 @@ class Simulator:
     finish : PiecewiseCost, optional
         An allreduce of a mean pays one pass more over its n bytes after its messages: this
         cost of n as measured in situ (`[compute.finish]`), else ``gamma`` n.
+    local_copy : PiecewiseCost, optional
+        A copy of n bytes in one rank's memory, by size (``[compute.copy]``): what an MPI call
+        that copies its caller's send buffer first pays (`LibraryCall`'s ``copies_bytes``).
     core_groups : sequence of (ranks, cores)
         Hosts with more ranks than cores: their ranks share the cores as Linux's EEVDF does,
         turns ending on ticks of ``time_slice_s`` (`sim.cores`): compute, own code and moving
@@ -287,6 +302,7 @@ class Simulator:
         mpi="mpich",
         gamma=0.0,
         finish=None,
+        local_copy=None,
         wire=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
@@ -304,12 +320,15 @@ class Simulator:
         # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
         # while it is inside a call of the MPI library, else 0)
         self._sooner = [0.0] * len(nodes)
+        # each rank's messages carry bytes just written inside an MPI call (`LibraryCall`)
+        self._written = [False] * len(nodes)
         # inside a collective entered through the barrier: every second is comm, as the real
         # backend's clock counts it (its barrier's time the wait, the call's whole time comm)
         self._entered = [False] * len(nodes)
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
         self.gamma = gamma  # seconds a byte a reduction combines
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
+        self.local_copy = local_copy  # a copy of n bytes in memory, by size, or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
         # rank -> HostCores
         self.cores = shared_cores(self.env, core_groups, time_slice_s, over_tcp, switch_s)
@@ -654,8 +673,11 @@ class Simulator:
 
     def _carry(self, node, dest, payload, tag, pattern="oneway", taken=None, snapshot=None):
         """The network's transfer (a generator) of ``payload`` from ``node`` to ``dest``: its
-        bytes, a snapshot of it (or ``snapshot``), and how much sooner than measured it lands
-        (sent from inside an MPI call)."""
+        bytes, a snapshot of it (or ``snapshot``), how much sooner than measured it lands
+        (sent from inside an MPI call), and by which measured pattern (the ``-written`` one
+        for bytes an MPI call has just written, where the network has it)."""
+        if self._written[node.rank] and f"{pattern}-written" in self.network.costs:
+            pattern = f"{pattern}-written"
         return self.network.transfer(
             node.rank,
             dest,
@@ -951,18 +973,22 @@ class Simulator:
         self.logs[node.rank].charge("comm", seconds)
 
     def _library_call(self, node, op):
-        return (yield from self._collective(node, op.program, library=True))
+        if op.copies_bytes and self.local_copy is not None:  # its copy of the send buffer
+            yield from self._comm_for(node, float(self.local_copy.seconds(op.copies_bytes)))
+        return (yield from self._collective(node, op.program, library=True, writes=op.writes))
 
-    def _collective(self, node, program, library=False):
+    def _collective(self, node, program, library=False, writes="never"):
         """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;
         return what it returns. ``library``: the program is one call of the MPI library, whose
         first step follows the program, as a step of the measured hot loop does, and every
         later one is sent from inside the library, ``call_overhead_s`` sooner than that loop
-        has it."""
+        has it. ``writes``: which of its messages carry bytes it has just written
+        (`LibraryCall`)."""
         sooner = self.call_overhead_s if library else 0.0
         reply, rank = None, node.rank
         entered = self._entered[rank]
         self._entered[rank] = self.entry_barrier  # its steps' seconds all comm, as measured
+        self._written[rank] = writes == "always"
         try:
             while True:
                 try:
@@ -972,8 +998,11 @@ class Simulator:
                 reply = yield from self._handlers[type(step)](node, step)
                 if sooner:
                     self._sooner[rank] = sooner
+                if writes == "after_receive" and type(step) in (Recv, SendRecv):
+                    self._written[rank] = True  # it forwards what it has received
         finally:
             self._entered[rank] = entered
+            self._written[rank] = False
             if sooner:
                 self._sooner[rank] = 0.0
 

@@ -60,6 +60,7 @@ class Cluster:
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
     reduction: object  # the same measured by size (a PiecewiseCost, `combined_s`), or None
+    local_copy: object  # a copy of n bytes in memory, measured by size, or None
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
     machine_copies: int | None  # one machine's ranks: copies its memory moves at once, or None
@@ -372,6 +373,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         reduction=_reduction(options, profile, slowdown),
+        local_copy=_slowed(profile and profile.copy, slowdown),
         finish=_finish(options, profile, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
         machine_copies=_machine_copies(profile, costs, shaping),
@@ -450,9 +452,17 @@ def _jitter(profile, costs, seed):
 def _reduction(options, profile, slowdown):
     """The profile's reduction by size (`ClusterProfile.reduction`), slowed as the network's
     costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
-    if options.gamma is not None or profile is None or profile.reduction is None:
+    if options.gamma is not None or profile is None:
         return None
-    return profile.reduction if slowdown == 1.0 else Slowed(profile.reduction, slowdown)
+    return _slowed(profile.reduction, slowdown)
+
+
+def _slowed(cost, slowdown):
+    """A measured cost by size slowed as the network's costs are for more ranks a core, or
+    None for None."""
+    if cost is None or slowdown == 1.0:
+        return cost
+    return Slowed(cost, slowdown)
 
 
 def _finish(options, profile, slowdown):

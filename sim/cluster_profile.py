@@ -34,6 +34,9 @@ The format::
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
+    [network.written.oneway]       # the same two, hot, with the bytes written just before
+    [network.written.sendrecv]     # each (dirty in the sender's cache): MPI's collectives'
+                                   # own steps where they send what they copied or added
     [network.in_situ.oneway]       # the same two measured in situ (a compute step before
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
     [network.in_situ.jitter]       # min_bytes, and per pattern 101 quantiles of a message's
@@ -74,6 +77,9 @@ buckets (`sim.shaping`) instead.
     [compute.reduction]            # a reduction's add of n bytes into n (warm operands, as
                                    # a received chunk and the buffer it joins), by size (a
                                    # PiecewiseCost): charged instead of gamma n where given
+
+    [compute.copy]                 # a copy of n bytes (warm), by size: what MPI's allreduce,
+                                   # reduce and allgather pay first when not in place (sim.osu)
 
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
                                    # its messages and add, by size (a PiecewiseCost): the
@@ -136,6 +142,7 @@ class ClusterProfile:
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
     gamma_s_per_byte: float | None = None  # the reduction's arithmetic, seconds a byte
     reduction: PiecewiseCost | None = None  # combining n bytes, measured by size
+    copy: PiecewiseCost | None = None  # copying n bytes in memory, measured by size
     finish: PiecewiseCost | None = None  # an allreduce's mean pass, in situ, by size
     wire: "WireCost | None" = None  # a compressed message's wire bytes written and read, in situ
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
@@ -383,6 +390,7 @@ def load_profile(name_or_path):
             reduction=PiecewiseCost.from_dict(compute["reduction"])
             if "reduction" in compute
             else None,
+            copy=PiecewiseCost.from_dict(compute["copy"]) if "copy" in compute else None,
             finish=PiecewiseCost.from_dict(compute["finish"]) if "finish" in compute else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()
@@ -392,9 +400,16 @@ def load_profile(name_or_path):
             },
             timed_on=_timed_on(compute),
             costs={
-                pattern: PiecewiseCost.from_dict(network[pattern])
-                for pattern in PATTERNS
-                if pattern in network
+                **{
+                    pattern: PiecewiseCost.from_dict(network[pattern])
+                    for pattern in PATTERNS
+                    if pattern in network
+                },
+                **{  # the same with the bytes written just before (`LibraryCall.writes`)
+                    f"{pattern}-written": PiecewiseCost.from_dict(network["written"][pattern])
+                    for pattern in PATTERNS
+                    if pattern in network.get("written", {})
+                },
             },
             in_situ={
                 pattern: PiecewiseCost.from_dict(network["in_situ"][pattern])

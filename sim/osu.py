@@ -149,15 +149,17 @@ def dissemination_barrier(rank, size):
         distance *= 2
 
 
-def timed_calls(call, rank, size, calls, warmup, now, seconds):
+def timed_calls(call, rank, size, calls, warmup, now, seconds, writes="never", copies=0):
     """OSU's loop of a collective on one rank: ``warmup + calls`` times a barrier, then
     ``call()`` (a node program of the library's algorithm), each one call into the library
-    (`sim.backend.LibraryCall`); adds the seconds of the timed calls, from this rank's exit from
-    the barrier (``now()``: the simulated clock) to the call's end, into ``seconds[rank]``."""
+    (`sim.backend.LibraryCall`, its messages' bytes written by the call as ``writes`` says,
+    ``copies`` bytes of the caller's send buffer copied first);
+    adds the seconds of the timed calls, from this rank's exit from the barrier (``now()``: the
+    simulated clock) to the call's end, into ``seconds[rank]``."""
     for i in range(warmup + calls):
         yield LibraryCall(dissemination_barrier(rank, size))  # each one call of the library
         t0 = now()
-        yield LibraryCall(call())
+        yield LibraryCall(call(), writes, copies)
         if i >= warmup:
             seconds[rank] += now() - t0
 
@@ -176,6 +178,20 @@ COLLECTIVES = {
     "osu_reduce": osu_reduce,
 }
 BENCHMARKS = {**POINT_TO_POINT, **COLLECTIVES}
+# which of a collective's messages carry bytes the library has just written (`LibraryCall`):
+# MPICH and Open MPI copy an allreduce's, a reduce's and an allgather's send buffer into the
+# receive (or a temporary) buffer and send from there; an alltoall sends from the send buffer;
+# a broadcast's root sends the caller's bytes and a rank that received them forwards them
+# OSU's separate send and receive buffers: these copy the send buffer first (its n bytes;
+# an allgather's own block of n; MPICH's MPIR_Localcopy, Open MPI's copy_content_same_ddt)
+COPIES = ("osu_allreduce", "osu_reduce", "osu_allgather")
+WRITES = {
+    "osu_allreduce": "always",
+    "osu_reduce": "always",
+    "osu_allgather": "always",
+    "osu_alltoall": "never",
+    "osu_bcast": "after_receive",
+}
 
 
 class _Clock(Charges):
@@ -228,6 +244,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         mpi=mpi,
         gamma=cluster.combine,
         finish=cluster.finish,
+        local_copy=cluster.local_copy,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
         over_tcp=cluster.over_tcp,
@@ -246,6 +263,8 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
             warmup,
             lambda: simulator.env.now,
             seconds,
+            WRITES[bench],
+            nbytes if bench in COPIES else 0,
         )
         for r in range(size)
     ]

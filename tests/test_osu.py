@@ -24,6 +24,7 @@ from sim.osu import (
     osu_value,
     simulate_benchmark,
 )
+from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.programs.mpi_choices import allgather_algorithm
 from twinsgd.programs.ops import Recv, Send
@@ -659,3 +660,60 @@ def test_real_osu_and_the_calibrations_ping_pong_send_from_one_buffer_and_receiv
         assert np.all(sent[part][0] != 0)
     assert sent[-1] is buf and not np.shares_memory(buf, received[-1])
     assert buf.nbytes == 4096 and np.all(buf != 0)  # its pages written, not the zero page
+
+
+def _forwarded(writes, costs, copies_bytes=0, local_copy=None, nbytes=100_000):
+    """Rank 0 sends ``nbytes`` to 1, which forwards them to 2, all inside one MPI call each
+    (`LibraryCall` with ``writes``): (when rank 2 has them, each rank's comm seconds)."""
+    from sim.backend import LibraryCall, Simulator
+    from sim.compute import ComputeModel
+    from sim.network import make_network
+    from tests.programs import ChargeLog
+
+    def chain(rank):
+        buf = np.ones(nbytes, np.uint8)
+        if rank > 0:
+            yield Recv(source=rank - 1, buf=buf)
+        if rank < 2:
+            yield Send(dest=rank + 1, payload=buf)
+
+    def program(rank):
+        yield LibraryCall(chain(rank), writes, copies_bytes)
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    logs = [ChargeLog() for _ in range(3)]
+    network = make_network(None, "star", 3, 0.0, 1e12, costs)
+    simulator = Simulator(
+        nodes, logs, 0.0, 1e12, ComputeModel(seconds_per_sample=0.0), network=network,
+        local_copy=local_copy,
+    )  # fmt: skip
+    simulator.run([program(r) for r in range(3)])
+    return simulator.env.now, [log.seconds.get("comm", 0.0) for log in logs]
+
+
+def test_bytes_an_mpi_call_has_just_written_move_at_the_written_cost_where_measured():
+    """MPICH's collectives send what they copied, added or received, dirty in the sender's
+    cache (1.3-2x a clean Sendrecv through shared memory here): inside a `LibraryCall` such
+    messages take the network's ``oneway-written`` cost; "after_receive" (a broadcast) only
+    once the rank has received; without a written cost, the clean one."""
+    clean, written = PiecewiseCost.constant(2e-6, 1e9), PiecewiseCost.constant(3e-6, 0.5e9)
+    costs = {"oneway": clean, "oneway-written": written}
+    one, other = clean.seconds(100_000), written.seconds(100_000)  # 102 and 203 us
+    assert _forwarded("never", costs)[0] == pytest.approx(2 * one, rel=1e-12)
+    assert _forwarded("always", costs)[0] == pytest.approx(2 * other, rel=1e-12)
+    assert _forwarded("after_receive", costs)[0] == pytest.approx(one + other, rel=1e-12)
+    assert _forwarded("always", {"oneway": clean})[0] == pytest.approx(2 * one, rel=1e-12)
+
+
+def test_a_call_not_in_place_copies_its_send_buffer_first_at_the_measured_copy():
+    """OSU's separate buffers: MPICH's allreduce, reduce and allgather copy the caller's send
+    buffer first (MPIR_Localcopy); `LibraryCall`'s ``copies_bytes`` costs the profile's
+    ``[compute.copy]`` of that many bytes, charged as comm; no copy cost known, nothing."""
+    clean = PiecewiseCost.constant(2e-6, 1e9)
+    copy = PiecewiseCost.constant(0.1e-6, 16e9)
+    plain, _ = _forwarded("never", {"oneway": clean})
+    copied, comm = _forwarded("never", {"oneway": clean}, 65536, copy)
+    assert copied - plain == pytest.approx(copy.seconds(65536), rel=1e-9)  # on the critical path
+    sent = 100_000 / 1e9  # rank 0's Send: done once its bytes have left (no protocols here)
+    assert comm[0] == pytest.approx(copy.seconds(65536) + sent, rel=1e-9)
+    assert _forwarded("never", {"oneway": clean}, 65536)[0] == pytest.approx(plain, rel=1e-12)
