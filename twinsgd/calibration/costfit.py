@@ -15,10 +15,16 @@ A link that carries up to 64 KiB at 1 GB/s after 15 us, and more at 125 MB/s aft
 >>> n = 2 ** np.arange(3, 24)
 >>> t = np.where(n <= 2**16, 15e-6 + n / 1e9, 500e-6 + n / 125e6)
 >>> cost = fit_segments(n, t)
->>> [round(a * 1e6, 6) for a in cost.latency_s], [round(b / 1e6, 6) for b in cost.bandwidth_Bps]
-([15.0, 500.0], [1000.0, 125.0])
->>> [round(b) for b in cost.max_bytes]  # the break: the geometric midpoint of 64 and 128 KiB
-[92682, 8388608]
+>>> cost.fitted_segments, [round(a * 1e6, 6) for a in cost.latency_s[::2]]
+(2, [15.0, 500.0])
+>>> [round(b / 1e6, 6) for b in cost.bandwidth_Bps[::2]]
+[1000.0, 125.0]
+
+Between 64 and 128 KiB, where no size was measured and the lines do not cross, a bridge joins
+the one's time at 64 KiB (80.5 us) to the other's at 128 KiB (1548.6 us):
+
+>>> [round(b) for b in cost.min_bytes], round(cost.seconds(3 * 2**15) * 1e6, 2)
+([8, 65536, 131072], 814.55)
 >>> round(cost.seconds(2**20) * 1e3, 6), cost.max_rel_error < 1e-12
 (8.888608, True)
 """
