@@ -24,7 +24,7 @@ Between 64 and 128 KiB, where no size was measured and the lines do not cross, a
 the one's time at 64 KiB (80.5 us) to the other's at 128 KiB (1548.6 us):
 
 >>> [round(b) for b in cost.min_bytes], round(cost.seconds(3 * 2**15) * 1e6, 2)
-([8, 65536, 131072], 814.55)
+([8, 65536, 131072], 814.56)
 >>> round(cost.seconds(2**20) * 1e3, 6), cost.max_rel_error < 1e-12
 (8.888608, True)
 """
