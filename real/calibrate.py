@@ -377,8 +377,8 @@ def _measure(args, comm, work):
     written = None  # the same with the bytes written just before (MPI's collectives' steps)
     if _emulated_shaper() is None:  # (token buckets: the simulator prices those flows alone)
         written = {
-            "oneway": netbench.ping_pong(network, sizes, args.quick, written=True),
-            "sendrecv": netbench.exchange(network, sizes, args.quick, written=True),
+            "oneway": netbench.ping_pong(network, sizes, args.quick, rewrite=True),
+            "sendrecv": netbench.exchange(network, sizes, args.quick, rewrite=True),
         }
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
@@ -716,7 +716,6 @@ def _finish(args, measured, work, started):
         pattern: fit_segments(sizes, seconds, MAX_REL_ERROR, MAX_SEGMENTS)
         for pattern, seconds in (measured["written"] or {}).items()
     }
-    measured["written_costs"] = written
     in_situ = {  # the median repetition per size; the spread about it is the jitter
         pattern: fit_segments(
             measured["in_situ_sizes"],

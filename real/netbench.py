@@ -72,19 +72,19 @@ def in_situ_repetitions(nbytes, quick):
     return (4, 2, 1) if quick else (6, 3, 1)
 
 
-def ping_pong(comm, sizes, quick=False, step=None, samples=None, refill_s=0.0, written=False):
+def ping_pong(comm, sizes, quick=False, step=None, samples=None, refill_s=0.0, rewrite=False):
     """One-way seconds per size between ranks 0 and 1 (others wait quietly); ``step``: in situ
     (the module's docstring), and ``samples`` (a dict) then gets every repetition's seconds by
     size, on rank 0; ``refill_s``: token buckets' refill time, let pass before each batch
-    (`_interleaved`); ``written``: each rank writes the bytes it sends just before each
+    (`_interleaved`); ``rewrite``: each rank writes the bytes it sends just before each
     repetition, untimed (`_on_pair`). Collective."""
-    return _on_pair(comm, sizes, quick, _round_trip, True, step, samples, refill_s, written)
+    return _on_pair(comm, sizes, quick, _round_trip, True, step, samples, refill_s, rewrite)
 
 
-def exchange(comm, sizes, quick=False, step=None, samples=None, refill_s=0.0, written=False):
+def exchange(comm, sizes, quick=False, step=None, samples=None, refill_s=0.0, rewrite=False):
     """Seconds of one ``Sendrecv`` of n bytes each way between ranks 0 and 1; ``step``,
-    ``samples``, ``refill_s`` and ``written``: as `ping_pong`'s. Collective."""
-    return _on_pair(comm, sizes, quick, _sendrecv, False, step, samples, refill_s, written)
+    ``samples``, ``refill_s`` and ``rewrite``: as `ping_pong`'s. Collective."""
+    return _on_pair(comm, sizes, quick, _sendrecv, False, step, samples, refill_s, rewrite)
 
 
 def eager_send(comm, sizes, step, quick=False, refill_s=0.0):
@@ -286,36 +286,24 @@ def _on_pair(
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     seconds = None
     if pair != MPI.COMM_NULL:
-        if step is None and rewrite:
+        if step is None:
             buffers = [written(n) for n in sizes]
             inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
 
             def batch(j, count, warmup=False):
-                """Back to back as the clean loop (a barrier before each would add its exit's
-                skew), each repetition writing first; the writes alone, timed after, taken
-                off."""
-                pair.Barrier()
-                t0 = time.perf_counter()
-                for k in range(count):
-                    buffers[j].fill(float(k))
-                    pattern(pair, buffers[j], inbox[j])
-                t1 = time.perf_counter()
-                for k in range(count):
-                    buffers[j].fill(float(k))
-                writes_s = time.perf_counter() - t1
-                return max(t1 - t0 - writes_s, 1e-9) / count
-
-            plan = repetitions
-        elif step is None:
-            buffers = [written(n) for n in sizes]
-            inbox = [np.zeros(n // 4, dtype=np.float32) for n in sizes]
-
-            def batch(j, count, warmup=False):
+                """Back to back (a barrier before each would add its exit's skew); rewriting,
+                each repetition writes first, and the writes alone, timed after, come off."""
                 pair.Barrier()  # both ranks are busy from here: a spinning barrier costs nothing
                 t0 = time.perf_counter()
-                for _ in range(count):
+                for k in range(count):
+                    if rewrite:
+                        buffers[j].fill(float(k))
                     pattern(pair, buffers[j], inbox[j])
-                return (time.perf_counter() - t0) / count
+                t1 = time.perf_counter()
+                for k in range(count if rewrite else 0):
+                    buffers[j].fill(float(k))
+                writes_s = time.perf_counter() - t1 if rewrite else 0.0
+                return max(t1 - t0 - writes_s, 1e-9) / count
 
             plan = repetitions
         else:

@@ -372,9 +372,9 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         memory_source=memory_source,
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
-        reduction=_reduction(options, profile, slowdown),
+        reduction=_unless_gamma(options, profile and profile.reduction, slowdown),
         local_copy=_slowed(profile and profile.copy, slowdown),
-        finish=_finish(options, profile, slowdown),
+        finish=_unless_gamma(options, profile and profile.finish, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
         machine_copies=_machine_copies(profile, costs, shaping),
         costs=costs,
@@ -449,12 +449,11 @@ def _jitter(profile, costs, seed):
     }
 
 
-def _reduction(options, profile, slowdown):
-    """The profile's reduction by size (`ClusterProfile.reduction`), slowed as the network's
-    costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
-    if options.gamma is not None or profile is None:
-        return None
-    return _slowed(profile.reduction, slowdown)
+def _unless_gamma(options, cost, slowdown):
+    """A profile's measured reduction cost by size (its add, or an allreduce's finishing pass),
+    slowed as the network's costs are for more ranks a core (`_slowed`), unless ``--gamma``
+    says otherwise; else None."""
+    return None if options.gamma is not None else _slowed(cost, slowdown)
 
 
 def _slowed(cost, slowdown):
@@ -463,14 +462,6 @@ def _slowed(cost, slowdown):
     if cost is None or slowdown == 1.0:
         return cost
     return Slowed(cost, slowdown)
-
-
-def _finish(options, profile, slowdown):
-    """The profile's in-situ finishing pass (`ClusterProfile.finish`), slowed as the network's
-    costs are for more ranks a core, unless ``--gamma`` says otherwise; else None."""
-    if options.gamma is not None or profile is None or profile.finish is None:
-        return None
-    return profile.finish if slowdown == 1.0 else Slowed(profile.finish, slowdown)
 
 
 def _machine_copies(profile, costs, shaping):

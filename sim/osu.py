@@ -178,13 +178,13 @@ COLLECTIVES = {
     "osu_reduce": osu_reduce,
 }
 BENCHMARKS = {**POINT_TO_POINT, **COLLECTIVES}
+# OSU's separate send and receive buffers: these copy the send buffer first (its n bytes;
+# an allgather's own block of n; MPICH's MPIR_Localcopy, Open MPI's copy_content_same_ddt)
+COPIES = ("osu_allreduce", "osu_reduce", "osu_allgather")
 # which of a collective's messages carry bytes the library has just written (`LibraryCall`):
 # MPICH and Open MPI copy an allreduce's, a reduce's and an allgather's send buffer into the
 # receive (or a temporary) buffer and send from there; an alltoall sends from the send buffer;
 # a broadcast's root sends the caller's bytes and a rank that received them forwards them
-# OSU's separate send and receive buffers: these copy the send buffer first (its n bytes;
-# an allgather's own block of n; MPICH's MPIR_Localcopy, Open MPI's copy_content_same_ddt)
-COPIES = ("osu_allreduce", "osu_reduce", "osu_allgather")
 WRITES = {
     "osu_allreduce": "always",
     "osu_reduce": "always",
