@@ -162,7 +162,7 @@ class _OwnCode:
             seconds, self.cold = seconds * self.factor + self.refill, False
         log.charge("compute", seconds)
         if self.traced:
-            log.charges[-1] = ("local", seconds)  # the program's own code
+            log.note_local()  # the program's own code
         return seconds
 
     def close_step(self, log):
@@ -543,7 +543,7 @@ class Simulator:
                         yield closed_form.enter(node, op, start)
                         reply = closed_form.reduced(op, node.size)
                         if traced:
-                            self.timeline.trace(log, rank, "allreduce", start)
+                            log.trace("allreduce", start)
                         continue
                     yield from self._wait_out(rank)
                     start = env.now
@@ -571,8 +571,7 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    name = _EVENT_NAMES[type(op)]
-                    self.timeline.trace(self.logs[rank], rank, name, start)
+                    log.trace(_EVENT_NAMES[type(op)], start)
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
                     program.close()

@@ -2,31 +2,80 @@
 spaced, each operation's charges laid end to end as its events, so a node's events tile its time.
 
 Kept out of the simulator's driver loop: a drawn node's run log notes each charge of the
-operation in progress (`TracedLog`), and the driver hands the operation over when it ends
-(`Timeline.trace`); nodes not drawn cost nothing.
+operation in progress (`TracedLog`), and the driver marks where each operation ends
+(`TracedLog.trace`); the charges are laid out as events in batches (`TracedLog.lay_out`), not
+per operation: on the message path a drawn node's operation costs two appends. Nodes not drawn
+cost nothing.
 """
 
 import math
 
 TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly spaced
+LAYOUT_OPS = 4096  # operations noted before a drawn node's charges are laid out as events
 
 
 class TracedLog:
-    """A node's run log that also notes each charge (kind, seconds) of the operation in
-    progress, so the timeline can lay them end to end as that operation's events."""
+    """A node's run log that also notes each charge (kind, seconds) and where each operation
+    ends, so the timeline can lay them end to end as that operation's events.
+
+    ``charges``: flat, kind then seconds, of the operations not yet laid out (and the one in
+    progress); ``ops``: (name, start s, end of its charges in ``charges``) of each operation
+    traced since; ``events``: those laid out, ``(name, kind, start s, end s)`` in order."""
 
     def __init__(self, log):
-        self._log, self.charges = log, []
+        self._log, self.charges, self.ops, self._events = log, [], [], []
         if hasattr(log, "end_step"):  # NOTE: once a step: no `__getattr__` call for it
             self.end_step = log.end_step
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
-        self.charges.append((kind, seconds))
+        self.charges += (kind, seconds)
         self._log.charge(kind, seconds, bytes_sent, bytes_recv)
 
     def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
-        self.charges += (("wait", wait), ("comm", comm))
+        self.charges += ("wait", wait, "comm", comm)
         self._log.charge_collective(wait, comm, bytes_sent, bytes_recv)
+
+    def note_local(self):
+        """The last charge was the program's own code (``local``), not a compute operation."""
+        self.charges[-2] = "local"
+
+    def trace(self, name, start):
+        """The operation ``name`` that began at ``start`` (s) ends now: its charges are those
+        noted since the last one ended."""
+        self.ops.append((name, start, len(self.charges)))
+        if len(self.ops) >= LAYOUT_OPS:
+            self.lay_out()
+
+    @property
+    def events(self):
+        """Every traced operation's events so far, laid out."""
+        self.lay_out()
+        return self._events
+
+    def lay_out(self):
+        """Lay the charges of the traced operations end to end as their events, each from its
+        operation's start (the program's own code first, as it ran before the operation); a
+        stretch that goes on the last event of the same name and kind extends it."""
+        events, charges = self._events, self.charges
+        last = events[-1] if events else (None, None, None, None)
+        begin = 0
+        for name, start, end_index in self.ops:
+            for i in range(begin, end_index, 2):
+                kind, seconds = charges[i], charges[i + 1]
+                if seconds > 0:
+                    event_name = name
+                    if kind == "local":
+                        event_name, kind = "local", "compute"
+                    end = start + seconds
+                    if last[3] == start and last[1] == kind and last[0] == event_name:
+                        last = events[-1] = (event_name, kind, last[2], end)  # one stretch
+                    else:
+                        last = (event_name, kind, start, end)
+                        events.append(last)
+                    start = end
+            begin = end_index
+        del charges[:begin]  # the operation in progress keeps its charges
+        self.ops.clear()
 
     def __getattr__(self, name):
         return getattr(self._log, name)
@@ -40,30 +89,14 @@ class Timeline:
 
     def __init__(self, logs):
         every = max(1, math.ceil(len(logs) / TIMELINE_RANKS))
-        self.events = {rank: [] for rank in range(0, len(logs), every)}
-        for rank in self.events:
-            logs[rank] = TracedLog(logs[rank])
+        self.traced = {rank: TracedLog(logs[rank]) for rank in range(0, len(logs), every)}
+        for rank, log in self.traced.items():
+            logs[rank] = log
 
     def __contains__(self, rank):
-        return rank in self.events
+        return rank in self.traced
 
-    def trace(self, log, rank, name, start):
-        """Lay the charges ``log`` (a `TracedLog`) noted for ``rank``'s operation that began at
-        ``start`` end to end as its events (the program's own code first, as it ran before
-        the operation); a stretch that goes on the last event of the same name and kind
-        extends it."""
-        events, charges = self.events[rank], log.charges
-        last = events[-1] if events else (None, None, None, None)
-        for kind, seconds in charges:  # NOTE: per operation of a drawn node: kept lean
-            if seconds > 0:
-                event_name = name
-                if kind == "local":
-                    event_name, kind = "local", "compute"
-                end = start + seconds
-                if last[3] == start and last[1] == kind and last[0] == event_name:
-                    last = events[-1] = (event_name, kind, last[2], end)  # one stretch
-                else:
-                    last = (event_name, kind, start, end)
-                    events.append(last)
-                start = end
-        charges.clear()
+    @property
+    def events(self):
+        """{rank: [(name, kind, start s, end s), ...]} of every drawn node, laid out."""
+        return {rank: log.events for rank, log in self.traced.items()}

@@ -7,8 +7,10 @@ import subprocess
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from twinsgd.run.runfolder import STEPS_COLUMNS, CsvLog, RunFolder, claim_run_folder
+from twinsgd.run.runfolder import STEPS_COLUMNS, CsvLog, RunFolder, _lines, claim_run_folder
 from twinsgd.run.runlog import RunLog
 
 
@@ -29,6 +31,28 @@ def test_logs_round_trip_floats_exactly(tmp_path):
         rows = list(csv.DictReader(fh))
     assert [float(r["a"]) for r in rows] == values
     assert [r["c"] for r in rows] == ["", "", ""]
+
+
+_FIELD = st.one_of(
+    st.floats(),  # NaN, infinities, -0.0 and 0.0 side by side
+    st.sampled_from([0.0, -0.0, 0.1, 5.051200000000001e-06]),  # values that repeat
+    st.integers(),
+    st.none(),
+    st.floats(width=32).map(np.float32),
+    st.text(alphabet="abnoNe", max_size=5),
+)
+
+
+@settings(max_examples=500)
+@given(st.integers(1, 6).flatmap(lambda w: st.lists(st.lists(_FIELD, min_size=w, max_size=w))))
+def test_lines_are_each_fields_str_a_column_at_a_time(rows):
+    """The column-wise formatter writes what ``"%s,%s" % row`` wrote, row by row: each field
+    ``str`` of its value (a float's shortest repr, a negative zero's sign kept), whatever the
+    column mixes; a whole field that reads None or nan empty."""
+    fields = [[str(v) for v in row] for row in rows]
+    empty = ("None", "nan")
+    expected = "".join(",".join("" if f in empty else f for f in r) + "\n" for r in fields)
+    assert _lines(rows) == expected
 
 
 def test_a_run_logs_step_row_lands_under_its_columns(tmp_path):
