@@ -39,6 +39,7 @@ from simpy.events import Event
 
 from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
+from twinsgd.programs.ops import ANY_SOURCE
 
 _DROPPED = object()  # what an interrupted transfer leaves in its place in the order of its pair
 
@@ -134,11 +135,19 @@ class MemoryPath:
 
 
 class _Take(Event):
-    """A take from a `Mailbox` waiting for a message that ``match`` accepts."""
+    """A take from a `Mailbox` waiting for a message from ``source`` (`ANY_SOURCE`: any) with
+    ``tag`` (None: any)."""
 
-    def __init__(self, mailbox, match):
-        super().__init__(mailbox.env)
-        self.mailbox, self.match = mailbox, match
+    def __init__(self, mailbox, source, tag):
+        # NOTE: what Event.__init__ sets (SimPy 4), set here without the call (a take a message)
+        self.env, self.callbacks = mailbox.env, []
+        self.mailbox, self.source, self.tag = mailbox, source, tag
+
+    def accepts(self, message):
+        """Whether this take takes ``message``."""
+        return (self.tag is None or self.tag == message.tag) and (
+            self.source == ANY_SOURCE or self.source == message.source
+        )
 
     def cancel(self):
         """Stop waiting (an interrupted receive), so no later message goes to it."""
@@ -147,10 +156,12 @@ class _Take(Event):
 
 
 class Mailbox:
-    """A node's arrived messages; a take gets the first one its filter accepts, first come first.
+    """A node's arrived messages; a take gets the first one from its source with its tag, first
+    come first, as MPI matches a receive.
 
     NOTE: a minimal ``simpy.FilterStore`` for performance: the same order of matching, but putting
-    a message makes no event; a waiting take is handed the message directly. No waiting take
+    a message makes no event, a waiting take is handed the message directly, and a take matches
+    by its source and tag, compared inline (no filter function a message). No waiting take
     accepts a message in ``items``.
     """
 
@@ -161,18 +172,24 @@ class Mailbox:
 
     def put(self, message):
         """Hand ``message`` to the first waiting take that accepts it, or keep it."""
+        tag, source = message.tag, message.source
         for i, take in enumerate(self.takes):
-            if take.match is None or take.match(message):
+            if (take.tag == tag or take.tag is None) and (
+                take.source == source or take.source == ANY_SOURCE
+            ):
                 del self.takes[i]
                 take.succeed(message)
                 return
         self.items.append(message)
 
-    def get(self, match=None):
-        """An event that succeeds with the first message ``match`` accepts (any if None)."""
-        take = _Take(self, match)
+    def get(self, source=ANY_SOURCE, tag=None):
+        """An event that succeeds with the first message from ``source`` (any: `ANY_SOURCE`)
+        with ``tag`` (any: None)."""
+        take = _Take(self, source, tag)
         for i, message in enumerate(self.items):
-            if match is None or match(message):
+            if (tag is None or message.tag == tag) and (
+                source == ANY_SOURCE or message.source == source
+            ):
                 del self.items[i]
                 return take.succeed(message)
         self.takes.append(take)
@@ -344,11 +361,11 @@ class RoutedNetwork:
         in before an earlier one waits for it (a Sendrecv ring matches its steps' chunks by
         arrival, and an overtaken chunk would be taken for the wrong step).
         """
-        env, host_of = self.env, self.host_of
+        env, host_of, pair = self.env, self.host_of, (source, dest)
         slot = [None]  # this message's place in the (source, dest) order, filled when it lands
-        in_flight = self._in_flight.get((source, dest))
+        in_flight = self._in_flight.get(pair)
         if in_flight is None:
-            in_flight = self._in_flight[source, dest] = deque()
+            in_flight = self._in_flight[pair] = deque()
         in_flight.append(slot)
         between_hosts = host_of[source] != host_of[dest]
         if self.fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
@@ -365,7 +382,7 @@ class RoutedNetwork:
             arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
             return
-        route = self._routes.get((source, dest)) or self.route(source, dest)
+        route = self._routes.get(pair) or self.route(source, dest)
         cost = self.costs.get(pattern) if between_hosts else None
         if cost is None:
             hold_s, latency_s = nbytes / route.bandwidth_Bps, route.latency_s
@@ -399,14 +416,18 @@ class RoutedNetwork:
             _abandon(route.links, held, turn)
             self._land(in_flight, slot, dest, _DROPPED)
             raise
-        for link in reversed(route.links):
-            link.release()
+        for link in reversed(route.links):  # NOTE: `Link.release` inline (the message path)
+            if link.waiting:
+                link.waiting.popleft().succeed()
+            else:
+                link.free += 1
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
         message = Message(source, tag, payload, started, taken)
         arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
         arrival.callbacks.append(self._deliver)
 
     def _deliver(self, arrival):
+        """An arrival's timeout is over: `_land` its message."""
         self._land(*arrival.value)
 
     def _land(self, in_flight, slot, dest, message):

@@ -32,7 +32,10 @@ class TracedLog:
         self._log.charge(kind, seconds, bytes_sent, bytes_recv)
 
     def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
-        self.charges += ("wait", wait, "comm", comm)
+        if wait > 0:  # (a charge of no time is no event: one pair fewer to lay out)
+            self.charges += ("wait", wait, "comm", comm)
+        else:
+            self.charges += ("comm", comm)
         self._log.charge_collective(wait, comm, bytes_sent, bytes_recv)
 
     def note_local(self):

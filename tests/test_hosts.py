@@ -46,7 +46,7 @@ def arrivals(net, sends):
         yield env.process(net.transfer(source, dest, nbytes, tag=i, payload=None))
 
     def receive(i, dest):
-        yield net.mailbox[dest].get(lambda m: m.tag == i)
+        yield net.mailbox[dest].get(tag=i)
         times[i] = env.now
 
     for i, (source, dest, nbytes) in enumerate(sends):

@@ -39,7 +39,7 @@ def run_messages(net, sends, at=None):
         yield env.process(net.transfer(source, dest, nbytes, tag=i, payload=f"m{i}"))
 
     def receive(i, dest):
-        message = yield net.mailbox[dest].get(lambda m: m.tag == i)
+        message = yield net.mailbox[dest].get(tag=i)
         arrivals[i] = env.now, message
 
     for i, (source, dest, nbytes) in enumerate(sends):

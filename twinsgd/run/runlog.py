@@ -97,7 +97,7 @@ class RunLog(Charges):
         self.last_eval = None
         self.time_to_target_s = None
         # the step in progress; a rank whose rows are not written charges its totals directly
-        self._current = _new_step() if write_steps else self.totals
+        self._current = _NEW_STEP.copy() if write_steps else self.totals
         self._summary_written = -math.inf  # time.monotonic() of the last summary.json
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
@@ -137,9 +137,13 @@ class RunLog(Charges):
                     float(loss),
                 )
             )
-            for key in TOTALS:
-                totals[key] += step[key]
-            self._current = _new_step()
+            # NOTE: unrolled, and the next step a copy of a template (a row per message)
+            totals["compute_s"] += step["compute_s"]
+            totals["comm_s"] += step["comm_s"]
+            totals["wait_s"] += step["wait_s"]
+            totals["bytes_sent"] += step["bytes_sent"]
+            totals["bytes_recv"] += step["bytes_recv"]
+            self._current = _NEW_STEP.copy()
         if iteration > self.iterations:
             self.iterations = iteration
         self.time_s = time_s
@@ -289,8 +293,7 @@ def failure_status(err):
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def _new_step():
-    return {"compute_s": 0.0, "comm_s": 0.0, "wait_s": 0.0, "bytes_sent": 0, "bytes_recv": 0}
+_NEW_STEP = {"compute_s": 0.0, "comm_s": 0.0, "wait_s": 0.0, "bytes_sent": 0, "bytes_recv": 0}
 
 
 def run_header(cfg, dataset, model, size, clock, command, **extra):
