@@ -36,6 +36,15 @@
    "/ bare event" is the wall time per node-step over that of a bare SimPy timeout, this run.
 
 Targets are shown as ratios (wall / target); nothing passes or fails: the machines are noisy.
+
+    python benchmarks/sim_speed.py --instructions    (about 3 minutes on 2 cores; needs valgrind)
+
+prints instead what noise cannot move: each message-level case's CPU instructions a message
+(valgrind's cachegrind over two counts of messages, in subprocesses, the difference over the
+difference, so the set-up and the interpreter's start cancel out), beside the bare loop's. A
+change to the message path is measured this way on a machine whose speed moves from second to
+second; the ratio to the bare loop's instructions is an upper bound of the ratio in time (the
+message path's instructions run slower than the bare loop's).
 """
 
 import argparse
@@ -44,9 +53,11 @@ import gc
 import json
 import os
 import pstats
+import shutil
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from time import perf_counter, process_time
 from types import SimpleNamespace
@@ -254,6 +265,72 @@ def message_level(messages, rounds):
         f"bare = {rate[slowest] / TARGET_RATE:.2f} x the rate target"
     )
     return 1 / events
+
+
+# -- 1b. instructions a message (valgrind) ------------------------------------------------------
+
+INSTRUCTION_COUNTS = (2_000, 18_000)  # messages of the two runs whose difference is counted
+
+
+def _instructions(case, messages, runlog):
+    """CPU instructions of one subprocess that runs ``case`` (or the bare loop, ``bare``) for
+    ``messages`` messages under cachegrind (no cache simulation)."""
+    code = "import sys; sys.path.insert(0, 'benchmarks'); import sim_speed as s; " + (
+        f"s.bare_link_and_store({messages})"
+        if case == "bare"
+        else f"s.simulate_case({case!r}, {messages}, {runlog})"
+    )
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
+        out = Path(folder) / "cachegrind.out"
+        subprocess.run(
+            [
+                "valgrind",
+                "--tool=cachegrind",
+                "--cache-sim=no",
+                f"--cachegrind-out-file={out}",
+                sys.executable,
+                "-c",
+                code,
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        # the "summary:" line of cachegrind's file: the program's instructions (Ir)
+        summary = next(line for line in out.read_text().splitlines() if line.startswith("summary:"))
+    return int(summary.split()[1])
+
+
+def instructions():
+    """Print each case's instructions a message (RunLog and counting log) beside the bare
+    loop's, counted over the difference of `INSTRUCTION_COUNTS` messages."""
+    low, high = INSTRUCTION_COUNTS
+    sides = [("bare SimPy: link delay + Store put/get", "bare", False)] + [
+        (f"{case}, {'RunLog' if runlog else 'counting log'}", case, runlog)
+        for runlog in (False, True)
+        for case in CASES
+    ]
+    print(
+        f"1. Message level, CPU instructions a message (valgrind: the runs of {high:,} and "
+        f"{low:,} messages, their difference over {high - low:,})"
+    )
+    print(f"{'case':<40} {'instructions/message':>21} {'bare / this':>12}")
+    with ThreadPoolExecutor(os.cpu_count()) as pool:  # the subprocesses side by side
+        counts = {
+            (case, runlog, n): pool.submit(_instructions, case, n, runlog)
+            for _, case, runlog in sides
+            for n in (low, high)
+        }
+        bare = None
+        for name, case, runlog in sides:
+            high_n, low_n = counts[case, runlog, high].result(), counts[case, runlog, low].result()
+            per_message = (high_n - low_n) / (high - low)
+            bare = bare or per_message
+            print(f"{name:<40} {per_message:>21,.0f} {bare / per_message:>12.2f}")
+    print(f"target: >= {TARGET_RATIO} x bare (in time) with bookkeeping on")
 
 
 # -- 2. where the time goes ------------------------------------------------------------------------
@@ -528,7 +605,17 @@ def _scale(folder, quick, bare_event_s):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke run")
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="instead: the message-level cases' CPU instructions a message (needs valgrind)",
+    )
     args = parser.parse_args(argv)
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            sys.exit("sim_speed: --instructions needs valgrind on the PATH")
+        instructions()
+        return
     messages, rounds = (5_000, 1) if args.quick else (20_000, 5)
     print(
         f"python {sys.version.split()[0]}, simpy {simpy.__version__}, numpy {np.__version__}, "
