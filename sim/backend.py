@@ -565,7 +565,10 @@ class Simulator:
                     except simpy.Interrupt:  # it goes on (or fails) on a core, as `_blocked`
                         yield from host.acquire(rank)
                         raise
+                    done = env.now
                     yield from host.acquire(rank)
+                    if env.now > done:  # the call returns once its rank runs again: comm, as
+                        log.charge("comm", env.now - done)  # the real clock has the call
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:

@@ -243,6 +243,51 @@ def test_pinned_ranks_share_their_own_core_only():
     assert done == {0: 0.002, 2: 0.002, 1: 0.004}
 
 
+class _SplitLog(ChargeLog):
+    """Adds up a collective's wait and comm too."""
+
+    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+        self.charge("wait", wait)
+        self.charge("comm", comm)
+
+
+def test_over_tcp_the_wait_for_the_core_after_a_call_is_the_calls_comm():
+    """Over TCP a rank holds no core in a call and needs its own back to return: rank 1 enters
+    its receive at 4 ms (rank 0's turn on their core ended), its message already there; rank
+    0, computing, takes the core for its next turn, and rank 1's call returns at 8 ms. The
+    real clock has those 4 ms inside the call: comm (they were charged to nothing, and an
+    emulated cluster's communication came out short)."""
+    back = {}
+
+    def program(rank, sim):
+        if rank == 0:
+            yield Compute(lambda: None, samples=10)  # 10 ms on core 0, in turns of 4
+        elif rank == 1:
+            yield Recv(source=2, buf=np.zeros(8, np.float32))
+            back[1] = sim.env.now
+        elif rank == 2:
+            yield Compute(lambda: None, samples=1)
+            yield Send(dest=1, payload=np.zeros(8, np.float32))
+
+    nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
+    logs = [_SplitLog() for _ in range(4)]
+    sim = Simulator(
+        nodes,
+        logs,
+        1e-5,
+        1e9,
+        ComputeModel(seconds_per_sample=0.001),
+        eager_bytes=4096,
+        core_groups=((range(4), 2),),
+        over_tcp=True,
+        time_slice_s=0.004,
+    )
+    sim.run([program(r, sim) for r in range(4)])
+    assert back[1] == pytest.approx(0.008)
+    assert logs[1].seconds["comm"] == pytest.approx(0.004)  # all of the call: 4 ms to 8
+    assert logs[1].seconds.get("wait", 0.0) == 0.0
+
+
 def test_ranks_take_turns_on_shared_cores_and_on_an_emulated_clusters_machine(tmp_path):
     """Turns for a one-machine profile's shared memory, and for hosts of more ranks than cores;
     for an emulated cluster's profile too (MPI over TCP: `over_tcp`), whose hosts of several
