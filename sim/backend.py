@@ -829,12 +829,7 @@ class Simulator:
             yield self.env.timeout(combined_s(self.gamma, message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
-        if self._entered[node.rank]:  # a step of a collective entered through a barrier
-            waited = 0.0
-        else:  # NOTE: `_charge` of one message, inline (the message path)
-            waited = message.started - t0 if message.started > t0 else 0.0
-        comm = self.env.now - t0 - waited
-        self.logs[node.rank].charge_collective(waited, comm, 0, message.payload.nbytes)
+        self._charge(node, t0, (message,), 0)
         if op.buf is None:
             return message.source, message.payload
         np.copyto(op.buf, message.payload)

@@ -243,14 +243,6 @@ def test_pinned_ranks_share_their_own_core_only():
     assert done == {0: 0.002, 2: 0.002, 1: 0.004}
 
 
-class _SplitLog(ChargeLog):
-    """Adds up a collective's wait and comm too."""
-
-    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
-        self.charge("wait", wait)
-        self.charge("comm", comm)
-
-
 def test_over_tcp_the_wait_for_the_core_after_a_call_is_the_calls_comm():
     """Over TCP a rank holds no core in a call and needs its own back to return: rank 1 enters
     its receive at 4 ms (rank 0's turn on their core ended), its message already there; rank
@@ -270,7 +262,7 @@ def test_over_tcp_the_wait_for_the_core_after_a_call_is_the_calls_comm():
             yield Send(dest=1, payload=np.zeros(8, np.float32))
 
     nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
-    logs = [_SplitLog() for _ in range(4)]
+    logs = [ChargeLog() for _ in range(4)]
     sim = Simulator(
         nodes,
         logs,

@@ -245,8 +245,7 @@ class CsvLog:
         """Append one row given as its values in the order of ``columns`` (`write_rows` without
         a dict: the simulator writes a row per node and step)."""
         self._pending.append(values)
-        if time.monotonic() - self._flushed_at >= self.flush_s:  # `_flush_if_due`, inline
-            self.flush()
+        self._flush_if_due()
 
     def _flush_if_due(self):
         if time.monotonic() - self._flushed_at >= self.flush_s:
