@@ -79,7 +79,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.written.oneway], [network.written.sendrecv]   the same hot, the bytes written
                        just before each (MPI's collectives' steps); not on token buckets
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
-    [network.in_situ.jitter]   min_bytes, oneway, sendrecv: 101 quantiles of t / median
+    [network.in_situ.jitter]   min_bytes, oneway, sendrecv: per measured size (sizes),
+                       101 quantiles of t / median (quantiles)
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
                        bytes written and read, in situ (and the measured nbytes, times)
     [network.in_situ.send]   an eager Send's seconds in its sender by size, in situ
@@ -785,7 +786,7 @@ def _finish(args, measured, work, started):
                 **{pattern: cost.to_dict() for pattern, cost in in_situ.items()},
                 "jitter": {
                     "min_bytes": JITTER_MIN_BYTES,
-                    **{pattern: q for pattern, q in jitter.items() if q is not None},
+                    **{pattern: spread for pattern, spread in jitter.items() if spread},
                 },
                 "wire": wire_cost(*measured["wire"], in_program=measured["wire_in_program"]),
                 **(

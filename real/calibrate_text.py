@@ -124,13 +124,15 @@ def summary_lines(
         lines.append(f"compute (the real program): {name} {step_times_text(times)}")
     for pattern, name in (("oneway", "one way"), ("sendrecv", "Sendrecv")):
         probe = 2**18  # what programs send: a gradient's chunk
-        quantiles = jitter.get(pattern)
-        spread = (
-            f"; jitter from {bytes_text(jitter_min_bytes)}: mean {Jitter(quantiles).mean:.2f}, "
-            f"p90 {quantiles[90]:.2f} x the median"
-            if quantiles
-            else ""
-        )
+        spread = ""
+        if jitter.get(pattern):
+            by_size = Jitter.from_table(jitter[pattern])
+            means = [Jitter(row).mean for _, row in by_size.bands]
+            spread = (
+                f"; jitter by size from {bytes_text(jitter_min_bytes)}: at {bytes_text(probe)} "
+                f"mean {by_size.mean_at(probe):.2f}, p90 {by_size.quantiles_at(probe)[90]:.2f} x "
+                f"the median (means {min(means):.2f}-{max(means):.2f} over sizes)"
+            )
         lines.append(
             f"network {name} in situ ({segment_count(in_situ[pattern])}): "
             f"{seconds_text(in_situ[pattern].seconds(probe))} for {bytes_text(probe)}, "

@@ -443,7 +443,7 @@ def _jitter(profile, costs, seed):
     if not costs or profile is None or costs is not profile.in_situ:
         return {}
     return {
-        pattern: Jitter(profile.in_situ_jitter[pattern], seed=64 * seed + i)
+        pattern: Jitter.from_table(profile.in_situ_jitter[pattern], seed=64 * seed + i)
         for i, pattern in enumerate(sorted(costs))
         if pattern in profile.in_situ_jitter
     }

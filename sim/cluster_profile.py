@@ -39,8 +39,10 @@ The format::
                                    # own steps where they send what they copied or added
     [network.in_situ.oneway]       # the same two measured in situ (a compute step before
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
-    [network.in_situ.jitter]       # min_bytes, and per pattern 101 quantiles of a message's
-                                   # time over the median: each message takes one draw
+    [network.in_situ.jitter]       # min_bytes, and per pattern the quantiles of a message's
+                                   # time over the median, per measured size ({sizes,
+                                   # quantiles}; or 101 for all sizes): a message takes
+                                   # one draw from its size's
     [network.in_situ.wire]         # write_s, write_s_per_byte, read_s: a compressed message's
                                    # wire bytes written before a send and read after a
                                    # receive, in situ (`WireCost`)
@@ -163,7 +165,7 @@ class ClusterProfile:
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
-    in_situ_jitter: dict = field(default_factory=dict)  # pattern -> 101 quantiles of t/median
+    in_situ_jitter: dict = field(default_factory=dict)  # pattern -> the spread of t/median
     send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     stack_cpu: tuple | None = None  # the kernel's CPU seconds a byte sent and received (TCP)
@@ -467,13 +469,14 @@ def load_profile(name_or_path):
 
 
 def _jitter(table):
-    """``[network.in_situ.jitter]``: per pattern the 101 quantiles of a message's time over the
-    median (`calibration.jitter.Jitter` checks them); ValueError naming the key."""
+    """``[network.in_situ.jitter]``: per pattern the spread of a message's time over the
+    median, 101 quantiles or ``{sizes, quantiles}`` per size (`calibration.jitter.Jitter`
+    checks them, and `Jitter.to_dict` is what is kept); ValueError naming the key."""
     jitter = {}
     for pattern in PATTERNS:
         if pattern in table:
             try:
-                jitter[pattern] = Jitter(table[pattern]).quantiles
+                jitter[pattern] = Jitter.from_table(table[pattern]).to_dict()
             except (ValueError, TypeError) as err:
                 raise ValueError(f"[network.in_situ.jitter] {pattern}: {err}") from None
     return jitter

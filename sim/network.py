@@ -249,7 +249,8 @@ class RoutedNetwork:
         The path between two ranks of one host (needed when ``hosts`` repeats a node).
     jitter : dict, optional
         Per pattern of ``costs``, a `calibration.jitter.Jitter`: each message charged a measured
-        cost takes it times one draw of the measured spread (a profile's in-situ jitter).
+        cost takes it times one draw of the spread measured at its size (a profile's in-situ
+        jitter).
     machine_copies : int, optional
         Every host is a rank of one machine (a one-machine profile's shared memory): a message
         between hosts is a copy through that machine's memory, which moves ``machine_copies``
@@ -392,7 +393,9 @@ class RoutedNetwork:
             latency_s = max(alpha_s, 0.0)
             if self.jitter:  # this message's draw from the measured spread
                 jitter = self.jitter[pattern]  # a Sendrecv's: the slower of its two ways
-                factor = jitter.draw_of_pair() if pattern == "sendrecv" else jitter.draw()
+                factor = (
+                    jitter.draw_of_pair(nbytes) if pattern == "sendrecv" else jitter.draw(nbytes)
+                )
                 hold_s, latency_s = hold_s * factor, latency_s * factor
         if sooner_s:
             latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0

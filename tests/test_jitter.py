@@ -40,12 +40,41 @@ def test_bad_quantiles_are_refused(quantiles, match):
         Jitter(quantiles)
 
 
-def test_factors_are_each_size_over_its_median_from_the_threshold_up():
-    samples = {8: [1.0, 100.0, 5.0], 65536: [1.0, 2.0, 3.0], 131072: [10.0, 10.0, 40.0]}
-    quantiles = factor_quantiles(samples, 65536)
-    ratios = [0.5, 1.0, 1.5, 1.0, 1.0, 4.0]  # the 8-byte size left out
-    assert quantiles == pytest.approx(np.quantile(ratios, np.linspace(0, 1, 101)), rel=1e-3)
+def test_factors_are_each_size_over_its_median_from_the_threshold_up_kept_by_size():
+    samples = {8: [1.0, 100.0, 5.0], 131072: [10.0, 10.0, 40.0], 65536: [1.0, 2.0, 3.0]}
+    spread = factor_quantiles(samples, 65536)
+    assert spread["sizes"] == [65536, 131072]  # the 8-byte size left out, in size order
+    grid = np.linspace(0, 1, 101)
+    assert spread["quantiles"][0] == pytest.approx(np.quantile([0.5, 1, 1.5], grid), rel=1e-3)
+    assert spread["quantiles"][1] == pytest.approx(np.quantile([1, 1, 4], grid), rel=1e-3)
     assert factor_quantiles({8: [1.0, 2.0, 3.0]}, 65536) is None
+
+
+def test_a_message_draws_from_the_spread_of_the_largest_measured_size_not_above_its_own():
+    """A millisecond's hiccup on a 64 KiB message is a factor of 20; it must not become a
+    factor of 20 on a 670 KB one measured without it (pooled, it did: 2026-12-02)."""
+    hiccups, calm = [1.0] * 96 + [20.0] * 5, [0.9] * 50 + [1.1] * 51
+    jitter = Jitter([hiccups, calm], seed=3, sizes=[65536, 524288])
+    assert max(jitter.draw(670_000) for _ in range(2000)) <= 1.1
+    assert max(jitter.draw_of_pair(524288) for _ in range(2000)) <= 1.1
+    assert max(jitter.draw(65536) for _ in range(2000)) > 10  # its own size keeps its hiccups
+    assert max(jitter.draw(1024) for _ in range(2000)) > 10  # below them all: the smallest's
+    assert jitter.mean_at(1 << 20) == pytest.approx(1.0, abs=0.01)
+    with pytest.raises(ValueError, match="increasing"):
+        Jitter([calm, calm], sizes=[524288, 65536])
+    with pytest.raises(ValueError, match="one quantile function per size"):
+        Jitter([calm], sizes=[1, 2])
+
+
+def test_one_spread_for_all_sizes_draws_as_before_whatever_the_size():
+    """A profile written before the spread was kept by size: every message, whatever its size,
+    draws the same factors in the same order (runs simulated on it do not change)."""
+    values = np.linspace(0.5, 3.0, 101)
+    one, other = Jitter(values, seed=9), Jitter.from_table(list(values), seed=9)
+    assert [one.draw(8) for _ in range(50)] == [other.draw(1 << 24) for _ in range(50)]
+    assert Jitter.from_table(one.to_dict()).bands == one.bands
+    sized = Jitter([values, values * 2], sizes=[65536, 1 << 20])
+    assert Jitter.from_table(sized.to_dict()).bands == sized.bands
 
 
 def _ping_pong_s(jitter, nbytes=100_000):
@@ -93,10 +122,27 @@ def test_a_profile_brings_its_jitter_to_the_in_situ_costs(tmp_path):
     assert set(cluster.jitter) == {"oneway"}
     assert cluster.jitter["oneway"].quantiles == tuple([1.0] * 50 + [1.5] * 51)
     assert build_cluster(options, profile, None, "mlp").jitter == {}  # sim.osu: hot costs
-    document["network"]["in_situ"]["jitter"]["oneway"] = [1.0] * 3
+    by_size = {"sizes": [65536, 1 << 20], "quantiles": [[1.0] * 101, [2.0] * 101]}
+    document["network"]["in_situ"]["jitter"]["oneway"] = by_size  # as real.calibrate writes
     path.write_text(tomli_w.dumps(document))
-    with pytest.raises(ValueError, match=r"\[network.in_situ.jitter\] oneway: .*101"):
-        load_profile(str(path))
+    cluster = build_cluster(options, load_profile(str(path)), cfg, "mlp")
+    assert cluster.jitter["oneway"].to_dict() == by_size
+    assert (cluster.jitter["oneway"].draw(4096), cluster.jitter["oneway"].draw(1 << 21)) == (1, 2)
+    for bad, says in (([1.0] * 3, "101"), ({"sizes": [1], "quantiles": [[1.0] * 3]}, "101")):
+        document["network"]["in_situ"]["jitter"]["oneway"] = bad
+        path.write_text(tomli_w.dumps(document))
+        with pytest.raises(ValueError, match=rf"\[network.in_situ.jitter\] oneway: .*{says}"):
+            load_profile(str(path))
+
+
+def test_the_network_draws_each_message_from_its_own_sizes_spread():
+    """Factor 2 measured from 1 MiB, 1 below: a ping-pong of 100 kB takes the plain time, one of
+    2 MB twice it."""
+    sized = {"oneway": Jitter([[1.0] * 101, [2.0] * 101], sizes=[65536, 1 << 20])}
+    assert _ping_pong_s(sized) == pytest.approx(_ping_pong_s(None), rel=1e-12)
+    assert _ping_pong_s(sized, 2_000_000) == pytest.approx(
+        2 * _ping_pong_s(None, 2_000_000), rel=1e-12
+    )
 
 
 @settings(max_examples=30, deadline=None)

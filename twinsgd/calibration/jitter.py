@@ -2,12 +2,21 @@
 
 A synchronous collective of N ranks waits for its slowest message at every step, so a model of
 the median message is too fast, and more so as N grows: the wait for the slowest grows with N.
-`real.calibrate` keeps, per message pattern, the quantiles of ``t / median(t)`` over the in-situ
-repetitions of 64 KiB and more (what programs send), and the simulator multiplies each message's
-measured cost by one draw (seeded, so a run is repeatable). Through this machine's shared memory
-the factor's median is 1 by construction, its mean 1.04-1.08 on a quiet machine. A Sendrecv is
-timed until both its directions are done, so its spread is of the slower of two messages: each of
-its messages draws one of a pair (`Jitter.draw_of_pair`).
+`real.calibrate` keeps, per message pattern and per measured size, the quantiles of
+``t / median(t)`` over the in-situ repetitions of 64 KiB and more (what programs send), and the
+simulator multiplies each message's measured cost by one draw from its size's spread (seeded, so
+a run is repeatable). Through this machine's shared memory the factor's median is 1 by
+construction, its mean 1.04-1.08 on a quiet machine. A Sendrecv is timed until both its
+directions are done, so its spread is of the slower of two messages: each of its messages draws
+one of a pair (`Jitter.draw_of_pair`).
+
+Why by size: a hiccup of the machine (a process off its core for a millisecond) adds time, not a
+factor. Pooled over sizes, a millisecond on a 53 us message of 64 KiB became a factor of 20 for
+every size: a calibration on 2026-12-02 whose one-way spread had 4 % of its factors at 15-43x
+(mean 1.89) gave the 2-rank parameter servers' 670 KB messages sends of 5-10 ms, where the runs
+measured no message over 2x its median at the 99th percentile, and their communication came out
+62-131 % long. A message draws from the spread of the largest measured size not above its own
+(the smallest's below it), so a hiccup keeps about the size at which it was measured.
 
 Examples
 --------
@@ -23,9 +32,19 @@ The slower of two draws of a pair has the measured spread:
 >>> pairs = [max(jitter.draw_of_pair(), jitter.draw_of_pair()) for _ in range(10_000)]
 >>> round(sum(pairs) / 1e4, 2)
 1.0
+
+By size: 64 KiB measured with a tail to 30x, 1 MiB without; a 670 KB message draws from the 512
+KiB row, up to 1.2x, a 16 KiB one from the smallest row:
+
+>>> tail, calm = [1.0] * 96 + [30.0] * 5, [1.0] * 90 + [1.2] * 11
+>>> sized = Jitter([tail, calm], seed=2, sizes=[65536, 524288])
+>>> max(sized.draw(670_000) for _ in range(1000)), max(sized.draw(16384) for _ in range(1000)) > 2
+(1.2, True)
 """
 
+import itertools
 import random
+from bisect import bisect_right
 
 import numpy as np
 
@@ -35,43 +54,84 @@ from twinsgd.calibration.steptimes import GRID, check_quantiles, quantile_at, qu
 class Jitter:
     """Factors drawn from ``quantiles`` (a quantile function on `steptimes.GRID`: 101
     non-decreasing values > 0 at probabilities 0, 0.01, ..., 1, interpolated linearly between
-    them, as step times are kept), from a generator seeded by ``seed``."""
+    them, as step times are kept), from a generator seeded by ``seed``. With ``sizes``
+    (increasing bytes), ``quantiles`` holds one such function per size, and a message of n bytes
+    draws from that of the largest size <= n (the first below them all)."""
 
-    __slots__ = ("_random", "quantiles")
+    __slots__ = ("_later_sizes", "_random", "bands", "quantiles")
 
-    def __init__(self, quantiles, seed=0):
-        self.quantiles = tuple(float(q) for q in quantiles)
-        check_quantiles(self.quantiles, "jitter quantiles")
+    def __init__(self, quantiles, seed=0, sizes=None):
+        rows, sizes = ([quantiles], [0]) if sizes is None else (list(quantiles), list(sizes))
+        if not rows or len(rows) != len(sizes):
+            raise ValueError(f"one quantile function per size: {len(rows)} for {len(sizes)}")
+        if any(not (isinstance(s, int | float) and s >= 0) for s in sizes) or any(
+            b <= a for a, b in itertools.pairwise(sizes)
+        ):
+            raise ValueError(f"sizes must be increasing bytes >= 0, got {sizes}")
+        pairs = zip(sizes, rows, strict=True)
+        self.bands = tuple((int(s), tuple(float(q) for q in row)) for s, row in pairs)
+        for size, row in self.bands:
+            check_quantiles(row, "jitter quantiles" if len(rows) == 1 else f"jitter at {size} B")
+        self.quantiles = self.bands[0][1]  # one size: its quantiles
+        self._later_sizes = [size for size, _ in self.bands[1:]]
         self._random = random.Random(seed)
 
-    def draw(self):
-        """One factor (a float > 0)."""
-        return quantile_at(self.quantiles, self._random.random())
+    def quantiles_at(self, nbytes):
+        """The quantile function a message of ``nbytes`` draws from."""
+        if not self._later_sizes:  # one spread for all sizes: no search (the message path)
+            return self.quantiles
+        return self.bands[bisect_right(self._later_sizes, nbytes)][1]
 
-    def draw_of_pair(self):
-        """One factor of one of two messages whose slower one the quantiles measured (a
-        Sendrecv is timed until both its directions are done): drawn at probability u² for a
-        uniform u, the factor X with P(X <= x) = G(x) ** 0.5, G the measured distribution, so
-        that the slower of two draws has G. Drawn as a whole, each direction would take the
-        slower's spread and a lockstep pair the slower of two of those: 20 % more than
-        measured a step here (mean 1.19, the slower of two draws 1.44)."""
+    def draw(self, nbytes=0):
+        """One factor (a float > 0) for a message of ``nbytes``."""
+        return quantile_at(self.quantiles_at(nbytes), self._random.random())
+
+    def draw_of_pair(self, nbytes=0):
+        """One factor of one of two messages of ``nbytes`` whose slower one the quantiles
+        measured (a Sendrecv is timed until both its directions are done): drawn at probability
+        u² for a uniform u, the factor X with P(X <= x) = G(x) ** 0.5, G the measured
+        distribution, so that the slower of two draws has G. Drawn as a whole, each direction
+        would take the slower's spread and a lockstep pair the slower of two of those: 20 % more
+        than measured a step here (mean 1.19, the slower of two draws 1.44)."""
         u = self._random.random()
-        return quantile_at(self.quantiles, u * u)
+        return quantile_at(self.quantiles_at(nbytes), u * u)
+
+    def mean_at(self, nbytes):
+        """The factor's mean for a message of ``nbytes``."""
+        return quantile_mean(self.quantiles_at(nbytes))
 
     @property
     def mean(self):
-        """The factor's mean."""
-        return quantile_mean(self.quantiles)
+        """The factor's mean over the measured sizes (each size alike)."""
+        return float(np.mean([quantile_mean(row) for _, row in self.bands]))
+
+    def to_dict(self):
+        """The profile's form: the 101 quantiles, or with several sizes ``{"sizes": [...],
+        "quantiles": [[...], ...]}`` (`from_table` reads either)."""
+        if len(self.bands) == 1 and self.bands[0][0] == 0:
+            return list(self.quantiles)
+        return {"sizes": [s for s, _ in self.bands], "quantiles": [list(r) for _, r in self.bands]}
+
+    @classmethod
+    def from_table(cls, value, seed=0):
+        """A Jitter from a profile's value: 101 quantiles (one spread for every size, as
+        profiles written before 2026-12-02 keep it) or ``{"sizes", "quantiles"}``."""
+        if isinstance(value, dict):
+            if set(value) != {"sizes", "quantiles"}:
+                raise ValueError(f"needs sizes and quantiles, got {sorted(value)}")
+            return cls(value["quantiles"], seed, value["sizes"])
+        return cls(value, seed)
 
 
 def factor_quantiles(samples, min_bytes):
-    """The quantiles on `steptimes.GRID` of ``t / median(t)`` over ``samples`` ({nbytes:
-    [seconds, ...]}) of at least ``min_bytes``; None when no size has three repetitions there."""
-    ratios = []
-    for nbytes, seconds in samples.items():
-        if nbytes >= min_bytes and len(seconds) >= 3:
-            seconds = np.asarray(seconds, float)
-            ratios.extend(seconds / np.median(seconds))
-    if not ratios:
+    """A `Jitter`'s profile form (`Jitter.to_dict`) of ``samples`` ({nbytes: [seconds, ...]}):
+    per size of at least ``min_bytes`` with three repetitions or more, the quantiles on
+    `steptimes.GRID` of ``t / median(t)``; None when no size has them."""
+    sizes = sorted(n for n, s in samples.items() if n >= min_bytes and len(s) >= 3)
+    if not sizes:
         return None
-    return [float(f"{q:.4g}") for q in np.quantile(ratios, GRID)]
+    rows = []
+    for nbytes in sizes:
+        seconds = np.asarray(samples[nbytes], float)
+        rows.append([float(f"{q:.4g}") for q in np.quantile(seconds / np.median(seconds), GRID)])
+    return {"sizes": sizes, "quantiles": rows}
