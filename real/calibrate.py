@@ -28,9 +28,11 @@ What is measured, and why so
   training program pays (through shared memory here 1.4-1.7x the hot loop at 335 KB), and
   what ``sim.run`` charges its programs' messages; ``sim.osu`` keeps the hot models, as OSU's
   loops are hot. And the programs' own allreduce of 2 ranks, in situ (ring and mean, 64 KiB ..
-  16 MiB): what it pays past its two Sendrecvs and its add (gamma) is ``[compute.finish]``, the
-  pass that makes the mean over bytes half just received and the passes around the messages
-  (through token buckets: what it pays outside its MPI calls, past its add; `finishing_pass`).
+  16 MiB): what it pays past its two Sendrecvs (each repetition less twice a Sendrecv of half
+  its bytes timed just before it, at the machine's speed of that moment) and its add (gamma)
+  is ``[compute.finish]``, the pass that makes the mean over bytes half just received and the
+  passes around the messages (through token buckets: what it pays outside its MPI calls, past
+  its add; `finishing_pass`).
   And a compressed message's wire bytes written before a send and read after a receive, in
   situ (``[network.in_situ.wire]``, `netbench.wire_in_situ`): Python work on every compressed
   message, 10x its hot-loop time inside a run. And the seconds an eager ``Send`` holds its
@@ -394,7 +396,10 @@ def _measure(args, comm, work):
     )
     allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
     outside = {}  # by size: each repetition's seconds outside its MPI calls
-    allreduce_s = netbench.allreduce_in_situ(network, allreduce_sizes, step, args.quick, outside)
+    paired = {}  # ... and less twice the Sendrecv of n/2 timed in the same repetition
+    allreduce_s = netbench.allreduce_in_situ(
+        network, allreduce_sizes, step, args.quick, outside, paired
+    )
     wire = netbench.wire_in_situ(comm, step, args.quick)
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
@@ -447,6 +452,7 @@ def _measure(args, comm, work):
         "allreduce_sizes": allreduce_sizes,
         "allreduce_s": allreduce_s,
         "allreduce_outside_s": [float(np.median(outside[n])) for n in allreduce_sizes],
+        "allreduce_paired_s": [float(np.median(paired[n])) for n in allreduce_sizes],
         "wire": wire,
         "wire_in_program": in_program,
         "incast_sizes": incast_sizes,
@@ -735,11 +741,9 @@ def _finish(args, measured, work, started):
         measured["allreduce_sizes"],
         finishing_pass(
             measured["allreduce_sizes"],
-            measured["allreduce_s"],
-            in_situ["sendrecv"],
-            reduction,
             # through token buckets the simulator prices the messages by the buckets' state
-            measured["allreduce_outside_s"] if shaper is not None else None,
+            measured["allreduce_outside_s" if shaper is not None else "allreduce_paired_s"],
+            reduction,
         ),
         MAX_REL_ERROR,
         MAX_SEGMENTS,
@@ -880,33 +884,31 @@ def _stack_cpu(args, pair, work):
             worker.stdout.close()
 
 
-def finishing_pass(sizes, allreduce_s, sendrecv, gamma, outside_s=None):
+def finishing_pass(sizes, past_messages_s, gamma):
     """What the programs' allreduce of 2 ranks pays past its messages and its add, by size:
-    ``t(n) - 2 sendrecv(n/2) - add(n/2)`` (floored at `MIN_FINISH_S`; the add as the simulator
-    charges it, gamma a byte or a cost by size, `combined_s`): the division into the
-    mean over bytes half just received, and the passes around the messages. The simulator
-    charges it once an allreduce of a mean (`[compute.finish]`), whatever the rank count.
+    ``past_messages_s`` less the add (floored at `MIN_FINISH_S`; the add as the simulator
+    charges it, gamma a byte or a cost by size, `combined_s`): the division into the mean over
+    bytes half just received, and the passes around the messages. The simulator charges it
+    once an allreduce of a mean (`[compute.finish]`), whatever the rank count.
 
-    ``outside_s``: per size, the seconds the allreduce spent outside its MPI calls, which take
-    the place of ``t(n) - 2 sendrecv(n/2)`` where the simulator does not price messages by the
-    in-situ Sendrecv: through token buckets the second step starts on the buckets the first
-    drained, which the in-situ Sendrecv (its buckets refilled by a compute step) never sees, so
-    the residual would charge the drain twice (on 2 emulated 1 Gbit/s hosts 0.9 ms of a 670 KB
-    allreduce's 4.9, against 0.1-0.2 ms of work outside MPI).
+    ``past_messages_s``, per size: where the simulator prices the allreduce's two Sendrecvs at
+    the in-situ Sendrecv (shared memory), the allreduce less twice a Sendrecv of n/2 timed in
+    the same repetition (`netbench.allreduce_in_situ`'s ``paired``; its second Sendrecv, right
+    after the first, costs less than an in-situ one, 20-130 us at 64 KiB-1 MiB here, and that
+    is charged here too); through token buckets, where the simulator prices the messages by the
+    buckets' state, the seconds spent outside its MPI calls: the second step starts on the
+    buckets the first drained, which the in-situ Sendrecv (its buckets refilled by a compute
+    step) never sees, so the remainder would charge the drain twice (on 2 emulated 1 Gbit/s
+    hosts 0.9 ms of a 670 KB allreduce's 4.9, against 0.1-0.2 ms of work outside MPI).
 
-    >>> from twinsgd.calibration.costfit import PiecewiseCost
-    >>> wire = PiecewiseCost.constant(1e-6, 1e9)
-    >>> [round(x, 9) for x in finishing_pass([1000], [10e-6], wire, 2e-9)]
-    [6e-06]
-    >>> [round(x, 9) for x in finishing_pass([1000], [10e-6], wire, 2e-9, [3e-6])]
-    [2e-06]
+    8 us past the messages, less the add of 500 bytes at 2 ns a byte:
+
+    >>> [round(x, 9) for x in finishing_pass([1000], [8e-6], 2e-9)]
+    [7e-06]
     """
-    if outside_s is None:
-        pairs = zip(sizes, allreduce_s, strict=True)
-        outside_s = [t - 2 * sendrecv.seconds(n / 2) for n, t in pairs]
     rest = [
         max(MIN_FINISH_S, float(left - combined_s(gamma, n / 2)))
-        for n, left in zip(sizes, outside_s, strict=True)
+        for n, left in zip(sizes, past_messages_s, strict=True)
     ]
     # a pass over more bytes never takes less (sizes ascending): the running maximum, plus a
     # floor of 1e-15 s a byte so that every segment fitted to it has a bandwidth > 0

@@ -236,24 +236,46 @@ def eager_limit(comm, late_s=0.02):
     return limit if comm.rank == 0 else None
 
 
-def allreduce_in_situ(comm, sizes, step, quick=False, outside=None):
+def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None):
     """Seconds of the programs' own allreduce of n bytes between ranks 0 and 1, in situ (the
     module's docstring): the ring (`real.backend.ring_allreduce_mpi`, a ``Sendrecv`` each way,
     the add of the received half) and the division into the mean, as the real backend's comm
     times them. What is left past its messages and its add is the work programs pay around
     them (`real.calibrate`). ``outside`` (a dict): gets, by size, the seconds each repetition
     spent outside its MPI calls (the slicing, the add, the division: Python's and numpy's
-    work). Collective; on rank 0, None elsewhere."""
-    if outside is None:
+    work). ``paired`` (a dict): gets, by size, each repetition's allreduce less twice an
+    in-situ ``Sendrecv`` of n/2 bytes each way timed in the same repetition just before it
+    (its own compute step and barrier first, as `exchange` in situ times it): both at the
+    machine's speed of that moment. This machine's moves 1.4-1.6x within seconds, and with the
+    Sendrecv taken from the separate `exchange` phase the remainder came out at 59 and 431 us
+    for 1 MiB in two calibrations of one day (2026-12-02), -175 to +706 us for 4 MiB in three
+    rounds of a minute. Collective; on rank 0, None elsewhere (with ``outside`` or ``paired``,
+    each size's median repetition of the allreduce alone)."""
+    if outside is None and paired is None:
         return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
+    exchanged, own = {}, {}  # this repetition's Sendrecv, and every allreduce's seconds, by size
 
     def ring_mean(pair, buf, inbox):
+        if paired is not None:
+            half = step()[: buf.size // 2]
+            pair.Barrier()
+            t0 = time.perf_counter()
+            _sendrecv(pair, half, inbox[: half.size])
+            exchanged[buf.nbytes] = time.perf_counter() - t0
+            buf = step()[: buf.size]  # the allreduce after a step of its own, as programs
+            pair.Barrier()
         timed = _TimedSendrecv(pair)
         t0 = time.perf_counter()
         _ring_mean(timed, buf, inbox)
-        outside.setdefault(buf.nbytes, []).append(time.perf_counter() - t0 - timed.inside_s)
+        seconds = time.perf_counter() - t0
+        own.setdefault(buf.nbytes, []).append(seconds)
+        if outside is not None:
+            outside.setdefault(buf.nbytes, []).append(seconds - timed.inside_s)
+        if paired is not None:
+            paired.setdefault(buf.nbytes, []).append(seconds - 2 * exchanged[buf.nbytes])
 
-    return _on_pair(comm, sizes, quick, ring_mean, halve=False, step=step)
+    _on_pair(comm, sizes, quick, ring_mean, halve=False, step=step)
+    return [float(np.median(own[n])) for n in sizes] if comm.rank == 0 else None
 
 
 class _TimedSendrecv:
