@@ -81,6 +81,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.written.oneway], [network.written.sendrecv]   the same hot, the bytes written
                        just before each (MPI's collectives' steps); not on token buckets
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
+    [network.in_situ.exchange]   gossip's exchange (Irecv, Isend, Waitall), in situ; not on
+                       token buckets
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: per measured size (sizes),
                        101 quantiles of t / median (quantiles)
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
@@ -388,6 +390,11 @@ def _measure(args, comm, work):
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
+    if _emulated_shaper() is None:  # gossip's exchange (token buckets price flows alike)
+        in_situ_samples["exchange"] = {}
+        netbench.nonblocking_exchange(
+            network, in_situ_sizes, args.quick, step, in_situ_samples["exchange"]
+        )
     # the eager Send timed on the pair whose eager limit and o are measured (ranks 0 and 1)
     eager_bytes = comm.bcast(netbench.eager_limit(comm), root=0)
     eager_sizes = [n for n in in_situ_sizes if n <= eager_bytes]

@@ -122,7 +122,13 @@ def summary_lines(
     )
     for name, times in measured["steps"].items():
         lines.append(f"compute (the real program): {name} {step_times_text(times)}")
-    for pattern, name in (("oneway", "one way"), ("sendrecv", "Sendrecv")):
+    for pattern, name in (
+        ("oneway", "one way"),
+        ("sendrecv", "Sendrecv"),
+        ("exchange", "exchange"),
+    ):
+        if pattern not in in_situ:  # (gossip's exchange: not measured on token buckets)
+            continue
         probe = 2**18  # what programs send: a gradient's chunk
         spread = ""
         if jitter.get(pattern):
@@ -137,6 +143,7 @@ def summary_lines(
             f"network {name} in situ ({segment_count(in_situ[pattern])}): "
             f"{seconds_text(in_situ[pattern].seconds(probe))} for {bytes_text(probe)}, "
             f"hot {seconds_text((oneway if pattern == 'oneway' else sendrecv).seconds(probe))}"
+            f"{' (a Sendrecv)' if pattern == 'exchange' else ''}"
             f"{spread}"
         )
     lines.append(

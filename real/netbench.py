@@ -41,7 +41,7 @@ import time
 
 import numpy as np
 
-from real.backend import probe, ring_allreduce_mpi
+from real.backend import exchange_arrays, probe, ring_allreduce_mpi
 from real.mpi import MPI
 
 _TAG = 17
@@ -85,6 +85,15 @@ def exchange(comm, sizes, quick=False, step=None, samples=None, refill_s=0.0, re
     """Seconds of one ``Sendrecv`` of n bytes each way between ranks 0 and 1; ``step``,
     ``samples``, ``refill_s`` and ``rewrite``: as `ping_pong`'s. Collective."""
     return _on_pair(comm, sizes, quick, _sendrecv, False, step, samples, refill_s, rewrite)
+
+
+def nonblocking_exchange(comm, sizes, quick=False, step=None, samples=None):
+    """Seconds of gossip's exchange of n bytes each way between ranks 0 and 1: an ``Irecv``
+    and an ``Isend`` and a ``Waitall`` of both (`real.backend.exchange_arrays`, as the
+    programs' `Exchange` runs); ``step`` and ``samples``: as `ping_pong`'s. Not a ``Sendrecv``:
+    through this machine's shared memory (AMD EPYC, 2026-12-02) it took 1.15-1.6x one in situ
+    (670 KB: 311-357 us against 225-273 in three rounds). Collective."""
+    return _on_pair(comm, sizes, quick, _isend_irecv, False, step, samples)
 
 
 def eager_send(comm, sizes, step, quick=False, refill_s=0.0):
@@ -421,6 +430,11 @@ def _one_send(pair, buf, inbox):
         pair.Send(buf, dest=1, tag=_TAG)
     else:
         pair.Recv(inbox, source=0, tag=_TAG)
+
+
+def _isend_irecv(pair, buf, inbox):
+    peer = 1 - pair.rank
+    exchange_arrays(pair, {peer: buf}, {peer: inbox}, _TAG)
 
 
 def _sendrecv(pair, buf, inbox):

@@ -367,6 +367,10 @@ class Simulator:
             )
         if stack_cpu is not None and over_tcp and self.network.fluid is not None:
             attach_stack(self.cores, self.network.host_of, self.network.fluid, *stack_cpu)
+        # gossip's exchange (Irecv, Isend, Waitall) at its own measured cost where a calibration
+        # measured one (in situ, not on token buckets), else as a Sendrecv
+        measured_exchange = "exchange" in self.network.costs and self.network.fluid is None
+        self._exchange_pattern = "exchange" if measured_exchange else "sendrecv"
         self._arrivals = {}  # evaluation rendezvous: (iteration, collective) -> {rank: op}
         for node in nodes:
             node.on_step_end = self._step_ender(node)
@@ -662,7 +666,7 @@ class Simulator:
 
     def _transfer(self, node, dest, payload, tag, copies=None):
         """The process that carries ``payload`` to ``dest`` (done when its bytes have left), in
-        an exchange (both directions at once).
+        an exchange (both directions at once; priced as measured for one, `_exchange_pattern`).
 
         ``copies``: snapshots already taken in this operation, by payload id (to share)."""
         if copies is None:
@@ -671,7 +675,8 @@ class Simulator:
             snapshot = copies[id(payload)]
         else:
             snapshot = copies[id(payload)] = _snapshot(payload)
-        return self.env.process(self._carry(node, dest, payload, tag, "sendrecv", None, snapshot))
+        pattern = self._exchange_pattern
+        return self.env.process(self._carry(node, dest, payload, tag, pattern, None, snapshot))
 
     def _carry(self, node, dest, payload, tag, pattern="oneway", taken=None, snapshot=None):
         """The network's transfer (a generator) of ``payload`` from ``node`` to ``dest``: its

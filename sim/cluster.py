@@ -18,7 +18,7 @@ Defaults where neither a flag nor a profile says (each stated in config.json):
 import math
 from dataclasses import dataclass, replace
 
-from sim.cluster_profile import Slowed
+from sim.cluster_profile import PATTERNS, Slowed
 from sim.compute import ComputeModel, compute_model
 from sim.cores import DEFAULT_SLICE_S, eevdf_slice
 from sim.network import MemoryPath, make_network, slowest_link
@@ -442,10 +442,10 @@ def _jitter(profile, costs, seed):
     seed), when the costs are the in-situ ones; else {}."""
     if not costs or profile is None or costs is not profile.in_situ:
         return {}
-    return {
+    return {  # each pattern's own stream, numbered as the profile lists them
         pattern: Jitter.from_table(profile.in_situ_jitter[pattern], seed=64 * seed + i)
-        for i, pattern in enumerate(sorted(costs))
-        if pattern in profile.in_situ_jitter
+        for i, pattern in enumerate(PATTERNS)
+        if pattern in costs and pattern in profile.in_situ_jitter
     }
 
 

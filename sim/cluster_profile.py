@@ -39,6 +39,7 @@ The format::
                                    # own steps where they send what they copied or added
     [network.in_situ.oneway]       # the same two measured in situ (a compute step before
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
+    [network.in_situ.exchange]     # ... and gossip's exchange (Irecv, Isend, Waitall)
     [network.in_situ.jitter]       # min_bytes, and per pattern the quantiles of a message's
                                    # time over the median, per measured size ({sizes,
                                    # quantiles}; or 101 for all sizes): a message takes
@@ -126,7 +127,9 @@ from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
 
 PRESETS = importlib.resources.files("sim") / "profiles"  # package data: works installed
-PATTERNS = ("oneway", "sendrecv")  # message patterns a calibration measures a cost model of
+# message patterns a calibration measures a cost model of; ``exchange`` (gossip's Irecv, Isend
+# and Waitall) in situ only, and where a profile lacks it an exchange is priced as a Sendrecv
+PATTERNS = ("oneway", "sendrecv", "exchange")
 
 
 @dataclass(frozen=True)

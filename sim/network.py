@@ -391,11 +391,10 @@ class RoutedNetwork:
             alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
             hold_s = max(nbytes / cost.beta_Bps(nbytes) + min(alpha_s, 0.0), 0.0)  # less held
             latency_s = max(alpha_s, 0.0)
-            if self.jitter:  # this message's draw from the measured spread
-                jitter = self.jitter[pattern]  # a Sendrecv's: the slower of its two ways
-                factor = (
-                    jitter.draw_of_pair(nbytes) if pattern == "sendrecv" else jitter.draw(nbytes)
-                )
+            jitter = self.jitter.get(pattern) if self.jitter else None
+            if jitter is not None:  # this message's draw from the measured spread; a
+                # Sendrecv's and an exchange's, timed until both ways are done: one of a pair
+                factor = jitter.draw(nbytes) if pattern == "oneway" else jitter.draw_of_pair(nbytes)
                 hold_s, latency_s = hold_s * factor, latency_s * factor
         if sooner_s:
             latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0

@@ -197,7 +197,10 @@ def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
     options = build_parser().parse_known_args(["--nodes", "2", "--profile", str(path)])[0]
     assert network_costs(options, loaded, programs=True) is loaded.in_situ
     assert network_costs(options, loaded, programs=False) is loaded.costs
-    assert set(loaded.in_situ) == {"oneway", "sendrecv"} and loaded.finish is not None
+    # and gossip's exchange, in situ (shared memory here: no token buckets)
+    assert set(loaded.in_situ) == {"oneway", "sendrecv", "exchange"}
+    assert set(loaded.in_situ_jitter) == {"oneway", "sendrecv", "exchange"}
+    assert loaded.finish is not None
     # the hot loop's with the bytes written before each (MPI's own steps, `LibraryCall`)
     assert set(loaded.costs) == {"oneway", "sendrecv", "oneway-written", "sendrecv-written"}
     assert loaded.reduction is not None and loaded.copy is not None

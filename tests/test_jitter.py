@@ -15,7 +15,7 @@ from sim.network import make_network
 from tests.programs import ChargeLog, ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter, factor_quantiles
-from twinsgd.programs.ops import SendRecv
+from twinsgd.programs.ops import Exchange, SendRecv
 
 ONEWAY = PiecewiseCost.constant(10e-6, 1e9)
 
@@ -223,3 +223,29 @@ def test_programs_pay_a_profiles_in_situ_eager_send_and_osu_the_hot_o(tmp_path):
     path.write_text(tomli_w.dumps(document))
     with pytest.raises(ValueError, match="bandwidth"):
         load_profile(str(path))
+
+
+def _exchange_s(costs, nbytes=100_000):
+    """Seconds until 2 ranks have exchanged ``nbytes`` each way in gossip's `Exchange`."""
+    network = make_network(None, "star", 2, 5e-6, 1e9, costs)
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    sim = Simulator(
+        nodes, [ChargeLog() for _ in range(2)], 5e-6, 1e9, ComputeModel(0.0), network=network
+    )
+
+    def program(rank):
+        buf = np.empty(nbytes // 4, np.float32)
+        yield Exchange({1 - rank: np.ones(nbytes // 4, np.float32)}, {1 - rank: buf})
+
+    sim.run([program(r) for r in range(2)])
+    return sim.env.now
+
+
+def test_gossips_exchange_is_priced_as_measured_for_it_else_as_a_sendrecv():
+    """An Irecv, Isend and Waitall took 1.15-1.6x a Sendrecv in situ through shared memory
+    (2026-12-02): where a calibration measured the exchange, its messages cost that; a profile
+    without it prices them as the Sendrecv, as before."""
+    sendrecv, exchange = PiecewiseCost.constant(10e-6, 1e9), PiecewiseCost.constant(20e-6, 5e8)
+    assert _exchange_s({"sendrecv": sendrecv}) == pytest.approx(sendrecv.seconds(100_000))
+    both = {"sendrecv": sendrecv, "exchange": exchange}
+    assert _exchange_s(both) == pytest.approx(exchange.seconds(100_000), rel=1e-12)
