@@ -133,7 +133,7 @@ def summary_lines(
         spread = ""
         if jitter.get(pattern):
             by_size = Jitter.from_table(jitter[pattern])
-            means = [Jitter(row).mean for _, row in by_size.bands]
+            means = [by_size.mean_at(size) for size, _ in by_size.bands]
             spread = (
                 f"; jitter by size from {bytes_text(jitter_min_bytes)}: at {bytes_text(probe)} "
                 f"mean {by_size.mean_at(probe):.2f}, p90 {by_size.quantiles_at(probe)[90]:.2f} x "

@@ -262,15 +262,15 @@ def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None)
     each size's median repetition of the allreduce alone)."""
     if outside is None and paired is None:
         return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
-    exchanged, own = {}, {}  # this repetition's Sendrecv, and every allreduce's seconds, by size
+    own = {}  # every allreduce's seconds, by size
 
     def ring_mean(pair, buf, inbox):
-        if paired is not None:
+        if paired is not None:  # this repetition's Sendrecv of n/2, after a step of its own
             half = step()[: buf.size // 2]
             pair.Barrier()
             t0 = time.perf_counter()
             _sendrecv(pair, half, inbox[: half.size])
-            exchanged[buf.nbytes] = time.perf_counter() - t0
+            exchanged_s = time.perf_counter() - t0
             buf = step()[: buf.size]  # the allreduce after a step of its own, as programs
             pair.Barrier()
         timed = _TimedSendrecv(pair)
@@ -281,7 +281,7 @@ def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None)
         if outside is not None:
             outside.setdefault(buf.nbytes, []).append(seconds - timed.inside_s)
         if paired is not None:
-            paired.setdefault(buf.nbytes, []).append(seconds - 2 * exchanged[buf.nbytes])
+            paired.setdefault(buf.nbytes, []).append(seconds - 2 * exchanged_s)
 
     _on_pair(comm, sizes, quick, ring_mean, halve=False, step=step)
     return [float(np.median(own[n])) for n in sizes] if comm.rank == 0 else None

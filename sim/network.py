@@ -391,7 +391,7 @@ class RoutedNetwork:
             alpha_s = cost.alpha_s(nbytes)  # beyond a token bucket's burst: an intercept < 0,
             hold_s = max(nbytes / cost.beta_Bps(nbytes) + min(alpha_s, 0.0), 0.0)  # less held
             latency_s = max(alpha_s, 0.0)
-            jitter = self.jitter.get(pattern) if self.jitter else None
+            jitter = self.jitter.get(pattern)
             if jitter is not None:  # this message's draw from the measured spread; a
                 # Sendrecv's and an exchange's, timed until both ways are done: one of a pair
                 factor = jitter.draw(nbytes) if pattern == "oneway" else jitter.draw_of_pair(nbytes)
