@@ -721,6 +721,7 @@ def _finish(args, measured, work, started):
     sizes = measured["sizes"]
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
     reduction = fit_segments(*local_times(_add, args.quick), MAX_REL_ERROR, MAX_SEGMENTS)
+    measured["reduction_call_s"] = python_call_s(_add)  # the program's, not the library's
     copied = local_times(np.copyto, args.quick, less_call=True)
     copy = fit_segments(*copied, MAX_REL_ERROR, MAX_SEGMENTS)
     measured["reduction"], measured["copy"] = reduction, copy
@@ -824,7 +825,7 @@ def _finish(args, measured, work, started):
             "cold_own_s": rounded(measured["cold_own_s"]),
             "cold_own_bytes": int(measured["cold_own_bytes"]),
             "reference_s": rounded(measured["reference_s"]),
-            "reduction": reduction.to_dict(),
+            "reduction": {**reduction.to_dict(), "call_s": rounded(measured["reduction_call_s"])},
             "copy": copy.to_dict(),
             "finish": finish.to_dict(),
         },
@@ -1028,18 +1029,11 @@ def local_times(operation, quick=False, less_call=False):
     0.13-0.16 (2026-12-02). ``np.copyto`` is ``[compute.copy]``: the library's copy of a
     caller's send buffer into its receive buffer before an allreduce, a reduce or an
     allgather not in place (OSU's separate buffers: 1 MiB 46-63 us here). The library copies
-    in C: ``less_call`` takes off what the same Python call costs on empty buffers (0.47 us
-    of np.copyto's 0.50 at 1 KiB here), floored at 1 ns."""
+    in C: ``less_call`` takes off what the same Python call costs on empty buffers
+    (`python_call_s`: 0.47 us of np.copyto's 0.50 at 1 KiB here), floored at 1 ns."""
     sizes = [1 << k for k in range(10, 25, 2 if quick else 1)]
-    seconds, call_s = [], 0.0
-    if less_call:
-        empty = np.ones(0, np.float32)
-        calls = []
-        for _ in range(201):
-            t0 = time.perf_counter()
-            operation(empty, empty)
-            calls.append(time.perf_counter() - t0)
-        call_s = float(np.median(calls))
+    call_s = python_call_s(operation) if less_call else 0.0
+    seconds = []
     for nbytes in sizes:
         into, incoming = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)
         times = []
@@ -1051,6 +1045,21 @@ def local_times(operation, quick=False, less_call=False):
             times.append(time.perf_counter() - t0)
         seconds.append(max(float(np.median(times)) - call_s, 1e-9))
     return sizes, seconds
+
+
+def python_call_s(operation, repetitions=201):
+    """Seconds of ``operation(empty, empty)`` on float32 buffers of no elements, timed as
+    `local_times` times it (the median): what a call from Python costs before it touches a
+    byte. MPI's collectives add and copy in C and do not pay it; a program's own adds, from
+    Python, do (``[compute.reduction] call_s``: 1.0-1.1 us of the add's 1.3-1.6 at 1 KiB here,
+    2026-12-02)."""
+    empty = np.ones(0, np.float32)
+    calls = []
+    for _ in range(repetitions):
+        t0 = time.perf_counter()
+        operation(empty, empty)
+        calls.append(time.perf_counter() - t0)
+    return float(np.median(calls))
 
 
 def _add(into, incoming):

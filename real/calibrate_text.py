@@ -161,6 +161,12 @@ def summary_lines(
                     f"{cost.seconds(n) / n * 1e9:.3g} ns a byte at {bytes_text(n)}"
                     for n in (2**16, 2**19, 2**24)
                 )
+                + (
+                    f"; {seconds_text(measured['reduction_call_s'])} of a call from Python, "
+                    "which MPI's adds in C do not pay"
+                    if key == "reduction" and "reduction_call_s" in measured
+                    else ""
+                )
             )
     probe = 2**20
     lines.append(

@@ -256,7 +256,12 @@ class Simulator:
         The reduction's arithmetic, seconds per byte combined, or measured by size (a cost
         model's ``seconds(n)``, `combined_s`): a receive marked ``reduces`` takes that long
         more after its message arrives (charged as comm, as MPI's collectives spend it inside
-        the call); the closed forms add the same (`alpha_beta_time`).
+        the call); the closed forms add the same (`alpha_beta_time`). That is a program's
+        add, called from Python.
+    library_gamma : float or cost model, optional
+        The same inside a call of the MPI library (its allreduce, reduce; ``--allreduce
+        mpi``), which adds in C with no call from Python (`sim.cluster_profile.InLibrary`);
+        default ``gamma``.
     finish : PiecewiseCost, optional
         An allreduce of a mean pays one pass more over its n bytes after its messages: this
         cost of n as measured in situ (`[compute.finish]`), else ``gamma`` n.
@@ -305,6 +310,7 @@ class Simulator:
         local_copy=None,
         wire=None,
         core_groups=(),
+        library_gamma=None,
         time_slice_s=DEFAULT_SLICE_S,
         over_tcp=False,
         stack_cpu=None,
@@ -326,7 +332,9 @@ class Simulator:
         # backend's clock counts it (its barrier's time the wait, the call's whole time comm)
         self._entered = [False] * len(nodes)
         self.mpi = mpi  # whose algorithm choices ``--allreduce mpi`` runs
-        self.gamma = gamma  # seconds a byte a reduction combines
+        self.gamma = gamma  # seconds a byte a reduction combines (a program's add)
+        self.library_gamma = gamma if library_gamma is None else library_gamma  # MPI's, in C
+        self._adds = [gamma] * len(nodes)  # each rank's add now: library_gamma inside MPI's
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.local_copy = local_copy  # a copy of n bytes in memory, by size, or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
@@ -380,7 +388,14 @@ class Simulator:
             SendRecv: self._sendrecv,
             Allreduce: (
                 ClosedFormAllreduce(
-                    self.env, self.network, self.logs, mpi, gamma, self._finishing, call_overhead_s
+                    self.env,
+                    self.network,
+                    self.logs,
+                    mpi,
+                    gamma,
+                    self._finishing,
+                    call_overhead_s,
+                    self.library_gamma,
                 )
                 if collectives == "closed-form"
                 else self._allreduce
@@ -831,7 +846,7 @@ class Simulator:
             if message.taken is not None:
                 message.taken.succeed()
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-            yield self.env.timeout(combined_s(self.gamma, message.payload.nbytes))
+            yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
         self._charge(node, t0, (message,), 0)
@@ -848,7 +863,7 @@ class Simulator:
             yield from self._carry(node, op.dest, payload, tag, "sendrecv")
             message = (yield from self._blocked(node, request)) if self.cores else (yield request)
             if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(combined_s(self.gamma, message.payload.nbytes))
+                yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
@@ -994,6 +1009,8 @@ class Simulator:
         entered = self._entered[rank]
         self._entered[rank] = self.entry_barrier  # its steps' seconds all comm, as measured
         self._written[rank] = writes == "always"
+        if library:  # its adds are the library's, in C
+            self._adds[rank] = self.library_gamma
         try:
             while True:
                 try:
@@ -1008,6 +1025,7 @@ class Simulator:
         finally:
             self._entered[rank] = entered
             self._written[rank] = False
+            self._adds[rank] = self.gamma
             if sooner:
                 self._sooner[rank] = 0.0
 

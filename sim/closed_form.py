@@ -51,12 +51,15 @@ class ClosedFormAllreduce:
     algorithm's time); ``mpi``: the library whose choice ``--allreduce mpi`` runs; ``gamma``:
     seconds a byte combined; ``finishing(op, size)``: seconds of the mean's pass after it;
     ``call_s``: what a step inside MPI's own allreduce saves against the measured alpha: its
-    steps after the first are that much under alpha (`Simulator`'s ``call_overhead_s``).
+    steps after the first are that much under alpha (`Simulator`'s ``call_overhead_s``);
+    ``library_gamma``: the same as ``gamma`` inside MPI's own allreduce (its adds in C; default
+    ``gamma``).
     """
 
-    def __init__(self, env, network, logs, mpi, gamma, finishing, call_s=0.0):
+    def __init__(self, env, network, logs, mpi, gamma, finishing, call_s=0.0, library_gamma=None):
         self.env, self.network, self.logs = env, network, logs
         self.mpi, self.gamma, self.finishing = mpi, gamma, finishing
+        self.library_gamma = gamma if library_gamma is None else library_gamma
         self.call_s = call_s
         self._calls = [0] * len(logs)  # collectives entered per node, to match them up
         self._pending = {}  # collectives in progress: number -> (bufs, done)
@@ -129,10 +132,11 @@ class ClosedFormAllreduce:
         nbytes = op.buf.nbytes
         alpha, beta = self._link(nbytes, size)
         call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
+        gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
         seconds = (
             call
             + alpha_beta_time(
-                algorithm, nbytes, size, max(alpha - call, 0.0), beta, op.buf.itemsize, self.gamma
+                algorithm, nbytes, size, max(alpha - call, 0.0), beta, op.buf.itemsize, gamma
             )
             + self.finishing(op, size)
         )

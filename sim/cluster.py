@@ -18,7 +18,7 @@ Defaults where neither a flag nor a profile says (each stated in config.json):
 import math
 from dataclasses import dataclass, replace
 
-from sim.cluster_profile import PATTERNS, Slowed
+from sim.cluster_profile import PATTERNS, InLibrary, Slowed
 from sim.compute import ComputeModel, compute_model
 from sim.cores import DEFAULT_SLICE_S, eevdf_slice
 from sim.network import MemoryPath, make_network, slowest_link
@@ -60,6 +60,7 @@ class Cluster:
     mpi: str  # whose algorithm choices --allreduce mpi runs (`programs.mpi_choices`)
     gamma: float  # the reduction's arithmetic, seconds per byte combined
     reduction: object  # the same measured by size (a PiecewiseCost, `combined_s`), or None
+    reduction_call_s: float  # of it, Python's call: what MPI's adds (in C) do not pay
     local_copy: object  # a copy of n bytes in memory, measured by size, or None
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
@@ -93,6 +94,15 @@ class Cluster:
         """What the simulator charges a reduction's combining: the measured cost by size where
         the profile has one, else gamma seconds a byte (`programs.collectives.combined_s`)."""
         return self.reduction if self.reduction is not None else self.gamma
+
+    @property
+    def library_combine(self):
+        """What the simulator charges a reduction's combining inside a call of MPI's library
+        (its own allreduce, reduce): the measured add less Python's call where the profile
+        measured both (`InLibrary`), else `combine`."""
+        if self.reduction is None or not self.reduction_call_s:
+            return self.combine
+        return InLibrary(self.reduction, self.reduction_call_s)
 
     @property
     def hosts(self):
@@ -187,6 +197,7 @@ class Cluster:
             "mpi": self.mpi,
             "gamma_s_per_byte": self.gamma,
             "reduction_by_size": self.reduction is not None,
+            "reduction_call_s": self.reduction_call_s,
             "finish_in_situ": self.finish is not None,
             "wire_in_situ": self.wire is not None,
             "machine_copies": self.machine_copies,
@@ -373,6 +384,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         mpi=_pick(options.mpi, profile and profile.mpi, "mpich"),
         gamma=_pick(options.gamma, profile and profile.gamma_s_per_byte, 0.0),
         reduction=_unless_gamma(options, profile and profile.reduction, slowdown),
+        reduction_call_s=profile.reduction_call_s * slowdown if profile else 0.0,
         local_copy=_slowed(profile and profile.copy, slowdown),
         finish=_unless_gamma(options, profile and profile.finish, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,

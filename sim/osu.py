@@ -243,6 +243,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         call_overhead_s=cluster.call_overhead_s,
         mpi=mpi,
         gamma=cluster.combine,
+        library_gamma=cluster.library_combine,
         finish=cluster.finish,
         local_copy=cluster.local_copy,
         core_groups=cluster.core_groups,

@@ -287,6 +287,7 @@ def run_simulation(run):
         call_overhead_s=cluster.call_overhead_s,
         mpi=cluster.mpi,
         gamma=cluster.combine,
+        library_gamma=cluster.library_combine,
         finish=cluster.finish,
         wire=cluster.wire,
         core_groups=cluster.core_groups,

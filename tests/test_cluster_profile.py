@@ -87,6 +87,24 @@ def test_the_kernels_cpu_a_byte_is_read_and_a_negative_or_missing_one_refused(tm
         load_profile(_write(path, "[network.stack]\nsend_s_per_byte = 1e-9\n"))
 
 
+def test_the_adds_call_from_python_is_read_and_a_negative_one_refused(tmp_path):
+    """``[compute.reduction] call_s``: MPI's adds are charged the table less it; a profile
+    without it charges them the table (as before it was measured)."""
+    path = tmp_path / "c.toml"
+    table = (
+        "[compute.reduction]\nmin_bytes = [1024.0]\nmax_bytes = [16777216.0]\n"
+        "latency_s = [1.4e-6]\nbandwidth_Bps = [2.5e10]\n"
+    )
+    assert load_profile(_write(path, table)).reduction_call_s == 0.0
+    p = load_profile(_write(path, table + "call_s = 1.1e-6\n"))
+    assert p.reduction_call_s == 1.1e-6
+    assert p.reduction.seconds(1024) == pytest.approx(1.4e-6 + 1024 / 2.5e10, rel=1e-12)
+    with pytest.raises(ValueError, match=r"\[compute.reduction\] call_s must be"):
+        load_profile(_write(path, table + "call_s = -1e-6\n"))
+    path.write_text(table + "call_s = 1.1e-6\n")
+    assert _cluster(tmp_path, ["--profile", str(path)])["reduction_call_s"] == 1.1e-6
+
+
 def _write(path, text):
     path.write_text(text)
     return str(path)

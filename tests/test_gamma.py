@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from sim.backend import Simulator
+from sim.cluster_profile import InLibrary
 from sim.compute import ComputeModel
 from tests.programs import ChargeLog
 from twinsgd.calibration.costfit import PiecewiseCost
@@ -18,7 +19,9 @@ from twinsgd.programs.ops import Allreduce
 ALPHA, BETA, GAMMA = 5e-6, 1.25e9, 2e-9
 
 
-def _simulated(algo, size, n, collectives, gamma, finish=None, op="sum", logs=None):
+def _simulated(
+    algo, size, n, collectives, gamma, finish=None, op="sum", logs=None, library_gamma=None
+):
     def program(rank):
         buf = np.random.default_rng(rank).standard_normal(n).astype(np.float32)
         yield Allreduce(buf, op=op, algo=algo)
@@ -34,6 +37,7 @@ def _simulated(algo, size, n, collectives, gamma, finish=None, op="sum", logs=No
         collectives,
         gamma=gamma,
         finish=finish,
+        library_gamma=library_gamma,
     )
     sim.run([program(r) for r in range(size)])
     return sim.env.now
@@ -151,3 +155,27 @@ def test_a_reduction_measured_by_size_is_charged_at_each_steps_size_at_both_leve
     }[algo]
     assert message - none == pytest.approx(combined, rel=1e-9)
     assert closed == pytest.approx(message, rel=1e-9)
+
+
+@pytest.mark.parametrize("collectives", ["message", "closed-form"])
+@pytest.mark.parametrize(("size", "adds"), [(2, 1), (4, 2), (8, 3)])
+def test_mpis_own_allreduce_adds_without_pythons_call(collectives, size, adds):
+    """The add is timed from Python, as a program adds; MPI's allreduce adds in C: each of
+    its adds (Rabenseifner's reduce-scatter, log2 p of them) costs the table less the call,
+    and only MPI's: our own ring, whose adds are numpy called from Python, keeps the table."""
+    call_s, floats = 0.3e-6, 2**16
+    library = InLibrary(REDUCTION, call_s)
+    with_call = _simulated("mpi", size, floats, collectives, REDUCTION)
+    in_c = _simulated("mpi", size, floats, collectives, REDUCTION, library_gamma=library)
+    assert with_call - in_c == pytest.approx(adds * call_s, rel=1e-9)
+    ring = _simulated("ring", size, floats, collectives, REDUCTION)
+    assert _simulated(
+        "ring", size, floats, collectives, REDUCTION, library_gamma=library
+    ) == pytest.approx(ring, rel=1e-15)
+
+
+def test_an_add_in_c_costs_at_least_nothing():
+    assert InLibrary(REDUCTION, 1.0).seconds(1024) == 0.0
+    assert InLibrary(REDUCTION, 0.2e-6).seconds(4096) == pytest.approx(
+        REDUCTION.seconds(4096) - 0.2e-6, rel=1e-12
+    )
