@@ -715,12 +715,17 @@ class Simulator:
         """The mailbox request for the message from source (or any) with tag; a rendezvous
         sender that waits for it (`_receiving`) learns it is posted."""
         request = self.network.mailbox[node.rank].get(source, tag)
-        waiters = self._post_waiters.get(node.rank)
-        if waiters:
-            for waiter in [w for w in waiters if w[1] == tag and source in (ANY_SOURCE, w[0])]:
-                waiters.remove(waiter)
-                waiter[2].succeed()
+        if self._post_waiters.get(node.rank):
+            self._wake_senders(node.rank, source, tag)
         return request
+
+    def _wake_senders(self, rank, source, tag):
+        """``rank`` has posted a receive from source (or any) with tag: the rendezvous senders
+        waiting for one (`_receiving`) go on."""
+        waiters = self._post_waiters[rank]
+        for waiter in [w for w in waiters if w[1] == tag and source in (ANY_SOURCE, w[0])]:
+            waiters.remove(waiter)
+            waiter[2].succeed()
 
     def _receiving(self, dest, source, tag):
         """An event that happens when ``dest`` has posted a receive that takes ``source``'s
@@ -807,7 +812,24 @@ class Simulator:
             self.logs[node.rank].charge_collective(0.0, self.env.now - t0, payload.nbytes, 0)
             return
         if not self.eager_bytes:  # no protocols measured: done when the bytes have left
-            yield from self._carry(node, op.dest, payload, op.tag)
+            # NOTE: `_carry` inline (the message path)
+            rank = node.rank
+            written = self._written[rank] and "oneway-written" in self.network.costs
+            if type(payload) is np.ndarray:  # `_snapshot`, inline
+                snapshot = payload.copy()
+                snapshot.setflags(write=False)
+            else:
+                snapshot = _snapshot(payload)
+            yield from self.network.transfer(
+                rank,
+                op.dest,
+                payload.nbytes,
+                op.tag,
+                snapshot,
+                "oneway-written" if written else "oneway",
+                None,
+                self._sooner[rank],
+            )
         elif (
             (host := self.cores.get(node.rank))
             and self.cores.get(op.dest) is host
@@ -833,11 +855,13 @@ class Simulator:
         return bool(network.machine_copies) or network.host_of[source] == network.host_of[dest]
 
     def _recv(self, node, op):
-        t0 = self.env.now
+        t0, rank = self.env.now, node.rank
         if self.cores:
             message = yield from self._take(node, op.source, op.tag)
-        else:  # NOTE: `_take` inline, no generator more per message (the message path)
-            request = self._posted(node, op.source, op.tag)
+        else:  # NOTE: `_take` and `_posted` inline, no call more per message (the message path)
+            request = self.network.mailbox[rank].get(op.source, op.tag)
+            if self._post_waiters.get(rank):
+                self._wake_senders(rank, op.source, op.tag)
             try:
                 message = yield request
             except simpy.Interrupt:
@@ -849,7 +873,16 @@ class Simulator:
             yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
-        self._charge(node, t0, (message,), 0)
+        # NOTE: `_charge` of the one message, inline (the message path)
+        if self._entered[rank]:  # a step of a collective entered through a barrier: all comm
+            waited = 0.0
+        else:  # the wait until its bytes began to move (a peer not ready)
+            waited = message.started - t0
+            if waited < 0.0:
+                waited = 0.0
+        self.logs[rank].charge_collective(
+            waited, self.env.now - t0 - waited, 0, message.payload.nbytes
+        )
         if op.buf is None:
             return message.source, message.payload
         np.copyto(op.buf, message.payload)

@@ -30,18 +30,21 @@ a host's link to a switch, which costs half of it.
 import itertools
 import math
 import os
-from collections import Counter, deque
+from collections import Counter, deque, namedtuple
 from dataclasses import dataclass
 from functools import partial
 
 import networkx as nx
-from simpy.events import Event
+from simpy.events import NORMAL, Event
 
 from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
 from twinsgd.programs.ops import ANY_SOURCE
 
 _DROPPED = object()  # what an interrupted transfer leaves in its place in the order of its pair
+
+
+_Arrived = namedtuple("_Arrived", "value")  # what `_deliver` reads of an arrival's timeout
 
 
 @dataclass(slots=True)
@@ -100,9 +103,29 @@ class Link:
     def release(self):
         """Hand the link to the first waiting transfer, or count it free."""
         if self.waiting:
-            self.waiting.popleft().succeed()
+            self.waiting.popleft().hand_over()
         else:
             self.free += 1
+
+
+class _Turn(Event):
+    """A transfer's wait for a `Link`, in its ``waiting`` queue. ``hold_s``: where the link is
+    the last one of its route that the transfer waits for, the seconds it then holds the route:
+    handed the link, it is scheduled that much later, when the bytes have left (``started``:
+    when it was handed over), so that the wait and the hold make one event, not two (a message
+    queued at an incast's NIC); else None, and it happens when handed over."""
+
+    def __init__(self, env, hold_s=None):
+        super().__init__(env)
+        self.hold_s, self.started = hold_s, None
+
+    def hand_over(self):
+        """The link is this transfer's now."""
+        if self.hold_s is None:
+            self.succeed()
+        else:  # NOTE: what `succeed` sets, scheduled ``hold_s`` on (SimPy 4's Timeout does so)
+            self.started, self._ok, self._value = self.env.now, True, None
+            self.env.schedule(self, NORMAL, self.hold_s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,18 +421,26 @@ class RoutedNetwork:
                 hold_s, latency_s = hold_s * factor, latency_s * factor
         if sooner_s:
             latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0
-        held, turn = 0, None  # the links taken are route.links[:held]
+        held, turn, links = 0, None, route.links  # the links taken are links[:held]
         try:
-            for link in route.links:  # in the global order: no deadlock on cycles
+            for link in links:  # in the global order: no deadlock on cycles
                 if link.free:
                     link.free -= 1
+                elif held == len(links) - 1:  # the last: handed over, it holds them at once
+                    turn = _Turn(env, hold_s)
+                    link.waiting.append(turn)
+                    yield turn  # the transfer before it hands the link over, + hold_s
+                    break
                 else:
-                    turn = Event(env)
+                    turn = _Turn(env)
                     link.waiting.append(turn)
                     yield turn  # the transfer before it hands the link over
                 held += 1
-            started = env.now
-            yield env.timeout(hold_s)
+            else:
+                started = env.now
+                yield env.timeout(hold_s)
+            if turn is not None and turn.hold_s is not None:
+                started = turn.started
         except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to give back
             # (Ctrl-C lands between any two bytecodes, say after a free link was taken and
             # before it was counted: undoing it would be a guess; nobody runs after it anyway)
@@ -418,9 +449,9 @@ class RoutedNetwork:
             _abandon(route.links, held, turn)
             self._land(in_flight, slot, dest, _DROPPED)
             raise
-        for link in reversed(route.links):  # NOTE: `Link.release` inline (the message path)
+        for link in reversed(links):  # NOTE: `Link.release` inline (the message path)
             if link.waiting:
-                link.waiting.popleft().succeed()
+                link.waiting.popleft().hand_over()
             else:
                 link.free += 1
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
@@ -429,12 +460,9 @@ class RoutedNetwork:
         arrival.callbacks.append(self._deliver)
 
     def _deliver(self, arrival):
-        """An arrival's timeout is over: `_land` its message."""
-        self._land(*arrival.value)
-
-    def _land(self, in_flight, slot, dest, message):
-        """``message`` has arrived; put it, and any later ones of its (source, dest) that
-        arrived before it, into dest's mailbox in the order they were sent."""
+        """An arrival's timeout is over: put its message, and any later ones of its (source,
+        dest) that arrived before it, into dest's mailbox in the order they were sent."""
+        in_flight, slot, dest, message = arrival.value
         slot[0] = message
         if in_flight[0] is not slot:  # an earlier message of this pair is still on its way
             return
@@ -443,6 +471,11 @@ class RoutedNetwork:
             landed = in_flight.popleft()[0]
             if landed is not _DROPPED:
                 mailbox.put(landed)
+
+    def _land(self, in_flight, slot, dest, message):
+        """`_deliver` without a timeout: ``message`` (`_DROPPED`: a transfer that failed) has
+        arrived in its ``slot`` of the (source, dest) order ``in_flight``."""
+        self._deliver(_Arrived((in_flight, slot, dest, message)))
 
     def route(self, source, dest):
         """The `Route` from rank source to rank dest, computed on first use, then cached."""

@@ -342,6 +342,14 @@ def test_a_transfer_interrupted_while_sending_frees_its_links():
     )
 
 
+def test_a_transfer_that_queued_and_is_interrupted_while_sending_frees_its_links():
+    """Rank 2 waited for the NIC, was handed it at SEND and sends until 2 SEND (one event
+    for the wait and the bytes): interrupted half way, rank 3 takes the NIC then."""
+    assert interrupted_incast(2, 1.5 * SEND) == pytest.approx(
+        {1: ALPHA + SEND, 3: ALPHA + 2.5 * SEND}, rel=1e-12
+    )
+
+
 # -- graph files ----------------------------------------------------------------------------------
 
 

@@ -245,7 +245,8 @@ class CsvLog:
         """Append one row given as its values in the order of ``columns`` (`write_rows` without
         a dict: the simulator writes a row per node and step)."""
         self._pending.append(values)
-        self._flush_if_due()
+        if time.monotonic() - self._flushed_at >= self.flush_s:  # `_flush_if_due`, inline
+            self.flush()
 
     def _flush_if_due(self):
         if time.monotonic() - self._flushed_at >= self.flush_s:
