@@ -101,7 +101,6 @@
 # %%
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -112,6 +111,7 @@ from twinsgd.analysis.study import (
     Verdict,
     calibrate,
     cifar10_data,
+    emulated_cluster,
     figure,
     figures_folder,
     lomonosov_configurations,
@@ -263,9 +263,7 @@ for cluster, n in WHERE:
 def emulated(rate):
     """The ten on ``HOSTS`` emulated hosts with links of ``rate``: (measured summaries, the
     predicted ranking) by configuration."""
-    up = [sys.executable, "-m", "real.cluster", "up", "--hosts", str(HOSTS), "--bandwidth", rate]
-    subprocess.run(up, check=True, stdout=subprocess.DEVNULL)
-    try:
+    with emulated_cluster("--hosts", str(HOSTS), "--bandwidth", rate):
         profile = calibrate(work / f"emulated-{rate}.toml", cluster=True, models=CALIBRATED,
                             data=DATA)
         # the ten predictions on a pool of this machine's cores (their simulated times do not
@@ -279,9 +277,6 @@ def emulated(rate):
         return {(rate, name): measure(HOSTS, [*COMMON, *flags], work / f"real-{rate}-{i}",
                                       cluster=True)
                 for i, (name, flags) in enumerate(CONFIGURATIONS)}, predicted
-    finally:
-        subprocess.run([sys.executable, "-m", "real.cluster", "down"], check=True,
-                       stdout=subprocess.DEVNULL)
 
 
 measured, recommended = {}, {}

@@ -34,8 +34,6 @@
 import csv
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -44,6 +42,7 @@ from twinsgd.programs.ghost import ghost_model
 from twinsgd.analysis.study import (
     SMOKE,
     Verdict,
+    emulated_cluster,
     figure,
     figures_folder,
     markdown,
@@ -122,14 +121,8 @@ def emulated(cpu, out):
     """real.train allreduce on 2 emulated hosts with cores ``cpu`` (e.g. "1,0.5")."""
     flags = ["--algorithm", "allreduce", "--iterations", "40" if SMOKE else "300",
              "--eval-every", "1000000"]
-    cmd = [sys.executable, "-m", "real.cluster", "up", "--hosts", "2", "--bandwidth", "1Gbit",
-           "--cpu", cpu]
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-    try:
+    with emulated_cluster("--hosts", "2", "--bandwidth", "1Gbit", "--cpu", cpu):
         return measure(2, flags, out, cluster=True)
-    finally:
-        subprocess.run([sys.executable, "-m", "real.cluster", "down"], check=True,
-                       stdout=subprocess.DEVNULL)
 
 
 can_emulate = os.geteuid() == 0 and shutil.which("ip") is not None

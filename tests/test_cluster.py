@@ -270,6 +270,40 @@ def test_a_stopped_launcher_leaves_nothing(tmp_path, sig):
         cli("down")
 
 
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, None])
+def test_a_notebooks_cluster_is_taken_down_however_the_notebook_ends(tmp_path, sig):
+    """`twinsgd.analysis.study.emulated_cluster`, as notebooks 3 and 4 use it: killed (a
+    test's timeout sends SIGKILL), stopped by SIGTERM (no ``finally`` runs) or at its end, the
+    process leaves nothing up."""
+    flag = tmp_path / "up"
+    code = (
+        "import pathlib, sys, time\n"
+        "from twinsgd.analysis.study import emulated_cluster\n"
+        "with emulated_cluster('--hosts', '2', '--bandwidth', '1Gbit'):\n"
+        "    pathlib.Path(sys.argv[1]).touch()\n"
+        "    time.sleep(0 if sys.argv[2] == 'end' else 60)\n"
+    )
+    notebook = subprocess.Popen(
+        [PY, "-c", code, str(flag), "end" if sig is None else "wait"],
+        cwd=ROOT,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert not eventually(lambda: not flag.exists(), timeout_s=30), "the cluster never came up"
+        if sig is not None:
+            assert leftovers(), "nothing was up to take down"
+            notebook.send_signal(sig)
+        notebook.wait(timeout=30)
+        assert notebook.returncode == (0 if sig is None else -sig)
+        assert eventually(leftovers, timeout_s=15) == []
+    finally:
+        notebook.kill()
+        notebook.wait(timeout=10)
+        cli("down")
+
+
 # -- refusals -------------------------------------------------------------------------------------
 
 BAD_INPUT = [

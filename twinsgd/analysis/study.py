@@ -11,6 +11,7 @@ call `sim.run.simulate` in this process.
 points, the same code path.
 """
 
+import contextlib
 import csv
 import json
 import os
@@ -41,6 +42,35 @@ def _launch(ranks, cluster=False):
     if ranks == 1:
         return []
     return launch_command(ranks, [], default_launcher())
+
+
+@contextlib.contextmanager
+def emulated_cluster(*flags):
+    """An emulated cluster, ``python -m real.cluster up FLAGS`` (root), for the block, taken
+    down when the block ends however it ends, and when this process ends however it ends: a
+    guardian (`real.cluster.Guard`) takes it down if the process is killed (SIGTERM, or SIGKILL
+    as a test's timeout sends), where a ``finally`` never runs."""
+    from real.cluster import Guard
+
+    guard = Guard(teardown=True)  # first: a kill between the two still leaves nothing
+    try:
+        subprocess.run(
+            [sys.executable, "-m", "real.cluster", "up", *flags],
+            cwd=ROOT,
+            env=_env(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        yield
+    finally:
+        subprocess.run(
+            [sys.executable, "-m", "real.cluster", "down"],
+            cwd=ROOT,
+            env=_env(),
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        guard.release()
 
 
 def _run(cmd, timeout_s):
