@@ -182,10 +182,11 @@ def summary_lines(
         f"{bytes_text(nbytes[-1])}"
     )
     if measured["wire_in_program"] is not None:
-        at, write, read = measured["wire_in_program"]
+        at, write, read, gather = measured["wire_in_program"]
         lines.append(
-            f"compressed message in the real program: written in {seconds_text(write)} and "
-            f"read in {seconds_text(read)} at {bytes_text(at)} ([network.in_situ.wire])"
+            f"compressed message in the real program: written in {seconds_text(write)}, "
+            f"gathered in {seconds_text(gather)} and read in {seconds_text(read)} at "
+            f"{bytes_text(at)} ([network.in_situ.wire])"
         )
     if measured["time_slice_s"]:
         lines.append(

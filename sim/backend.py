@@ -1002,8 +1002,11 @@ class Simulator:
         yield from self._enter_collective(node)
         rank, size, wire = node.rank, node.size, to_wire(op.payload)
         handled = self.wire is not None and size > 1
-        if handled:  # its wire bytes written before they move (comm, as the real clock has it)
+        if handled:  # its wire bytes written before they move (comm, as the real clock has
+            # it), and what MPI's Allgather took past its messages in the measured program
             yield from self._comm_for(node, self.wire.write(len(wire)))
+            if self.wire.allgather_extra_s:
+                yield from self._comm_for(node, self.wire.allgather_extra())
         if size_varies(op.payload):
             length = np.array([len(wire)], np.int64)
             lengths = yield from self._collective(

@@ -46,7 +46,8 @@ The format::
                                    # one draw from its size's
     [network.in_situ.wire]         # write_s, write_s_per_byte, read_s: a compressed message's
                                    # wire bytes written before a send and read after a
-                                   # receive, in situ (`WireCost`)
+                                   # receive, in situ (`WireCost`); allgather_extra_s: MPI's
+                                   # Allgather of them in the program past its exchange
     [network.in_situ.send]         # an eager Send's seconds in its sender by size, in situ
                                    # (a PiecewiseCost): o as programs pay it (over TCP the
                                    # kernel's copy into the socket grows with the bytes)
@@ -295,12 +296,15 @@ class WireCost:
     """``[network.in_situ.wire]``: the seconds a program spends on a compressed message's wire
     bytes (`twinsgd.programs.compression.wire`), measured in situ: writing them before a send,
     ``write_s + write_s_per_byte n``, and reading a message from them after a receive,
-    ``read_s`` (its arrays are views). ``slowdown``: as `Slowed`, for more ranks a core."""
+    ``read_s`` (its arrays are views); and what MPI's Allgather of them took in the real
+    program past the exchange of its bytes, ``allgather_extra_s`` a call (0 where not
+    measured). ``slowdown``: as `Slowed`, for more ranks a core."""
 
     write_s: float
     write_s_per_byte: float
     read_s: float
     slowdown: float = 1.0
+    allgather_extra_s: float = 0.0
 
     @classmethod
     def from_dict(cls, table):
@@ -310,6 +314,10 @@ class WireCost:
             if key not in table:
                 raise ValueError(f"[network.in_situ.wire] needs {key}")
             values[key] = _number(table[key], f"[network.in_situ.wire] {key}")
+        if "allgather_extra_s" in table:
+            values["allgather_extra_s"] = _number(
+                table["allgather_extra_s"], "[network.in_situ.wire] allgather_extra_s"
+            )
         return cls(**values)
 
     def write(self, nbytes):
@@ -319,6 +327,10 @@ class WireCost:
     def read(self):
         """Seconds to read a message."""
         return self.read_s * self.slowdown
+
+    def allgather_extra(self):
+        """Seconds an allgather of compressed messages pays past its messages, once a call."""
+        return self.allgather_extra_s * self.slowdown
 
 
 @dataclass(frozen=True)

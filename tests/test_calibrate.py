@@ -123,6 +123,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert wire["write_s"] >= 0 and wire["write_s_per_byte"] >= 0 and wire["read_s"] > 0
     assert len(wire["nbytes"]) == len(wire["write_samples_s"]) == len(wire["read_samples_s"]) == 3
     assert wire["source"] == "program" and wire["read_s"] == wire["program"]["read_s"]  # 2 ranks
+    # MPI's Allgather in the program, and what of it the in-situ Sendrecv of its bytes misses
+    assert wire["program"]["allgather_s"] > 0
+    assert 0 <= wire["allgather_extra_s"] < wire["program"]["allgather_s"]
     assert "incast" not in p["network"]  # 2 ranks: no incast
     send = p["network"]["in_situ"]["send"]  # an eager Send in its sender, by size, in situ
     assert send["sizes"] and max(send["sizes"]) <= p["network"]["eager_bytes"]

@@ -291,3 +291,8 @@ def test_a_wire_cost_of_zero_seconds_is_read_and_a_negative_or_missing_one_is_no
         load_profile(profile({"write_s": -1.0, "write_s_per_byte": 0.0, "read_s": 1e-5}))
     with pytest.raises(ValueError, match="needs read_s"):
         load_profile(profile({"write_s": 0.0, "write_s_per_byte": 0.0}))
+    assert loaded.wire.allgather_extra() == 0.0  # not measured: nothing past the messages
+    wire = {"write_s": 0.0, "write_s_per_byte": 0.0, "read_s": 1e-5, "allgather_extra_s": 6e-5}
+    assert load_profile(profile(wire)).wire.allgather_extra() == 6e-5
+    with pytest.raises(ValueError, match="allgather_extra_s must be a finite number >= 0"):
+        load_profile(profile({**wire, "allgather_extra_s": -1e-6}))

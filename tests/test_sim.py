@@ -1,6 +1,7 @@
 """The simulator held to the truth: alpha-beta formulas, contention, and the real run's weights."""
 
 import csv
+import dataclasses
 import itertools
 import os
 import subprocess
@@ -119,11 +120,11 @@ def test_an_allgather_of_thresholded_messages_gathers_the_sizes_first():
 WIRE = WireCost(write_s=3e-6, write_s_per_byte=1e-9, read_s=7e-6)
 
 
-def wire_seconds(size, program):
-    """The simulated seconds ``program`` takes with `WIRE`'s costs of compressed messages,
+def wire_seconds(size, program, wire_cost=WIRE):
+    """The simulated seconds ``program`` takes with ``wire_cost`` of compressed messages,
     less the seconds it takes without them."""
     now = []
-    for wire in (WIRE, None):
+    for wire in (wire_cost, None):
         nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
         logs = [_Log() for _ in range(size)]
         sim = Simulator(nodes, logs, ALPHA, BETA, ComputeModel(seconds_per_sample=0.0), wire=wire)
@@ -161,6 +162,12 @@ def test_a_compressed_message_pays_its_wire_bytes_written_and_read():
     assert wire_seconds(3, exchange) == pytest.approx(2 * write + 2 * read, rel=1e-9)
     assert wire_seconds(4, allgather) == pytest.approx(write + 3 * read, rel=1e-9)
     assert wire_seconds(2, array) == 0
+    # what MPI's Allgather took past its exchange in the measured program: once a call, and
+    # only an allgather's
+    extra = dataclasses.replace(WIRE, allgather_extra_s=50e-6)
+    assert wire_seconds(4, allgather, extra) == pytest.approx(write + 3 * read + 50e-6, rel=1e-9)
+    assert wire_seconds(3, exchange, extra) == pytest.approx(2 * write + 2 * read, rel=1e-9)
+    assert wire_seconds(2, send, extra) == pytest.approx(write + read, rel=1e-9)
 
 
 def test_ping_pong_takes_two_alpha_beta_messages():
