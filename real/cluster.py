@@ -18,6 +18,11 @@ A cluster for one command only (taken down on any exit, even if this process is 
 
     python -m real.cluster run --hosts 2 --bandwidth 100Mbit -n 2 -- python tests/mpi/ping_pong.py
 
+A cluster for as long as a script lives, which holds the pipe to ``hold``'s standard input
+(`twinsgd.analysis.study.emulated_cluster`: the notebooks)::
+
+    python -m real.cluster hold --hosts 2 --bandwidth 1Gbit    # down when stdin ends
+
 Exit status: 0 done (``run``: the command's own status); 2 bad input or a machine that cannot
 do it (one line on stderr, no traceback); 128+N when ``run`` was stopped by signal N.
 """
@@ -59,9 +64,20 @@ def build_parser():
             "over TCP."
         ),
     )
-    sub = parser.add_subparsers(dest="action", required=True, metavar="{up,status,down,run}")
+    sub = parser.add_subparsers(dest="action", required=True, metavar="{up,status,down,run,hold}")
     up = sub.add_parser("up", help="build the hosts, the switch and the links")
     _add_shape_arguments(up, hosts_required=True)
+    hold = sub.add_parser(
+        "hold",
+        help="up, then down when standard input ends",
+        description=(
+            "Bring a cluster up, print its status, and take it down when standard input ends: "
+            "the writer closed it, or died however it died (a script holding the pipe keeps "
+            "the cluster for as long as it lives, even if it is SIGKILLed); at a terminal, "
+            "Ctrl-D."
+        ),
+    )
+    _add_shape_arguments(hold, hosts_required=True)
     sub.add_parser("status", help="what is up, checked against the system")
     sub.add_parser("down", help="remove everything with the tsgd prefix (idempotent)")
     run = sub.add_parser(
@@ -234,6 +250,24 @@ def up(hosts):
     except BaseException:
         down()
         raise
+
+
+def hold(hosts):
+    """``hold``: `up`, the status on stdout, then `down` once stdin ends (its writer closed it
+    or died, SIGKILL included); Ctrl-C and SIGHUP to this process's group do not end it early,
+    as the guardian's do not (`Guard`)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    if _is_up():
+        raise ValueError("a tsgd cluster is already up: run `python -m real.cluster down` first")
+    try:
+        up(hosts)
+        _print_to_a_pipe("\n".join(status_lines()))
+        for _ in sys.stdin.buffer:  # until the writer's end closes
+            pass
+    finally:
+        down()
+    return 0
 
 
 def down():
@@ -465,6 +499,8 @@ def main(argv=None):
             up(_host_plan(args))
             print("\n".join(status_lines()))
             return 0
+        if args.action == "hold":
+            return hold(_host_plan(args))
         if args.action == "status":
             _print_to_a_pipe("\n".join(status_lines()))
             return 0

@@ -313,6 +313,8 @@ BAD_INPUT = [
     ["up", "--hosts", "2", "--bandwidths", "1Gbit,fast"],
     ["up", "--hosts", "2", "--cpu", "0"],
     ["up", "--hosts", "2", "--cpu", "64"],
+    ["hold", "--hosts", "0"],
+    ["hold", "--bandwidth", "1Gbit"],  # no --hosts
     ["run", "--hosts", "2", "--bandwidth", "10Mbps/s", "-n", "2", "--", "true"],
     ["run", "-n", "2", "--cpu", "0.5", "--", "true"],  # shaping without --hosts
     ["run", "--hosts", "2", "-n", "2"],  # no command

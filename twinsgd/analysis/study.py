@@ -46,31 +46,30 @@ def _launch(ranks, cluster=False):
 
 @contextlib.contextmanager
 def emulated_cluster(*flags):
-    """An emulated cluster, ``python -m real.cluster up FLAGS`` (root), for the block, taken
-    down when the block ends however it ends, and when this process ends however it ends: a
-    guardian (`real.cluster.Guard`) takes it down if the process is killed (SIGTERM, or SIGKILL
-    as a test's timeout sends), where a ``finally`` never runs."""
-    from real.cluster import Guard
-
-    guard = Guard(teardown=True)  # first: a kill between the two still leaves nothing
+    """An emulated cluster (root) for the block: ``python -m real.cluster hold FLAGS`` brings
+    it up and takes it down when the pipe to its standard input closes, which this process
+    does when the block ends and the kernel does when this process ends however it ends
+    (SIGTERM, or SIGKILL as a test's timeout sends, where a ``finally`` never runs). The
+    holder runs in a session of its own, so a signal to this process's group spares it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-m", "real.cluster", "hold", *flags],
+        cwd=ROOT,
+        env=_env(),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
-        subprocess.run(
-            [sys.executable, "-m", "real.cluster", "up", *flags],
-            cwd=ROOT,
-            env=_env(),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        if not holder.stdout.readline():  # its first status line: the cluster is up
+            raise RuntimeError(
+                f"python -m real.cluster hold {' '.join(flags)}: "
+                f"{holder.stderr.read().decode().strip() or 'ended before the cluster was up'}"
+            )
         yield
     finally:
-        subprocess.run(
-            [sys.executable, "-m", "real.cluster", "down"],
-            cwd=ROOT,
-            env=_env(),
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
-        guard.release()
+        holder.stdin.close()  # down, now
+        holder.wait(timeout=120)
 
 
 def _run(cmd, timeout_s):
