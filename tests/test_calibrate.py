@@ -109,9 +109,9 @@ def test_the_profile_has_every_key_of_the_contract(profile):
         local = p["compute"][key]
         assert (local["sizes"][0], local["sizes"][-1]) == (1024, 2**24)
         assert local["seconds"][-1] > 100 * local["seconds"][0]  # 16,384x the bytes
-    # of the add from Python, the call on empty buffers: under the 1 KiB add it is part of
-    call_s = p["compute"]["reduction"]["call_s"]
-    assert 0 < call_s < p["compute"]["reduction"]["seconds"][0]
+    # of the add from Python, the call on empty buffers: a microsecond or so (timed apart from
+    # the 1 KiB add, so on this machine's moving speed either may come out the larger)
+    assert 0 < p["compute"]["reduction"]["call_s"] < 2e-5
     # own code right after the first model's gradient (mlp: 167,560 float32) over warm
     assert p["compute"]["cold_own_bytes"] == 4 * 167_560
     assert 0 <= p["compute"]["cold_own_s"] < 1e-3
