@@ -74,7 +74,7 @@ def build_parser():
             "Bring a cluster up, print its status, and take it down when standard input ends: "
             "the writer closed it, or died however it died (a script holding the pipe keeps "
             "the cluster for as long as it lives, even if it is SIGKILLed); at a terminal, "
-            "Ctrl-D."
+            "Ctrl-D or Ctrl-C."
         ),
     )
     _add_shape_arguments(hold, hosts_required=True)
@@ -254,17 +254,17 @@ def up(hosts):
 
 def hold(hosts):
     """``hold``: `up`, the status on stdout, then `down` once stdin ends (its writer closed it
-    or died, SIGKILL included); Ctrl-C and SIGHUP to this process's group do not end it early,
-    as the guardian's do not (`Guard`)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    or died, SIGKILL included), or on Ctrl-C or SIGTERM to this process (then exit 130). A
+    closed terminal's SIGHUP is ignored: its stdin ends too."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: down, then 130
     if _is_up():
         raise ValueError("a tsgd cluster is already up: run `python -m real.cluster down` first")
     try:
         up(hosts)
         _print_to_a_pipe("\n".join(status_lines()))
-        for _ in sys.stdin.buffer:  # until the writer's end closes
-            pass
+        while os.read(sys.stdin.fileno(), 65536):  # until the writer's end closes (whatever
+            pass  # it writes is dropped, a chunk at a time)
     finally:
         down()
     return 0
