@@ -430,6 +430,7 @@ class RoutedNetwork:
                     turn = _Turn(env, hold_s)
                     link.waiting.append(turn)
                     yield turn  # the transfer before it hands the link over, + hold_s
+                    started = turn.started
                     break
                 else:
                     turn = _Turn(env)
@@ -439,8 +440,6 @@ class RoutedNetwork:
             else:
                 started = env.now
                 yield env.timeout(hold_s)
-            if turn is not None and turn.hold_s is not None:
-                started = turn.started
         except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to give back
             # (Ctrl-C lands between any two bytecodes, say after a free link was taken and
             # before it was counted: undoing it would be a guess; nobody runs after it anyway)

@@ -719,3 +719,31 @@ def test_a_call_not_in_place_copies_its_send_buffer_first_at_the_measured_copy()
     sent = 100_000 / 1e9  # rank 0's Send: done once its bytes have left (no protocols here)
     assert comm[0] == pytest.approx(copy.seconds(65536) + sent, rel=1e-9)
     assert _forwarded("never", {"oneway": clean}, 65536)[0] == pytest.approx(plain, rel=1e-12)
+
+
+@pytest.mark.parametrize(("ranks", "adds"), [(2, 1), (4, 2)])
+def test_a_profiles_add_call_from_python_is_taken_off_mpis_own_adds(tmp_path, ranks, adds):
+    """``[compute.reduction] call_s`` through `build_cluster` to `sim.osu`: MPICH's allreduce
+    of 8 KiB (Rabenseifner's: log2 p adds a rank) is that call an add faster; the broadcast,
+    which adds nothing, not at all."""
+    reduction = (
+        "[compute.reduction]\nmin_bytes = [1024.0]\nmax_bytes = [16777216.0]\n"
+        "latency_s = [1.4e-6]\nbandwidth_Bps = [2.5e10]\n"
+    )
+    seconds = {}
+    for name, extra in (("table", ""), ("in C", "call_s = 1.1e-6\n")):
+        path = tmp_path / f"{name}.toml"
+        network = '[network]\nlatency = "2us"\nbandwidth = "1GB/s"\n\n'
+        path.write_text(network + reduction + extra)
+        args = build_parser().parse_args(
+            ["osu_allreduce", "--profile", str(path), "--ranks", str(ranks)]
+        )
+        built = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+        seconds[name] = {
+            bench: float(np.mean(simulate_benchmark(bench, built, 8192)))
+            for bench in ("osu_allreduce", "osu_bcast")
+        }
+    assert seconds["table"]["osu_allreduce"] - seconds["in C"]["osu_allreduce"] == pytest.approx(
+        adds * 1.1e-6, rel=1e-6
+    )
+    assert seconds["table"]["osu_bcast"] == seconds["in C"]["osu_bcast"]
