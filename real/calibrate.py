@@ -71,7 +71,7 @@ What is measured, and why so
 The profile (read by ``sim.cluster_profile.load_profile``)::
 
     [cluster]   name, calibrated = true, source, cores, one_machine, hosts, time_slice_s,
-                memory_copies
+                memory_copies, poll_wait_s (over TCP past the cores, `netbench.beside_pollers`)
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
                 largest segment's), overhead_s (LogP's o), call_overhead_s (what each
                 measured message holds once and a step inside one of MPI's own collectives
@@ -412,6 +412,8 @@ def _measure(args, comm, work):
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
     stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
+    past = comm.bcast(_past_the_cores(where) if comm.rank == 0 else None, root=0)
+    beside_pollers = netbench.beside_pollers(network, 8, args.quick) if past else None
     network.Free()
     windows.append(_step_window(args, 2))
     in_program = _wire_in_program(args, comm, args.models[0]) if args.train_steps else None
@@ -471,6 +473,7 @@ def _measure(args, comm, work):
         "cold_own_s": cold_own_s,
         "cold_own_bytes": cold_bytes,
         "stack": stack,
+        "poll_wait": (*beside_pollers, past) if beside_pollers else None,
         "reference_s": float(np.median(references)),
         "eager_bytes": eager_bytes,
         "time_slice_s": time_slice_s,
@@ -791,6 +794,11 @@ def _finish(args, measured, work, started):
                 else {}
             ),
             "memory_copies": rounded(measured["memory_copies"], 3),
+            **(
+                {"poll_wait_s": float(f"{poll_wait_s(measured['poll_wait']):.4g}")}
+                if measured.get("poll_wait")
+                else {}
+            ),
         },
         "network": {
             "topology": "star",
@@ -878,6 +886,22 @@ def _finish(args, measured, work, started):
             JITTER_MIN_BYTES,
         )
     )
+
+
+def _past_the_cores(where):
+    """Ranks past this machine's cores where all the ranks run on it over emulated hosts (they
+    talk over TCP, `sim.cores.Pollers`), else 0. ``where``: (host, boot id) of every rank."""
+    one_machine = len({boot for _, boot in where}) == 1
+    if not one_machine or _emulated_shaper() is None:
+        return 0
+    return max(0, len(where) - (os.cpu_count() or 1))
+
+
+def poll_wait_s(measured):
+    """``[cluster] poll_wait_s`` from `netbench.beside_pollers`' (asleep s, polling s) and the
+    ranks then past the cores: the one-way time polling adds, over them (at least 0)."""
+    asleep_s, polling_s, past = measured
+    return max(0.0, polling_s - asleep_s) / past
 
 
 def _stack_cpu(args, pair, work):

@@ -202,6 +202,13 @@ def summary_lines(
         for m, x in measured["switch_s"].items()
     )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
+    if measured.get("poll_wait") is not None:
+        asleep_s, polling_s, past = measured["poll_wait"]
+        lines.append(
+            f"a message to a rank polling among {past} more than the cores: 8 B one way "
+            f"{seconds_text(polling_s)} against {seconds_text(asleep_s)} with the others asleep "
+            f"([cluster] poll_wait_s)"
+        )
     if measured["stack"] is not None:
         stack = measured["stack"]
         lines.append(

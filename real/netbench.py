@@ -108,6 +108,40 @@ def eager_send(comm, sizes, step, quick=False, refill_s=0.0):
     return _on_pair(comm, sizes, quick, _one_send, False, step, None, refill_s)
 
 
+def beside_pollers(comm, nbytes=8, quick=False):
+    """One-way time of ranks 0 and 1's ping-pong of ``nbytes`` (half the mean round trip of a
+    batch) with the other ranks asleep, and with them waiting in MPI's ``Barrier``, which
+    polls; batches of the two alternate, so that the machine's drift falls on both. (seconds
+    asleep, seconds polling), each the median over passes, on rank 0; None elsewhere.
+
+    Past the cores, ranks that poll take turns with the pair, and a message waits for its
+    receiver's: through `real.cluster` (4 ranks on 2 cores, 2 emulated hosts) ranks 0 and 2
+    took 17-21 us one way asleep and 47-84 us polling (2026-12-02). Collective."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    passes, count, warmup = (10, 200, 50) if quick else (20, 400, 100)
+    buf, inbox = written(nbytes), np.zeros(max(1, nbytes // 4), np.float32)
+    times = {False: [], True: []}  # polling -> each batch's one-way seconds
+    for _ in range(passes):
+        for polling in (False, True):
+            if pair != MPI.COMM_NULL:
+                pair.Barrier()
+                for _ in range(warmup):
+                    _round_trip(pair, buf, inbox)
+                t0 = time.perf_counter()
+                for _ in range(count):
+                    _round_trip(pair, buf, inbox)
+                times[polling].append((time.perf_counter() - t0) / count / 2)
+            if polling:
+                comm.Barrier()  # the others have polled here since the batch began
+            else:
+                quiet_barrier(comm)
+    if pair != MPI.COMM_NULL:
+        pair.Free()
+    if comm.rank != 0:
+        return None
+    return float(np.median(times[False])), float(np.median(times[True]))
+
+
 def incast(comm, sizes, quick=False, refill_s=0.0):
     """Seconds until rank 0 holds n bytes from each of ranks 1..size-1, all sent at once after
     a barrier (rank 0 has a receive posted for each sender and takes them as they arrive).

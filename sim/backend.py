@@ -34,7 +34,7 @@ import simpy
 
 from sim.closed_form import ClosedFormAllreduce, allreduce_program
 from sim.compute import ComputeModel
-from sim.cores import DEFAULT_SLICE_S, attach_stack, shared_cores
+from sim.cores import DEFAULT_SLICE_S, attach_stack, pollers, shared_cores
 from sim.faults import Killed, SimulatedFaults
 from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
@@ -285,6 +285,10 @@ class Simulator:
         Seconds the next compute of a rank of ``core_groups`` takes more when it comes back to
         a core after other ranks ran on the cores: its caches refilled (`sim.cores`; measured
         per model, ``[compute] switch_s``).
+    poll_wait_s : float
+        Over TCP, seconds a rank that polls in a call sees a message later for each rank of its
+        cores past their number that wants one (`sim.cores.Pollers`; ``[cluster]
+        poll_wait_s``, measured); 0: at once.
     """
 
     def __init__(
@@ -315,6 +319,7 @@ class Simulator:
         over_tcp=False,
         stack_cpu=None,
         switch_s=0.0,
+        poll_wait_s=0.0,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -341,6 +346,8 @@ class Simulator:
         # rank -> HostCores
         self.cores = shared_cores(self.env, core_groups, time_slice_s, over_tcp, switch_s)
         self.over_tcp = over_tcp
+        # rank -> the Pollers of its cores (over TCP, with a poll_wait_s)
+        self._pollers = pollers(self.cores, core_groups, poll_wait_s) if over_tcp else {}
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self.entry_barrier = entry_barrier
         self.collectives = collectives
@@ -530,6 +537,7 @@ class Simulator:
             and not self.faults.active
         )
         off_core = host is not None and self.over_tcp  # no core in a call (`sim.cores`)
+        polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
             closed_form = None  # message-level collectives: the handler's generator
@@ -579,11 +587,17 @@ class Simulator:
                     reply = closed_form.reduced(op, node.size)
                 elif off_core:  # over TCP: no core in the call, back on its own after
                     host.release(rank)
+                    if polls is not None:
+                        polls.count += 1
                     try:
                         reply = yield from handlers[type(op)](node, op)
                     except simpy.Interrupt:  # it goes on (or fails) on a core, as `_blocked`
+                        if polls is not None:
+                            polls.count -= 1
                         yield from host.acquire(rank)
                         raise
+                    if polls is not None:
+                        polls.count -= 1
                     done = env.now
                     yield from host.acquire(rank)
                     if env.now > done:  # the call returns once its rank runs again: comm, as
@@ -628,13 +642,23 @@ class Simulator:
         if self.env.now - t0 > seconds:
             self.logs[rank].charge("compute", self.env.now - t0 - seconds)
 
-    def _blocked(self, node, event):
+    def _blocked(self, node, event, polled=True):
         """Process step: wait for ``event`` (a message, a rendezvous). A node that shares its
         host's cores gives its core up while the event has not happened, and waits for one
-        again after."""
+        again after. Over TCP it holds no core in a call, and sees the event in its turn among
+        the ranks polling (`sim.cores.Pollers`; not ``polled``: an evaluation's rendezvous,
+        which takes no simulated time)."""
         host = self.cores.get(node.rank)
-        if host is None or self.over_tcp or event.triggered:  # (no core in a call there)
+        if host is None or event.triggered:
             return (yield event)
+        if self.over_tcp:  # (no core in a call there)
+            value = yield event
+            polls = self._pollers.get(node.rank)
+            if polled and polls is not None:
+                seen_s = polls.seen_after_s()
+                if seen_s:
+                    yield self.env.timeout(seen_s)
+            return value
         host.release(node.rank)
         try:
             message = yield event
@@ -1058,7 +1082,7 @@ class Simulator:
         if len(arrived) < members:
             return (
                 yield from self._blocked(
-                    node, self._arrivals.setdefault((key, "done"), self.env.event())
+                    node, self._arrivals.setdefault((key, "done"), self.env.event()), False
                 )
             )
         result = self._evaluate_now(arrived)

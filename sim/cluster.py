@@ -74,6 +74,7 @@ class Cluster:
     over_tcp: bool  # ranks of emulated hosts: one core each, plain turns there (`sim.cores`)
     stack_cpu: tuple | None  # over TCP: the kernel's CPU seconds a byte sent and received
     switch_s: float  # a compute back on a shared core after others ran: its refill (`sim.cores`)
+    poll_wait_s: float  # over TCP: a message seen later per rank past the cores (`sim.cores`)
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     send_cost: object  # ... a program's, by size, in situ (a PiecewiseCost, slowed), or None
@@ -217,6 +218,7 @@ class Cluster:
             "over_tcp": self.over_tcp if self.core_groups else None,
             "stack_cpu_s_per_byte": list(self.stack_cpu) if self.stack_cpu else None,
             "switch_s": self.switch_s if self.core_groups else None,
+            "poll_wait_s": self.poll_wait_s if self.core_groups else None,
             "eevdf_slice_s": (
                 [eevdf_slice(cores) for _, cores in self.core_groups[:4]]
                 if self.core_groups
@@ -398,6 +400,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         over_tcp=over_tcp(profile),
         stack_cpu=profile.stack_cpu if groups and over_tcp(profile) and shaping else None,
         switch_s=(profile.switch_seconds(model_name) if profile else 0.0) if groups else 0.0,
+        poll_wait_s=profile.poll_wait_s if groups and over_tcp(profile) else 0.0,
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
         send_cost=Slowed(profile.send, slowdown) if in_situ and profile.send else None,

@@ -13,6 +13,8 @@ The format::
     source = "where the numbers come from"
     cores = 2                      # of one host (with --ranks-per-host: oversubscription)
     time_slice_s = 0.004           # a turn on a core when more ranks share them (measured)
+    poll_wait_s = 1.5e-5           # over TCP: a message seen this much later by a rank polling
+                                   # in a call, per rank past the cores (measured; `sim.cores`)
     memory_copies = 3.1            # one_machine: copies its memory moves at once at the
                                    # calibrated pair's rate (measured); more messages queue
     ranks_per_host = 20            # default of --ranks-per-host (ranks placed on a host)
@@ -145,6 +147,7 @@ class ClusterProfile:
     calibrated: bool = False
     cores: int | None = None  # of one host
     time_slice_s: float | None = None  # a turn on a core when ranks share them (`sim.cores`)
+    poll_wait_s: float = 0.0  # over TCP: a message seen later per rank past the cores
     memory_copies: float | None = None  # copies its memory moves at once at the pair's rate
     ranks_per_host: int | None = None  # placed on one host
     mpi: str | None = None  # the MPI library whose algorithm choices it was measured with
@@ -410,6 +413,7 @@ def load_profile(name_or_path):
             time_slice_s=_number(cluster["time_slice_s"], "[cluster] time_slice_s", above=0)
             if "time_slice_s" in cluster
             else None,
+            poll_wait_s=_number(cluster.get("poll_wait_s", 0.0), "[cluster] poll_wait_s"),
             memory_copies=_number(cluster["memory_copies"], "[cluster] memory_copies", 0)
             if "memory_copies" in cluster
             else None,

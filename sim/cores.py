@@ -80,6 +80,13 @@ at once (``wakes_preempt``, fitted and unexplained, the model before) gave 23 an
 35-50 % too slow (a message waited for a turn). Which ranks share a core is Linux's choice and
 changes now and then (the trace: 0.1-0.5 s at a time); the blocks are a fixed guess.
 
+Where every rank waits in a call (OSU's loop of collectives, a collective's steps), the
+ranks past the cores still poll, and a message is seen only in its receiver's turn among them:
+``[cluster] poll_wait_s`` more for each rank past the cores that wants one (`Pollers`),
+measured by `real.calibrate` as a pair's one-way time with the others polling less with them
+asleep. Without it, 2 emulated hosts of 2 ranks had MPICH's allreduce of 4 B-32 KiB 40-70 %
+faster than `real.osu` measured it (2026-12-02).
+
 Over TCP the kernel moves the bytes on the machines' CPUs (the copies into and out of the
 sockets, TCP's segments and acknowledgements, the virtual links' softirqs), and that time is
 taken from whatever computes on those cores (`StackCpu`): while bytes move, a compute on the
@@ -443,6 +450,46 @@ class HostCores:
             rank, turn = self.ready.popleft()
             self._grant(rank)
             turn.succeed()
+
+
+class Pollers:
+    """Over TCP, the ranks of one machine's cores that wait in a call: they poll and yield
+    (`sim.cores`), and a message that lands for one of them is seen in its turn among them.
+
+    Measured through `real.cluster` (2026-12-02, AMD EPYC, 2 cores): ranks 0 and 2 of 4 (two
+    emulated 1 Gbit/s hosts of 2) took 17-21 us one way for 4 B and 4 KiB while ranks 1 and 3
+    slept, and 47-84 us while they waited in MPICH's ``Recv``; OSU's 4-rank allreduce of 16 B
+    took 175-340 us where its steps priced as measured with the others asleep made 46-126
+    (docs/osu.md). So a rank that polls
+    sees what came for it ``poll_wait_s`` later for each rank past the cores that wants one:
+    ``count`` polling (itself among them) plus those holding a core (computing), less
+    ``cores``; none while they fit (a pair alone on 2 cores, as the calibration's patterns
+    are measured). ``poll_wait_s`` is `real.calibrate`'s (``[cluster] poll_wait_s``): the
+    one-way time of that pair with the others polling less with them asleep, over the ranks
+    then past the cores.
+    """
+
+    def __init__(self, cores, queues, poll_wait_s):
+        self.cores, self.queues, self.poll_wait_s = cores, tuple(queues), poll_wait_s
+        self.count = 0  # ranks in a call now
+
+    def seen_after_s(self):
+        """Seconds until a polling rank sees what has just come for it."""
+        holding = sum(len(queue.turn_ends) for queue in self.queues)
+        past = self.count + holding - self.cores
+        return past * self.poll_wait_s if past > 0 else 0.0
+
+
+def pollers(by_rank, groups, poll_wait_s):
+    """Per rank of ``groups`` (`shared_cores`'s ``(ranks, cores)``; ``by_rank``: its result),
+    the `Pollers` of its group's cores; empty without a ``poll_wait_s``."""
+    if not poll_wait_s:
+        return {}
+    found = {}
+    for ranks, cores in groups:
+        queues = {id(by_rank[r]): by_rank[r] for r in ranks}.values()
+        found.update(dict.fromkeys(ranks, Pollers(cores, queues, poll_wait_s)))
+    return found
 
 
 class StackCpu:

@@ -250,6 +250,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         time_slice_s=cluster.time_slice_s,
         over_tcp=cluster.over_tcp,
         stack_cpu=cluster.stack_cpu,
+        poll_wait_s=cluster.poll_wait_s,
     )
     if bench in POINT_TO_POINT:
         simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])

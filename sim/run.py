@@ -295,6 +295,7 @@ def run_simulation(run):
         over_tcp=cluster.over_tcp,
         stack_cpu=cluster.stack_cpu,
         switch_s=cluster.switch_s,
+        poll_wait_s=cluster.poll_wait_s,
         start_s=run.saved[reporter][1]["time_s"] if run.saved else 0.0,
     )
     bar = (

@@ -382,7 +382,8 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     """4 ranks on 2 emulated hosts (2 a host): real.calibrate measures a pair inside a host
     (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s),
     the kernel's CPU a byte between hosts (`[network.stack]`) and the allocation's allreduce,
-    written as an OSU table the reader takes back."""
+    written as an OSU table the reader takes back; past the cores, a message's wait for a rank
+    polling among the others (`[cluster] poll_wait_s`)."""
     sys.path.insert(0, str(ROOT))
     from sim.cluster_profile import load_profile
     from twinsgd.calibration.osu_tables import read_table
@@ -406,6 +407,9 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     table = read_table(f"{out.with_suffix('.osu_allreduce.txt')}:4x2")
     assert table.bench == "osu_allreduce" and table.sizes[-1] == 4**10
     assert "sim.osu osu_allreduce" in done.stdout and "--ranks 4 --ranks-per-host 2" in done.stdout
+    if (os.cpu_count() or 1) < 4:  # ranks past the cores over TCP: a message waits for its turn
+        assert "poll_wait_s" in tomllib.loads(out.read_text())["cluster"]
+        assert profile.poll_wait_s >= 0 and "a rank polling among" in done.stdout
 
 
 def test_run_places_the_ranks_in_blocks_as_the_simulator_does():

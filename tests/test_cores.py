@@ -761,3 +761,104 @@ def test_a_send_over_tcp_slows_the_compute_on_the_senders_core_in_the_simulator(
     )
     sim.run([program(r) for r in range(3)])
     assert logs[1].seconds["compute"] == pytest.approx(compute_s, abs=1e-9)
+
+
+def _ping_pong_beside(others_poll, poll_wait_s, rounds=5):
+    """Ranks 0 and 2 of 4 over TCP on 2 cores ping-pong 8 B ``rounds`` times; ranks 1 and 3
+    wait for a message the pair sends them at the end (polling all along) or have none to
+    wait for. Returns when rank 0's last round ended (s), rank 2 then polling for a token."""
+    ended = {}
+
+    def program(rank):
+        buf = np.zeros(2, np.float32)
+        if rank in (0, 2):
+            peer = 2 - rank
+            for _ in range(rounds):
+                if rank == 0:
+                    yield Send(dest=peer, payload=buf)
+                    yield Recv(source=peer, buf=buf)
+                else:
+                    yield Recv(source=peer, buf=buf)
+                    yield Send(dest=peer, payload=buf)
+            if rank == 0:  # rank 2 polls until rank 0 has the last message
+                ended[rank] = sim.env.now
+                yield Send(dest=2, payload=buf)
+            else:
+                yield Recv(source=0, buf=buf)
+            if others_poll:
+                yield Send(dest=rank + 1, payload=buf)
+        elif others_poll:
+            yield Recv(source=rank - 1, buf=buf)
+
+    nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
+    sim = Simulator(
+        nodes,
+        [ChargeLog() for _ in range(4)],
+        1e-5,
+        1e9,
+        ComputeModel(seconds_per_sample=0.0),
+        core_groups=((range(4), 2),),
+        over_tcp=True,
+        poll_wait_s=poll_wait_s,
+    )
+    sim.run([program(r) for r in range(4)])
+    return ended[0]
+
+
+def test_a_message_to_a_rank_polling_past_the_cores_is_seen_its_poll_wait_later_per_rank_past():
+    """Over TCP, 4 ranks polling on 2 cores: each of the ping-pong's 2 x 5 messages is seen
+    2 x poll_wait_s later (two ranks past the cores); with the other two done, the pair fits
+    the cores and nothing changes, nor without a poll_wait_s (`sim.cores.Pollers`)."""
+    alone = _ping_pong_beside(False, 0.0)
+    assert alone == pytest.approx(10 * (1e-5 + 8 / 1e9), rel=1e-12)  # 10 one-way messages
+    assert _ping_pong_beside(False, 7e-6) == alone  # within the cores: none
+    assert _ping_pong_beside(True, 0.0) == alone  # no poll wait: as before
+    assert _ping_pong_beside(True, 7e-6) == pytest.approx(alone + 10 * 2 * 7e-6, rel=1e-12)
+
+
+def test_pollers_count_the_ranks_computing_and_polling_past_the_cores():
+    """`Pollers.seen_after_s`: poll_wait_s for each rank past the cores that wants one, polling
+    (itself counted) or holding a core; none while they fit."""
+    from sim.cores import Pollers, pollers
+
+    env = simpy.Environment()
+    by_rank = shared_cores(env, ((range(4), 2),), 0.004, pinned=True)
+    found = pollers(by_rank, ((range(4), 2),), 1e-5)
+    polls = found[0]
+    assert set(found) == {0, 1, 2, 3} and all(found[r] is polls for r in range(4))
+    assert isinstance(polls, Pollers) and len(polls.queues) == 2  # the two cores' queues
+    polls.count = 2
+    assert polls.seen_after_s() == 0.0  # two ranks on two cores
+    polls.count = 3
+    assert polls.seen_after_s() == pytest.approx(1e-5)
+    by_rank[2].turn_ends[2] = 1.0  # rank 2 computes on its core
+    assert polls.seen_after_s() == pytest.approx(2e-5)
+    assert pollers(by_rank, ((range(4), 2),), 0.0) == {}
+
+
+def test_a_profiles_poll_wait_reaches_an_emulated_clusters_ranks_past_the_cores(tmp_path):
+    """``[cluster] poll_wait_s`` is read (a negative one refused) and reaches the simulator
+    where ranks over TCP share the machine's cores; not where they fit them, nor without the
+    emulated cluster's shaper (shared memory's fair share sees polling ranks as runnable)."""
+    import tomli_w
+
+    from sim.cluster import build_cluster
+    from sim.cluster_profile import load_profile
+    from sim.run import build_parser
+
+    def cluster(ranks, poll_wait_s, shaper=True):
+        document = {"cluster": {"name": "t", "cores": 2, "one_machine": True}}
+        document["cluster"]["poll_wait_s"] = poll_wait_s
+        if shaper:
+            document["network"] = {"shaper": {"rates_Bps": [1e8], "bursts_bytes": [1e5]}}
+        path = tmp_path / "p.toml"
+        path.write_text(tomli_w.dumps(document))
+        argv = ["--nodes", str(ranks), "--profile", str(path)]
+        options = build_parser().parse_known_args(argv)[0]
+        return build_cluster(options, load_profile(str(path)), None, "mlp")
+
+    assert cluster(4, 9e-6).poll_wait_s == 9e-6
+    assert cluster(2, 9e-6).poll_wait_s == 0.0  # two ranks, two cores
+    assert cluster(4, 9e-6, shaper=False).poll_wait_s == 0.0
+    with pytest.raises(ValueError, match="poll_wait_s"):
+        cluster(4, -1e-6)

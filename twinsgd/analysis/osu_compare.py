@@ -21,6 +21,7 @@ import numpy as np
 
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.cli import OneLineParser
+from twinsgd.run.interrupt import one_line_on_interrupt
 
 
 def compare(measured, simulated, min_bytes=0):
@@ -67,6 +68,7 @@ def plot(rows, bench, out):
     plt.close(fig)
 
 
+@one_line_on_interrupt("python -m twinsgd.analysis.osu_compare")
 def main(argv=None):
     parser = OneLineParser(
         prog="python -m twinsgd.analysis.osu_compare",
