@@ -88,6 +88,7 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
                        bytes written and read, in situ (and the measured nbytes, times)
     [network.in_situ.send]   an eager Send's seconds in its sender by size, in situ
+    [network.in_situ.probe]   how much later a program's Recv (probe first) takes a message
                        (`netbench.eager_send`; segments and points, `PiecewiseCost`)
     [network.incast]   ranks, sizes, seconds, predicted_s, max_rel_error
     [network.shaper]   on an emulated cluster (`real.cluster`): its token buckets per host,
@@ -390,6 +391,7 @@ def _measure(args, comm, work):
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
+    probe = netbench.probe_delay(network, in_situ_sizes, step, args.quick)  # a program's Recv
     if _emulated_shaper() is None:  # gossip's exchange (token buckets price flows alike)
         in_situ_samples["exchange"] = {}
         netbench.nonblocking_exchange(
@@ -458,6 +460,7 @@ def _measure(args, comm, work):
         "written": written,
         "in_situ_sizes": in_situ_sizes,
         "in_situ_samples": in_situ_samples,
+        "probe": probe,
         "allreduce_sizes": allreduce_sizes,
         "allreduce_s": allreduce_s,
         "allreduce_outside_s": [float(np.median(outside[n])) for n in allreduce_sizes],
@@ -824,6 +827,11 @@ def _finish(args, measured, work, started):
                     if len(measured["eager_sizes"]) >= 2
                     else {}
                 ),
+                **(
+                    {"probe": probe_cost(measured["in_situ_sizes"], measured["probe"])}
+                    if measured.get("probe")
+                    else {}
+                ),
             },
         },
         "compute": {
@@ -982,6 +990,36 @@ def eager_send_cost(nbytes, seconds):
             "rel_residuals": residuals,
         }
     return cost.to_dict()
+
+
+def probe_cost(nbytes, times):
+    """``[network.in_situ.probe]``: a program's receive of a message it waited for, which waits
+    in `real.backend.probe` and then takes it with ``Recv``, by size, from
+    `netbench.probe_delay`'s medians (``times``: (plain s, probed s, taken s) per size of
+    ``nbytes``): ``later``, how much later it is done than with ``Recv`` alone (probed less
+    plain), and ``seen``, when its probe sees the message after it began to move (probed less
+    its ``Recv`` after the probe: the real clock's wait ends there). Each ``a + b n`` (a, b >= 0,
+    least squares): the differences are small beside the machine's noise, which a closer fit
+    would follow.
+
+    >>> cost = probe_cost([8, 8192, 655360], [(1e-5, 1.5e-5, 2e-6), (2e-5, 2.6e-5, 5e-6),
+    ...                                        (1.3e-4, 1.6e-4, 1.2e-4)])
+    >>> round(cost["later"]["latency_s"][0] * 1e6, 2), round(cost["seen"]["latency_s"][0] * 1e6, 2)
+    (5.34, 16.83)
+    """
+    n = np.asarray(nbytes, float)
+    plain, probed, taken = (np.array(column) for column in zip(*times, strict=True))
+    return {"later": _line(n, probed - plain), "seen": _line(n, probed - taken)}
+
+
+def _line(nbytes, seconds):
+    """``a + b n`` through (nbytes, seconds), a and b >= 0, least squares, as a one-segment
+    `PiecewiseCost`'s dict (b = 0: a flat cost)."""
+    from scipy.optimize import lsq_linear
+
+    design = np.column_stack([np.ones_like(nbytes), nbytes])
+    a, b = (float(x) for x in lsq_linear(design, seconds, bounds=(0.0, np.inf)).x)
+    return PiecewiseCost.constant(a, 1.0 / b if b > 0 else FLAT_BPS).to_dict()
 
 
 def wire_cost(nbytes, write_s, read_s, in_program=None, pair=None):

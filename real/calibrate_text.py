@@ -202,6 +202,13 @@ def summary_lines(
         for m, x in measured["switch_s"].items()
     )
     lines.append(f"a step back on a core after another process: {switches} more (switch_s)")
+    if measured.get("probe"):
+        (plain, probed, taken), at = measured["probe"][-1], measured["in_situ_sizes"][-1]
+        lines.append(
+            f"a program's Recv (probe first) of {bytes_text(at)}: {seconds_text(probed)} one way "
+            f"in situ against {seconds_text(plain)} with Recv alone, its Recv after the probe "
+            f"{seconds_text(taken)} ([network.in_situ.probe])"
+        )
     if measured.get("poll_wait") is not None:
         asleep_s, polling_s, past = measured["poll_wait"]
         lines.append(

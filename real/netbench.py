@@ -108,6 +108,44 @@ def eager_send(comm, sizes, step, quick=False, refill_s=0.0):
     return _on_pair(comm, sizes, quick, _one_send, False, step, None, refill_s)
 
 
+def probe_delay(comm, sizes, step, quick=False):
+    """The one-way time of an in-situ ping-pong of each size (``step``: `ping_pong`'s) whose
+    receiver takes the message as a program's ``Recv`` does, waiting in `real.backend.probe`
+    first, beside the same with a plain ``Recv``; the two alternate repetition by repetition,
+    so the machine's drift falls on both. ``[(plain s, probed s, taken s), ...]`` by size,
+    medians, on rank 0 (``taken``: its ``Recv`` after the probe); None elsewhere.
+
+    A receiver in the probe loop sees a rendezvous Send's request only when it polls, and
+    posts its receive from Python after: in situ through shared memory, 670 KB took 126-151 us
+    one way with ``Recv`` and 159-175 with the probe first, 8 KiB 18-25 against 27-34
+    (2026-12-02); a synchronous server's sends of 670 KB took 240 us while its worker's
+    receives (from the probe's return) took 190. Collective."""
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    result = None
+    if pair != MPI.COMM_NULL:
+        times = {n: ([], [], []) for n in sizes}  # size -> plain, probed, taken seconds
+        inbox = {n: np.zeros(max(1, n // 4), np.float32) for n in sizes}
+        for n in sizes:
+            passes, count, warmup = in_situ_repetitions(n, quick)
+            for k in range(passes * (count + warmup)):
+                for probed in (False, True):
+                    payload = step()[: n // 4]
+                    pair.Barrier()
+                    t0 = time.perf_counter()
+                    taken_s = (_probed_round_trip if probed else _round_trip)(
+                        pair, payload, inbox[n]
+                    )
+                    if k % (count + warmup) >= warmup:
+                        times[n][probed].append((time.perf_counter() - t0) / 2)
+                        if probed:
+                            times[n][2].append(taken_s)
+        pair.Free()
+        if comm.rank == 0:
+            result = [tuple(float(np.median(t)) for t in three) for three in times.values()]
+    quiet_barrier(comm)
+    return result
+
+
 def beside_pollers(comm, nbytes=8, quick=False):
     """One-way time of ranks 0 and 1's ping-pong of ``nbytes`` (half the mean round trip of a
     batch) with the other ranks asleep, and with them waiting in MPI's ``Barrier``, which
@@ -452,6 +490,22 @@ def _round_trip(pair, buf, inbox):
     else:
         pair.Recv(inbox, source=0, tag=_TAG)
         pair.Send(buf, dest=0, tag=_TAG)
+
+
+def _probed_round_trip(pair, buf, inbox):
+    """`_round_trip` with each receive as `real.backend`'s: the probe loop, then ``Recv``;
+    returns the seconds of this rank's ``Recv`` after its probe (what a program's clock
+    charges as the receive's comm, its probe's time being the wait)."""
+    status, peer = MPI.Status(), 1 - pair.rank
+    if pair.rank == 0:
+        pair.Send(buf, dest=peer, tag=_TAG)
+    probe(pair, peer, _TAG, status)
+    t0 = time.perf_counter()
+    pair.Recv(inbox, source=peer, tag=_TAG)
+    taken_s = time.perf_counter() - t0
+    if pair.rank == 1:
+        pair.Send(buf, dest=peer, tag=_TAG)
+    return taken_s
 
 
 def _ring_mean(pair, buf, inbox):

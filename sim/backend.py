@@ -285,6 +285,13 @@ class Simulator:
         Seconds the next compute of a rank of ``core_groups`` takes more when it comes back to
         a core after other ranks ran on the cores: its caches refilled (`sim.cores`; measured
         per model, ``[compute] switch_s``).
+    probe_cost : sim.cluster_profile.ProbeCost, optional
+        A program's Recv of a message it waited for (``[network.in_situ.probe]``): the real
+        backend waits in a probe loop first (`real.backend.probe`) and posts the receive once
+        it has seen the message, so the receive is done ``later`` than a plain one (and a
+        rendezvous sender with it), and its wait ends when the probe sees the message,
+        ``seen`` after it began to move. Not for the receives inside a collective (MPI's own),
+        nor for a receive that finds its message already moving.
     poll_wait_s : float
         Over TCP, seconds a rank that polls in a call sees a message later for each rank of its
         cores past their number that wants one (`sim.cores.Pollers`; ``[cluster]
@@ -320,6 +327,7 @@ class Simulator:
         stack_cpu=None,
         switch_s=0.0,
         poll_wait_s=0.0,
+        probe_cost=None,
     ):
         # a resumed run's simulated clock goes on from its checkpoint's time
         self.env = simpy.Environment(initial_time=start_s)
@@ -327,6 +335,8 @@ class Simulator:
         self.eager_bytes = eager_bytes
         self.send_overhead_s = send_overhead_s
         self.send_cost = send_cost
+        self.probe_cost = probe_cost  # a program's Recv, probe first: a message seen later
+        self._in_collective = [False] * len(nodes)  # a collective's steps: MPI's own receives
         self.call_overhead_s = call_overhead_s
         # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
         # while it is inside a call of the MPI library, else 0)
@@ -784,14 +794,23 @@ class Simulator:
         yield from self._carry(node, dest, payload, op.tag, "oneway", taken)
         yield taken  # on its core, as MPI's Send spins until the copy is through
 
-    def _take(self, node, source, tag):
-        """Wait for the message from source (or any) with tag; returns it."""
+    def _take(self, node, source, tag, probed_since=None):
+        """Wait for the message from source (or any) with tag; returns it. ``probed_since``:
+        the time a program's Recv began, which sees a message it waited for ``probe_cost``
+        later (`_recv`), else None."""
         request = self._posted(node, source, tag)
         try:
             # NOTE: a generator more per message only where cores are shared (the message path)
             if self.cores:  # the copy moved on its sender's core: done once it has landed
-                request.callbacks.insert(0, _hand_over)
-                return (yield from self._blocked(node, request))
+                if probed_since is None:
+                    request.callbacks.insert(0, _hand_over)
+                    return (yield from self._blocked(node, request))
+                request.callbacks.insert(0, partial(self._hand_over_seen, probed_since))
+                message = yield from self._blocked(node, request)
+                seen_s = self._seen_s(message, probed_since)
+                if seen_s:
+                    yield self.env.timeout(seen_s)
+                return message
             message = yield request
             if message.taken is not None:  # a rendezvous send waits for this
                 message.taken.succeed()
@@ -799,6 +818,31 @@ class Simulator:
         except simpy.Interrupt:
             request.cancel()  # or it would take a message meant for the program's next Recv
             raise
+
+    def _probes(self, rank, op):
+        """Whether ``op`` (a Recv) waits in the real backend's probe loop first: a program's
+        receive with wait measured, or of a compressed message (its size unknown); not one of a
+        collective's steps."""
+        return not self._in_collective[rank] and (self.entry_barrier or op.buf is None)
+
+    def _seen_s(self, message, since):
+        """How much later than it lands a receive that probed from ``since`` takes ``message``:
+        ``probe_cost`` of its size if the message began to move after the probe began, else 0."""
+        if message.started > since:
+            return self.probe_cost.later.seconds(message.payload.nbytes)
+        return 0.0
+
+    def _hand_over_seen(self, since, request):
+        """`_hand_over` for a receive that probed from ``since``: the rendezvous sender is done
+        once the receiver has seen the message (`_seen_s` after it landed)."""
+        taken, seen_s = request.value.taken, self._seen_s(request.value, since)
+        if taken is None or taken.triggered:
+            return
+        if not seen_s:
+            taken.succeed()
+            return
+        timer = self.env.timeout(seen_s)
+        timer.callbacks.append(lambda _: taken.triggered or taken.succeed())
 
     def _charge(self, node, t0, messages, sent, split=True):
         """Charge an operation that began at ``t0`` and ends now: wait until the last incoming
@@ -864,8 +908,9 @@ class Simulator:
 
     def _recv(self, node, op):
         t0, rank = self.env.now, node.rank
+        probed = self.probe_cost is not None and self._probes(rank, op)
         if self.cores:
-            message = yield from self._take(node, op.source, op.tag)
+            message = yield from self._take(node, op.source, op.tag, t0 if probed else None)
         else:  # NOTE: `_take` and `_posted` inline, no call more per message (the message path)
             request = self.network.mailbox[rank].get(op.source, op.tag)
             if self._post_waiters.get(rank):
@@ -875,6 +920,8 @@ class Simulator:
             except simpy.Interrupt:
                 request.cancel()
                 raise
+            if probed and message.started > t0:  # seen from the probe loop, then taken
+                yield self.env.timeout(self.probe_cost.later.seconds(message.payload.nbytes))
             if message.taken is not None:
                 message.taken.succeed()
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
@@ -884,10 +931,13 @@ class Simulator:
         # NOTE: `_charge` of the one message, inline (the message path)
         if self._entered[rank]:  # a step of a collective entered through a barrier: all comm
             waited = 0.0
-        else:  # the wait until its bytes began to move (a peer not ready)
+        else:  # the wait until its bytes began to move (a peer not ready), or were seen
             waited = message.started - t0
             if waited < 0.0:
                 waited = 0.0
+            elif probed and waited:  # ... from the probe loop, which the real clock's wait ends
+                seen = waited + self.probe_cost.seen.seconds(message.payload.nbytes)
+                waited = min(seen, self.env.now - t0)
         self.logs[rank].charge_collective(
             waited, self.env.now - t0 - waited, 0, message.payload.nbytes
         )
@@ -1050,8 +1100,9 @@ class Simulator:
         (`LibraryCall`)."""
         sooner = self.call_overhead_s if library else 0.0
         reply, rank = None, node.rank
-        entered = self._entered[rank]
+        entered, inside = self._entered[rank], self._in_collective[rank]
         self._entered[rank] = self.entry_barrier  # its steps' seconds all comm, as measured
+        self._in_collective[rank] = True
         self._written[rank] = writes == "always"
         if library:  # its adds are the library's, in C
             self._adds[rank] = self.library_gamma
@@ -1068,6 +1119,7 @@ class Simulator:
                     self._written[rank] = True  # it forwards what it has received
         finally:
             self._entered[rank] = entered
+            self._in_collective[rank] = inside
             self._written[rank] = False
             self._adds[rank] = self.gamma
             if sooner:

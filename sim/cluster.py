@@ -78,6 +78,7 @@ class Cluster:
     eager_bytes: int
     send_overhead_s: float  # LogP's o of an eager Send (measured), else 0
     send_cost: object  # ... a program's, by size, in situ (a PiecewiseCost, slowed), or None
+    probe_cost: object  # a program's Recv (probe first) sees a message later, by size, or None
     call_overhead_s: float  # a step inside MPI's collectives under the hot loop's (measured)
     compute: ComputeModel
     faults: FaultSchedule
@@ -205,6 +206,7 @@ class Cluster:
             "eager_bytes": self.eager_bytes,
             "send_overhead_s": self.send_overhead_s,
             "send_in_situ": self.send_cost is not None,
+            "probe_in_situ": self.probe_cost is not None,
             "call_overhead_s": self.call_overhead_s,
             "compute": compute.kind,
             "measured_costs": sorted(self.costs),
@@ -404,6 +406,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         eager_bytes=profile.eager_bytes if costs else 0,
         send_overhead_s=profile.send_overhead_s * slowdown if costs else 0.0,
         send_cost=Slowed(profile.send, slowdown) if in_situ and profile.send else None,
+        probe_cost=profile.probe.slowed(slowdown) if in_situ and profile.probe else None,
         call_overhead_s=profile.call_overhead_s * slowdown if costs else 0.0,
         compute=compute,
         faults=faults,

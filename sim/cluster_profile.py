@@ -53,6 +53,10 @@ The format::
     [network.in_situ.send]         # an eager Send's seconds in its sender by size, in situ
                                    # (a PiecewiseCost): o as programs pay it (over TCP the
                                    # kernel's copy into the socket grows with the bytes)
+    [network.in_situ.probe.later]  # a program's Recv, which probes first, of a message it
+    [network.in_situ.probe.seen]   # waited for: done this much later than Recv alone, and its
+                                   # probe sees it this long after it began to move (the wait's
+                                   # end); each a PiecewiseCost by size (`ProbeCost`)
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
@@ -177,6 +181,7 @@ class ClusterProfile:
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> the spread of t/median
     send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
+    probe: object = None  # a program's Recv (probe first), by size: a `ProbeCost`, or None
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
     stack_cpu: tuple | None = None  # the kernel's CPU seconds a byte sent and received (TCP)
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
@@ -337,6 +342,31 @@ class WireCost:
 
 
 @dataclass(frozen=True)
+class ProbeCost:
+    """A program's Recv of a message it waited for, as the real backend receives it: in
+    `real.backend.probe`'s loop, then ``Recv`` (``[network.in_situ.probe]``, measured by
+    `real.netbench.probe_delay`). ``later``: how much later it is done than a plain ``Recv``
+    (a rendezvous sender waits as long); ``seen``: how long after the message began to move
+    the probe sees it, where the real clock's wait ends. Each a cost model by size
+    (``seconds(n)``)."""
+
+    later: object
+    seen: object
+
+    @classmethod
+    def from_dict(cls, table):
+        """From the profile's table: ``later`` and ``seen``, each a `PiecewiseCost`'s dict."""
+        for key in ("later", "seen"):
+            if key not in table:
+                raise ValueError(f"[network.in_situ.probe] needs {key}")
+        return cls(PiecewiseCost.from_dict(table["later"]), PiecewiseCost.from_dict(table["seen"]))
+
+    def slowed(self, slowdown):
+        """Both costs `Slowed` by ``slowdown``."""
+        return ProbeCost(Slowed(self.later, slowdown), Slowed(self.seen, slowdown))
+
+
+@dataclass(frozen=True)
 class Slowed:
     """A measured cost model on a machine whose cores more ranks share than when it was
     measured: MPICH's blocking calls spin, so every rank is always runnable and each gets
@@ -465,6 +495,9 @@ def load_profile(name_or_path):
             else None,
             send=PiecewiseCost.from_dict(network["in_situ"]["send"])
             if "send" in network.get("in_situ", {})
+            else None,
+            probe=ProbeCost.from_dict(network["in_situ"]["probe"])
+            if "probe" in network.get("in_situ", {})
             else None,
             shaper=_shaper(network.get("shaper")),
             stack_cpu=_stack(network.get("stack")),

@@ -284,6 +284,7 @@ def run_simulation(run):
         eager_bytes=cluster.eager_bytes,
         send_overhead_s=cluster.send_overhead_s,
         send_cost=cluster.send_cost,
+        probe_cost=cluster.probe_cost,
         call_overhead_s=cluster.call_overhead_s,
         mpi=cluster.mpi,
         gamma=cluster.combine,

@@ -132,6 +132,10 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert all(t > 0 for t in send["seconds"]) and min(send["latency_s"]) >= 0
     assert p["network"]["overhead_s"] > 0
     assert 0 <= p["network"]["call_overhead_s"] < 1e-3  # a step inside MPI under the hot loop
+    for key in ("later", "seen"):  # a program's Recv, probe first: done later, its wait's end
+        probe = p["network"]["in_situ"]["probe"][key]  # one line, a + n / b, a, b >= 0
+        assert len(probe["latency_s"]) == 1 and 0 <= probe["latency_s"][0] < 1e-3
+        assert probe["bandwidth_Bps"][0] > 0
     assert p["compute"]["batch_size"] == 100
     assert set(p["compute"]["seconds_per_sample"]) == {"mlp", "cnn"}
     assert set(p["compute"]["seconds_per_step"]) == {"mlp", "cnn"}
@@ -213,6 +217,10 @@ def test_programs_pay_the_in_situ_costs_and_osu_the_hot_ones(profile):
     assert loaded.reduction is not None and loaded.copy is not None
     assert loaded.reduction_call_s == p["compute"]["reduction"]["call_s"]  # MPI's adds less it
     assert loaded.wire.read() == p["network"]["in_situ"]["wire"]["read_s"]
+    seen = p["network"]["in_situ"]["probe"]["seen"]
+    assert loaded.probe.seen.seconds(8) == pytest.approx(
+        seen["latency_s"][0] + 8 / seen["bandwidth_Bps"][0]
+    )
 
 
 @pytest.mark.mpi
