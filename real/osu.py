@@ -22,7 +22,10 @@ The MPI library's own calls are timed (``Allreduce``, ``Allgather``, ``Alltoall`
   back the bytes just received, as this module did before 2026-12-02, moves lines dirty in
   the receiver's cache: through shared memory that took twice as long (256 KiB: 36-40 us one
   way against 18-19); 64 buffers a window make a 1 MiB window 64 MiB, out of every cache;
-- collectives: a barrier before every call; each rank's mean time a call, averaged over ranks.
+- collectives: a barrier before every call; each rank's mean time a call, averaged over ranks;
+- ranks in no pair (OSU runs osu_latency, osu_bw and osu_bibw on exactly 2 ranks) sleep while
+  the pair measures: in MPI's next call they would poll, and past the cores take turns with
+  the pair (4 ranks on 2 cores: 22-39 us one way for 4 B against 17 with 2, 2026-12-02).
 
 Warm-up iterations are discarded; large messages get fewer iterations (OSU's defaults: 10,000
 and 1,000 warm-up up to 8 KiB, then 1,000 and 100; ``--iterations`` scales them down for a
@@ -36,6 +39,7 @@ import numpy as np
 
 from real.cli import RankZeroParser
 from real.mpi import MPI, library_version
+from real.netbench import quiet_barrier
 from twinsgd.calibration.osu_tables import OSU_COLUMNS, format_table, osu_sizes
 from twinsgd.run.units import flag_type, parse_size_range
 
@@ -136,10 +140,14 @@ def measure(comm, bench, nbytes, scale):
     if bench in ("osu_bw", "osu_bibw", "osu_mbw_mr"):
         iterations, warmup = max(1, round(100 * scale)), max(1, round(10 * scale))
         pairs = comm.size // 2 if bench == "osu_mbw_mr" else 1
-        return bandwidth_MBps(comm, nbytes, iterations, warmup, bench == "osu_bibw", pairs)
-    if bench == "osu_latency":
-        return latency_us(comm, nbytes, iterations, warmup)
-    return collective_us(comm, bench, nbytes, iterations, warmup)
+        value = bandwidth_MBps(comm, nbytes, iterations, warmup, bench == "osu_bibw", pairs)
+    elif bench == "osu_latency":
+        value = latency_us(comm, nbytes, iterations, warmup)
+    else:
+        return collective_us(comm, bench, nbytes, iterations, warmup)
+    if comm.size > 2:  # the ranks in no pair waited here asleep (the module's notes)
+        quiet_barrier(comm)
+    return value
 
 
 def build_parser():

@@ -747,3 +747,32 @@ def test_a_profiles_add_call_from_python_is_taken_off_mpis_own_adds(tmp_path, ra
         adds * 1.1e-6, rel=1e-6
     )
     assert seconds["table"]["osu_bcast"] == seconds["in C"]["osu_bcast"]
+
+
+def test_real_osus_ranks_in_no_pair_sleep_while_the_pair_measures(tmp_path):
+    """osu_latency on 3 ranks (OSU's runs on exactly 2): rank 2 sleeps through the pair's
+    ping-pong rather than polling in MPI beside it, so its CPU time is a small part of the
+    table's wall time."""
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": str(root)}
+    code = (
+        "import sys, time\n"
+        "import real.osu as osu\n"
+        "from real.mpi import MPI\n"
+        "cpu, wall = time.process_time(), time.perf_counter()\n"
+        "osu.main(['osu_latency', '--sizes', '4:64KiB', '--iterations', '0.3'])\n"
+        "cpu, wall = time.process_time() - cpu, time.perf_counter() - wall\n"
+        "print(f'rank {MPI.COMM_WORLD.rank} cpu {cpu} wall {wall}', file=sys.stderr)\n"
+    )
+    cmd = [mpiexec, "-n", "3", sys.executable, "-c", code]
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    times = {
+        int(words[1]): (float(words[3]), float(words[5]))
+        for words in (line.split() for line in done.stderr.splitlines())
+        if words[:1] == ["rank"]
+    }
+    cpu, wall = times[2]
+    assert wall > 0.2 and cpu < 0.3 * wall, times  # asleep, not polling in MPI
+    assert times[0][0] > 0.5 * times[0][1]  # the pair polls: busy all along
