@@ -805,11 +805,11 @@ class Simulator:
                 if probed_since is None:
                     request.callbacks.insert(0, _hand_over)
                     return (yield from self._blocked(node, request))
-                request.callbacks.insert(0, partial(self._hand_over_seen, probed_since))
+                request.callbacks.insert(0, partial(self._hand_over_later, probed_since))
                 message = yield from self._blocked(node, request)
-                seen_s = self._seen_s(message, probed_since)
-                if seen_s:
-                    yield self.env.timeout(seen_s)
+                later_s = self._later_s(message, probed_since)
+                if later_s:
+                    yield self.env.timeout(later_s)
                 return message
             message = yield request
             if message.taken is not None:  # a rendezvous send waits for this
@@ -825,23 +825,23 @@ class Simulator:
         collective's steps."""
         return not self._in_collective[rank] and (self.entry_barrier or op.buf is None)
 
-    def _seen_s(self, message, since):
+    def _later_s(self, message, since):
         """How much later than it lands a receive that probed from ``since`` takes ``message``:
         ``probe_cost`` of its size if the message began to move after the probe began, else 0."""
         if message.started > since:
             return self.probe_cost.later.seconds(message.payload.nbytes)
         return 0.0
 
-    def _hand_over_seen(self, since, request):
+    def _hand_over_later(self, since, request):
         """`_hand_over` for a receive that probed from ``since``: the rendezvous sender is done
-        once the receiver has seen the message (`_seen_s` after it landed)."""
-        taken, seen_s = request.value.taken, self._seen_s(request.value, since)
+        once the receiver has taken the message (`_later_s` after it landed)."""
+        taken, later_s = request.value.taken, self._later_s(request.value, since)
         if taken is None or taken.triggered:
             return
-        if not seen_s:
+        if not later_s:
             taken.succeed()
             return
-        timer = self.env.timeout(seen_s)
+        timer = self.env.timeout(later_s)
         timer.callbacks.append(lambda _: taken.triggered or taken.succeed())
 
     def _charge(self, node, t0, messages, sent, split=True):
@@ -920,8 +920,9 @@ class Simulator:
             except simpy.Interrupt:
                 request.cancel()
                 raise
-            if probed and message.started > t0:  # seen from the probe loop, then taken
-                yield self.env.timeout(self.probe_cost.later.seconds(message.payload.nbytes))
+            later_s = self._later_s(message, t0) if probed else 0.0
+            if later_s:  # seen from the probe loop, then taken
+                yield self.env.timeout(later_s)
             if message.taken is not None:
                 message.taken.succeed()
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
