@@ -754,8 +754,9 @@ def _finish(args, measured, work, started):
         )
         for pattern, samples in measured["in_situ_samples"].items()
     }
+    left_out = measured["jitter_left_out"] = {p: {} for p in measured["in_situ_samples"]}
     jitter = {
-        pattern: factor_quantiles(samples, JITTER_MIN_BYTES)
+        pattern: factor_quantiles(samples, JITTER_MIN_BYTES, left_out[pattern])
         for pattern, samples in measured["in_situ_samples"].items()
     }
     shaper = _emulated_shaper()

@@ -14,7 +14,7 @@ from sim.compute import ComputeModel
 from sim.network import make_network
 from tests.programs import ChargeLog, ping_pong
 from twinsgd.calibration.costfit import PiecewiseCost
-from twinsgd.calibration.jitter import Jitter, factor_quantiles
+from twinsgd.calibration.jitter import FENCE_FACTOR, Jitter, factor_quantiles, undisturbed
 from twinsgd.programs.ops import Exchange, SendRecv
 
 ONEWAY = PiecewiseCost.constant(10e-6, 1e9)
@@ -249,3 +249,27 @@ def test_gossips_exchange_is_priced_as_measured_for_it_else_as_a_sendrecv():
     assert _exchange_s({"sendrecv": sendrecv}) == pytest.approx(sendrecv.seconds(100_000))
     both = {"sendrecv": sendrecv, "exchange": exchange}
     assert _exchange_s(both) == pytest.approx(exchange.seconds(100_000), rel=1e-12)
+
+
+def test_repetitions_a_disturbance_made_long_are_left_out_and_counted():
+    """A calibration whose one-way spread had a fifth of its repetitions at 4-13x the median
+    (shared memory, 2026-12-03) keeps its body alone; a spread without such a tail is kept
+    whole."""
+    body = list(np.linspace(0.9, 1.3, 40))
+    disturbed = [*body, 4.6, 6.7, 9.0, 12.7, 13.3, 5.0, 7.5, 8.0, 11.0, 4.1]
+    left_out = {}
+    spread = factor_quantiles({65536: disturbed, 131072: body}, 65536, left_out)
+    assert left_out == {65536: (10, 50), 131072: (0, 40)}
+    kept = np.quantile(np.array(body) / np.median(disturbed), np.linspace(0, 1, 101))
+    assert spread["quantiles"][0] == pytest.approx(kept, rel=1e-3)
+    assert Jitter.from_table(spread).mean_at(65536) < 1.2  # 2.5 with the tail drawn from
+
+
+@given(
+    st.lists(st.floats(0.05, 50.0), min_size=3, max_size=200),
+)
+def test_what_is_left_out_is_never_under_the_fence_factor_nor_more_than_a_quarter(factors):
+    factors = np.array(factors)
+    kept = undisturbed(factors)
+    assert np.all(np.isin(factors[factors <= FENCE_FACTOR], kept))  # a message's own spread
+    assert len(kept) >= 0.75 * len(factors)  # the fence is above the upper quartile
