@@ -136,7 +136,9 @@ def undisturbed(factors):
     its Sendrecv and exchange in the same minutes had means 0.96-1.07 and the programs'
     messages, measured right after, no inflation at all; drawn from, that spread made the
     2-rank servers' communication 142-187 % long. The programs' own messages stayed within 2x
-    their median at the 99th percentile (2026-12-02).
+    their median at the 99th percentile (2026-12-02). A network whose messages are that slow
+    that often in earnest (a congested link) loses that tail too: `real.calibrate` says how
+    many repetitions it left out.
 
     >>> body = [0.9, 0.95, 1.0, 1.0, 1.05, 1.1, 1.2, 1.5]
     >>> undisturbed(np.array(body + [4.6, 13.0])).tolist() == body
