@@ -16,7 +16,6 @@ import errno
 import json
 import math
 import os
-import re
 import tempfile
 import time
 import zipfile
@@ -290,16 +289,12 @@ def _write_all(fd, data, path):
         view = view[written:]
 
 
-_EMPTY = re.compile(r"(?<![^,\n])(?:None|nan)(?![^,\n])")  # a whole field of None or NaN
-
-
 def _lines(rows):
     """CSV lines of rows of values, all of one length: each field is ``str`` of its value (a
     float's is its shortest repr, which round-trips exactly); None and NaN are empty fields.
 
     Formatted a column at a time, in C loops (a simulated run writes millions of rows), each
-    distinct value's text made once (`_column_texts`); one pass of `_EMPTY` over the text
-    where it has a None or a NaN.
+    distinct value's text made once where values repeat (`_column_texts`).
 
     >>> _lines([[1, 0.1, None, float("nan"), "x"], [2, -0.0, 3, 0.0, "y"]])
     '1,0.1,,,x\\n2,-0.0,3,0.0,y\\n'
@@ -307,23 +302,28 @@ def _lines(rows):
     if not rows:
         return ""
     texts = [_column_texts(column) for column in zip(*rows, strict=True)]
-    text = "\n".join(map(",".join, zip(*texts, strict=True))) + "\n"
-    if "None" in text or "nan" in text:
-        return _EMPTY.sub("", text)
-    return text
+    return "\n".join(map(",".join, zip(*texts, strict=True))) + "\n"
 
 
 def _column_texts(column):
-    """``str`` of each value of a column, each distinct value's made once where the column is
-    of one type, int or float: a float's shortest repr costs some thousands of instructions,
-    and a simulated run's rows repeat their values (the nodes of one collective end their steps
-    at one time, with the same comm; ranks, steps and bytes repeat). A dict would take 1 for
-    1.0, so a column of mixed types is formatted value by value; and 0.0 and -0.0 are one key
-    of it, so the zeros of the other sign than the one kept get their own text back."""
+    """The fields of a column: ``str`` of each value, None and NaN empty.
+
+    Each distinct value's text is made once where the column is of one type, int or float, and
+    its values repeat: a float's shortest repr costs some thousands of instructions, and a
+    simulated run's rows repeat their values (the nodes of one collective end their steps at
+    one time, with the same comm; ranks, steps and bytes repeat; a ghost's loss is NaN in every
+    row). A dict would take 1 for 1.0, so a column of mixed types is formatted value by value;
+    and 0.0 and -0.0 are one key of it, so the zeros of the other sign than the one kept get
+    their own text back. (Emptied per column, not by a pattern over the whole text: that pass
+    cost a ghost run's rows a seventh of their simulation.)"""
     kinds = set(map(type, column))
     if kinds != _INT and kinds != _FLOAT:
-        return map(str, column)
-    text = {value: str(value) for value in set(column)}
+        return _emptied(list(map(str, column)))
+    distinct = set(column)
+    if 2 * len(distinct) > len(column):  # mostly distinct (times of a message's step): a
+        texts = list(map(str, column))  # dict would cost more than it saves, a third of a str
+        return _emptied(texts) if kinds == _FLOAT else texts
+    text = {value: str(value) if value == value else "" for value in distinct}  # NaN: ""
     texts = list(map(text.__getitem__, column))
     if kinds == _FLOAT and 0.0 in text:
         values = np.array(column)
@@ -331,6 +331,13 @@ def _column_texts(column):
         other = (values == 0.0) & (np.signbit(values) != kept_negative)
         for i in np.flatnonzero(other).tolist():
             texts[i] = "0.0" if kept_negative else "-0.0"
+    return texts
+
+
+def _emptied(texts):
+    """``texts`` with every field of None or NaN empty."""
+    if "None" in texts or "nan" in texts:
+        return ["" if text == "None" or text == "nan" else text for text in texts]
     return texts
 
 
