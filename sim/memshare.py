@@ -17,7 +17,9 @@ So a machine's ranks in their own code at once share it as processor sharing doe
 them in it, each progresses at ``1 / factor(k)`` of its speed alone, ``factor`` the update's
 measured slowdown at k ranks that start it together (`real.netbench.update_at_once`, a
 profile's ``[compute.busy_update.MODEL]``), recomputed whenever one starts or ends. A rank
-computing a gradient or waiting in a call does not count.
+computing a gradient or waiting in a call does not count. As on cores shared past their count
+(`sim.backend._OwnCode`), a step that ends in the middle of own code ends where that code would
+end alone; the longer it takes beside the others is charged, as compute, once it has passed.
 
 Examples
 --------
