@@ -245,7 +245,7 @@ def summary_lines(
         for m, b in measured.get("busy_update", {}).items()
     )
     if update:
-        lines.append(f"the update alone in k processes at once: {update} (busy_update)")
+        lines.append(f"the update in k ranks started together, over one: {update} (busy_update)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

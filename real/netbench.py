@@ -44,7 +44,9 @@ import numpy as np
 
 from models import make_optimizer
 from real.backend import exchange_arrays, probe, ring_allreduce_mpi
+from real.machine_bench import busy_counts
 from real.mpi import MPI
+from twinsgd.calibration.busycores import busy_cores_from_windows
 
 _TAG = 17
 
@@ -676,9 +678,6 @@ def update_at_once(comm, machine, n_params, quick=False):
     Per repetition, the mean of the k ranks' updates over rank 0's alone in the same
     repetition; the spread, each rank's over that mean (`busy_cores_from_windows`). A
     `BusyCores` on rank 0, None elsewhere. Collective."""
-    from real.machine_bench import busy_counts
-    from twinsgd.calibration.busycores import busy_cores_from_windows
-
     counts = busy_counts(max(1, min(len(machine), os.cpu_count() or 1)))
     mine = machine.index(comm.rank) if comm.rank in machine else None
     rng = np.random.default_rng(comm.rank)
