@@ -426,7 +426,8 @@ def _measure(args, comm, work):
         root=0,
     )
     busy_update = {
-        name: netbench.update_at_once(comm, machine, n, args.quick) for name, n in weights.items()
+        name: netbench.update_at_once(comm, machine, n, step, args.quick)
+        for name, n in weights.items()
     }
     stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
     past = comm.bcast(_past_the_cores(where) if comm.rank == 0 else None, root=0)

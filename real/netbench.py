@@ -663,17 +663,20 @@ def cold_own_code(comm, nbytes, quick=False):
     return extra if comm.rank == 0 else None
 
 
-def update_at_once(comm, machine, n_params, quick=False):
+def update_at_once(comm, machine, n_params, step, quick=False):
     """``[compute.busy_update.MODEL]`` (`sim.memshare`): Adam's update of ``n_params`` float32
     weights in k ranks of one machine that start it together, over one alone, as a synchronous
-    program runs it: every rank leaves a barrier, then the first k of ``machine`` (ranks of
-    ``comm`` on rank 0's machine, rank 0 first) update once while the others wait in the next
-    barrier (polling, which leaves an update at its speed alone). For k of
-    `real.machine_bench.busy_counts` up to the machine's ranks and cores, interleaved.
+    program runs it: every rank computes ``step`` (the in-situ gradient) and leaves a barrier,
+    then the first k of ``machine`` (ranks of ``comm`` on rank 0's machine, rank 0 first)
+    update once while the others wait in the next barrier (polling, which leaves an update at
+    its speed alone). For k of `real.machine_bench.busy_counts` up to the machine's ranks and
+    cores, interleaved.
 
-    Why not back to back in worker processes (`measure_busy_cores`): two ranks that start
-    together ran the MLP's update 1.45x slower than one (2026-12-03, both after a barrier),
-    but ten updates in a row faded to 1.04x, and 0.3 s windows of them measured 0.90-0.99x.
+    Why the gradient between: two ranks that start the update together after other work ran
+    the MLP's update 1.4-1.6x slower than one (2026-12-03, 2 emulated hosts), but updates with
+    nothing but barriers between them measured 1.03-1.18x, ten in a row faded from 1.25x to
+    1.04x, and 0.3 s windows of them back to back in two processes (`measure_busy_cores`)
+    0.90-0.99x.
 
     Per repetition, the mean of the k ranks' updates over rank 0's alone in the same
     repetition; the spread, each rank's over that mean (`busy_cores_from_windows`). A
@@ -688,6 +691,7 @@ def update_at_once(comm, machine, n_params, quick=False):
     times = {k: [] for k in counts}  # per k, per repetition: this rank's seconds, or None
     for repeat in range(warmup + repeats):
         for k in counts:
+            step()  # the program's gradient first, as between two of its updates
             comm.Barrier()
             seconds = None
             if mine is not None and mine < k:
