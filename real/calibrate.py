@@ -110,8 +110,6 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
                 process's step over one alone's)
-    [compute.busy_update.MODEL]   the same for the model's update alone, on ranks of one
-                machine that start it together (`netbench.update_at_once`)
     [compute.steps.MODEL]   `StepTimes`: batch_size, steps, ranks, cores, quantiles_s
 
 Exit status: 0 done; 2 bad input (one line on stderr from rank 0, every rank exits 2); 1 a bug (an
@@ -415,20 +413,6 @@ def _measure(args, comm, work):
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
-    # the update on ranks of rank 0's machine that start it together (own code at once)
-    machine, weights = comm.bcast(
-        (
-            [r for r, (_, boot) in enumerate(where) if boot == where[0][1]],
-            {name: model.n_params for name, model in work[0].items()},
-        )
-        if comm.rank == 0
-        else None,
-        root=0,
-    )
-    busy_update = {
-        name: netbench.update_at_once(comm, machine, n, step, args.quick)
-        for name, n in weights.items()
-    }
     stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
     past = comm.bcast(_past_the_cores(where) if comm.rank == 0 else None, root=0)
     beside_pollers = netbench.beside_pollers(network, 8, args.quick) if past else None
@@ -499,7 +483,6 @@ def _measure(args, comm, work):
         "memory_copies": memory_copies,
         "switch_s": switch_s,
         "busy": busy,
-        "busy_update": busy_update,
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
@@ -861,7 +844,6 @@ def _finish(args, measured, work, started):
                 name: rounded(x) for name, x in measured["switch_s"].items() if x is not None
             },
             "busy": {name: busy.to_dict() for name, busy in measured["busy"].items()},
-            "busy_update": {name: busy.to_dict() for name, busy in measured["busy_update"].items()},
             "batch_size": args.batch_size,
             "dataset": dataset.name,
             "input_shape": list(dataset.input_shape),  # what the steps were timed on

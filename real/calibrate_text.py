@@ -240,12 +240,6 @@ def summary_lines(
         for m, b in measured["busy"].items()
     )
     lines.append(f"a step with k processes computing at once, over one alone: {busy} (busy)")
-    update = "; ".join(
-        f"{m} " + ", ".join(f"{k}: {b.mean_at(k):.2f}x" for k in b.processes[1:])
-        for m, b in measured.get("busy_update", {}).items()
-    )
-    if update:
-        lines.append(f"the update in k ranks started together, over one: {update} (busy_update)")
     lines.append(f"wrote {out} in {took_s:.1f} s")
     return "\n".join(lines)
 

@@ -37,16 +37,12 @@ one batch of each size per pass, so a burst of load spoils one batch of many siz
 median over passes drops, rather than every batch of one size.
 """
 
-import os
 import time
 
 import numpy as np
 
-from models import make_optimizer
 from real.backend import exchange_arrays, probe, ring_allreduce_mpi
-from real.machine_bench import busy_counts
 from real.mpi import MPI
-from twinsgd.calibration.busycores import busy_cores_from_windows
 
 _TAG = 17
 
@@ -661,54 +657,3 @@ def cold_own_code(comm, nbytes, quick=False):
         pair.Free()
     quiet_barrier(comm)
     return extra if comm.rank == 0 else None
-
-
-def update_at_once(comm, machine, n_params, step, quick=False):
-    """``[compute.busy_update.MODEL]`` (`sim.memshare`): Adam's update of ``n_params`` float32
-    weights in k ranks of one machine that start it together, over one alone, as a synchronous
-    program runs it: every rank computes ``step`` (the in-situ gradient) and leaves a barrier,
-    then the first k of ``machine`` (ranks of ``comm`` on rank 0's machine, rank 0 first)
-    update once while the others wait in the next barrier (polling, which leaves an update at
-    its speed alone). For k of `real.machine_bench.busy_counts` up to the machine's ranks and
-    cores, interleaved.
-
-    Why the gradient between: two ranks that start the update together after other work ran
-    the MLP's update 1.4-1.6x slower than one (2026-12-03, 2 emulated hosts), but updates with
-    nothing but barriers between them measured 1.03-1.18x, ten in a row faded from 1.25x to
-    1.04x, and 0.3 s windows of them back to back in two processes (`measure_busy_cores`)
-    0.90-0.99x.
-
-    Per repetition, the mean of the k ranks' updates over rank 0's alone in the same
-    repetition; the spread, each rank's over that mean (`busy_cores_from_windows`). A
-    `BusyCores` on rank 0, None elsewhere. Collective."""
-    counts = busy_counts(max(1, min(len(machine), os.cpu_count() or 1)))
-    mine = machine.index(comm.rank) if comm.rank in machine else None
-    rng = np.random.default_rng(comm.rank)
-    gradient = (rng.standard_normal(n_params) * 1e-3).astype(np.float32)
-    weights = np.zeros(n_params, np.float32)
-    adam = make_optimizer("adam", n_params, lr=1e-6)
-    warmup, repeats = (5, 30) if quick else (10, 80)
-    times = {k: [] for k in counts}  # per k, per repetition: this rank's seconds, or None
-    for repeat in range(warmup + repeats):
-        for k in counts:
-            step()  # the program's gradient first, as between two of its updates
-            comm.Barrier()
-            seconds = None
-            if mine is not None and mine < k:
-                t0 = time.perf_counter()
-                adam.step(weights, gradient)
-                seconds = time.perf_counter() - t0
-            if repeat >= warmup:
-                times[k].append(seconds)
-    every = comm.gather(times, root=0)
-    if comm.rank != 0:
-        return None
-    ranks = [every[r] for r in machine]
-    ratios, spread = {1: [1.0]}, {1: [1.0]}
-    for k in counts[1:]:
-        ratios[k], spread[k] = [], []
-        for j, alone in enumerate(ranks[0][1]):
-            together = np.array([ranks[i][k][j] for i in range(k)])
-            ratios[k].append(together.mean() / alone)
-            spread[k].extend(together / together.mean())
-    return busy_cores_from_windows(ratios, spread)

@@ -36,7 +36,6 @@ from sim.closed_form import ClosedFormAllreduce, allreduce_program
 from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, attach_stack, pollers, shared_cores
 from sim.faults import Killed, SimulatedFaults
-from sim.memshare import memory_shares
 from sim.network import Message, RoutedNetwork, make_network
 from sim.timeline import Timeline
 from twinsgd.programs.block_collectives import ALLGATHERS, ring_allgather
@@ -375,8 +374,6 @@ class Simulator:
         self._due = [None] * len(nodes)  # when a node's compute not yet waited out ends (`_drive`)
         self._ended = [None] * len(nodes)  # a step it ended meanwhile, closed when it has
         self._own = [None] * len(nodes)  # a node whose own code is timed: its `_OwnCode`
-        # each rank's machine's memory, shared by the own code of its ranks at once (or None)
-        self._memory = memory_shares(self.env, *self.compute.own_at_once, len(nodes))
         self._straggles = {}  # compute count -> every node's straggler factor for it
         self._step_rng = [
             np.random.default_rng([self.compute.seed, r, 3])
@@ -630,15 +627,10 @@ class Simulator:
     def _own_time(self, host, rank, seconds):
         """Process step: ``seconds`` of node ``rank``'s own code (charged already) pass, on a
         core of ``host`` if it shares one."""
-        if host is not None:
-            yield from self._on_core(host, rank, seconds)
-        elif self._memory[rank] is None:
+        if host is None:
             yield self.env.timeout(seconds)
-        else:  # beside the own code of its machine's other ranks: the longer is compute too
-            t0 = self.env.now
-            yield from self._memory[rank].run(rank, seconds)
-            if self.env.now - t0 > seconds:
-                self.logs[rank].charge("compute", self.env.now - t0 - seconds)
+        else:
+            yield from self._on_core(host, rank, seconds)
 
     def _wait_out(self, rank):
         """Process step: wait until node ``rank``'s lazily kept compute ends (`_drive`), then

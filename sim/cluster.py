@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 from sim.cluster_profile import PATTERNS, InLibrary, Slowed
 from sim.compute import ComputeModel, compute_model
 from sim.cores import DEFAULT_SLICE_S, eevdf_slice
-from sim.memshare import slowdown
 from sim.network import MemoryPath, make_network, slowest_link
 from twinsgd.calibration.jitter import Jitter
 from twinsgd.programs.mpi_choices import LIBRARIES
@@ -231,8 +230,6 @@ class Cluster:
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "busy_cores": compute.busy,
             "cold_own_s": compute.cold_own_s,
-            # own code of a machine's ranks at once: each k's slowdown, ranks a machine
-            "own_at_once": _own_at_once_record(*compute.own_at_once),
             # own code timed in the simulator, put at the calibration's speed (its kernel's s)
             "pace_reference_s": compute.pace.reference_s if compute.pace else None,
             "stragglers": self.stragglers,
@@ -580,13 +577,3 @@ def network_slowdown(options, profile):
     measured = next(iter(profile.step_times.values())).ranks if profile.step_times else 2
     now = max(1.0, options.nodes / (options.cores_per_host or profile.cores))
     return max(1.0, now / max(1.0, measured / profile.cores))
-
-
-def _own_at_once_record(update, per_machine):
-    """config.json's record of `sim.memshare`'s sharing: the slowdown at each measured k up
-    to the ranks of a machine, and those ranks; None where own code runs alone."""
-    if update is None or per_machine <= 1:
-        return None
-    counts = [k for k in update.processes if k <= per_machine]
-    factors = {str(k): round(slowdown(update, k), 4) for k in counts}
-    return {"factors": factors, "ranks_per_machine": per_machine}

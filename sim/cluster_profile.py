@@ -101,10 +101,6 @@ buckets (`sim.shaping`) instead.
     processes = [1, 2, 4]          # over one alone: per k, 11 quantiles (0, 10, ..., 100 %)
     factors = [[1.0, ...], ...]    # of the processes' factors (`calibration.busycores`)
 
-    [compute.busy_update.mlp]      # the same for the optimizer's update alone: a program's
-    processes = [1, 2]             # own code beside its machine's other ranks' at once
-    factors = [[1.0, ...], ...]    # (`sim.memshare`)
-
     [compute.steps.mlp]            # for --compute empirical: steps measured in a real run
     batch_size = 100
     steps = 396                    # how many the quantiles summarise
@@ -180,7 +176,6 @@ class ClusterProfile:
     reference_s: float | None = None  # `calibration.pace`'s kernel at the calibration's speed
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     busy: dict = field(default_factory=dict)  # model name -> BusyCores (a step as k compute)
-    busy_update: dict = field(default_factory=dict)  # ... (its update alone as k run it)
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
@@ -475,10 +470,6 @@ def load_profile(name_or_path):
             },
             busy={
                 str(m): BusyCores.from_dict(d, str(m)) for m, d in compute.get("busy", {}).items()
-            },
-            busy_update={
-                str(m): BusyCores.from_dict(d, str(m), "compute.busy_update")
-                for m, d in compute.get("busy_update", {}).items()
             },
             timed_on=_timed_on(compute),
             costs={

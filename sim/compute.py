@@ -52,11 +52,6 @@ class ComputeModel:
         Seconds timed in this process (own code; gradients with ``--compute measured``) are
         multiplied by ``pace()``: this machine's speed now put at the calibration's
         (`calibration.pace.Pace`, from a profile's ``[compute] reference_s``); None: as timed.
-    own_at_once : (BusyCores or None, int)
-        The update's slowdown at k processes at once (a profile's
-        ``[compute.busy_update.MODEL]``) and the ranks that share a machine's memory, in
-        consecutive blocks: own code timed in this process runs slower beside theirs
-        (`sim.memshare`); (None, 1): alone.
     """
 
     seconds_per_sample: float | None = None
@@ -69,7 +64,6 @@ class ComputeModel:
     busy: dict | None = None
     cold_own_s: float | None = None
     pace: object = None
-    own_at_once: tuple = (None, 1)
 
     @property
     def measured(self):
@@ -163,19 +157,7 @@ def compute_model(
         busy,
         profile.cold_own_s if profile is not None else None,
         Pace(profile.reference_s) if profile is not None and profile.reference_s else None,
-        _own_at_once(options, profile, model_name, ranks_per_host),
     )
-
-
-def _own_at_once(options, profile, model_name, ranks_per_host):
-    """(The update's `BusyCores`, the ranks of one machine) for `ComputeModel.own_at_once`:
-    every node of a profile emulated on one machine, else ``--ranks-per-host``; (None, 1) where
-    the profile measured no update at once."""
-    update = profile.busy_update.get(model_name) if profile is not None else None
-    if update is None:
-        return None, 1
-    one_machine = profile.one_machine and ranks_per_host == 1
-    return update, options.nodes if one_machine else ranks_per_host
 
 
 def _busy_factors(options, profile, model_name, ranks_per_host, step_times, seed):

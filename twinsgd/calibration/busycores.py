@@ -86,7 +86,7 @@ class BusyCores:
         }
 
     @classmethod
-    def from_dict(cls, document, model="", table="compute.busy"):
+    def from_dict(cls, document, model=""):
         """The inverse of `to_dict`; ValueError naming the table for what is missing or wrong."""
         try:
             return cls(
@@ -94,9 +94,9 @@ class BusyCores:
                 tuple(tuple(float(x) for x in row) for row in document["factors"]),
             )
         except KeyError as err:
-            raise ValueError(f"[{table}.{model}] needs {err.args[0]!r}") from None
+            raise ValueError(f"[compute.busy.{model}] needs {err.args[0]!r}") from None
         except (TypeError, ValueError) as err:
-            raise ValueError(f"[{table}.{model}]: {err}") from None
+            raise ValueError(f"[compute.busy.{model}]: {err}") from None
 
 
 def busy_cores_from_windows(ratios, spread):
