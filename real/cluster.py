@@ -244,10 +244,13 @@ def up(hosts):
         raise netns.ClusterError(
             "a tsgd cluster is already up: run `python -m real.cluster down` first"
         )
+    builder = os.getpid()
     try:
         netns.build(hosts)
         return _write_state(hosts)
     except BaseException:
+        if os.getpid() != builder:  # a forked helper of pyroute2's that failed (`interrupt_in`)
+            os._exit(1)
         down()
         raise
 
@@ -257,7 +260,7 @@ def hold(hosts):
     or died, SIGKILL included), or on Ctrl-C or SIGTERM to this process (then exit 130). A
     closed terminal's SIGHUP is ignored: its stdin ends too."""
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # as Ctrl-C: down, then 130
+    signal.signal(signal.SIGTERM, interrupt_in(os.getpid()))  # as Ctrl-C: down, then 130
     if _is_up():
         raise ValueError("a tsgd cluster is already up: run `python -m real.cluster down` first")
     try:
@@ -268,6 +271,22 @@ def hold(hosts):
     finally:
         down()
     return 0
+
+
+def interrupt_in(pid):
+    """A SIGTERM handler that stops process ``pid`` as Ctrl-C does (KeyboardInterrupt, so its
+    ``finally`` takes the cluster down) and ends any forked child of it at once, as SIGTERM's
+    default would. pyroute2 forks helpers (into a namespace, to make one) and stops them with
+    SIGTERM; one that raised instead unwound a copy of this process's stack, ran its `down`
+    while the cluster was being built, and read netlink replies meant for its parent, which
+    then waited for them for ever (1 `hold` in 20-60 hung so; found 2026-12-03)."""
+
+    def handler(signum, frame):
+        if os.getpid() != pid:
+            os._exit(128 + signum)
+        raise KeyboardInterrupt
+
+    return handler
 
 
 def down():

@@ -4,9 +4,11 @@ runs computed: the twin's accuracies agree, the simulator meets the formulas."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -31,22 +33,58 @@ def run_notebook(name, figures, timeout_s=600):
         "TMPDIR": str(scratch),
         "PYTHONUNBUFFERED": "1",  # a notebook that runs out of time shows how far it came
     }
+    cluster_before = not CAN_EMULATE or cluster_is_up()
+    notebook = subprocess.Popen(
+        [sys.executable, str(ROOT / "notebooks" / name)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its group: on a timeout, its launches go with it
+    )
     try:
-        done = subprocess.run(
-            [sys.executable, str(ROOT / "notebooks" / name)],
-            cwd=ROOT,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-        )
-        assert done.returncode == 0, done.stderr[-2000:]
-        assert "| the study's claim | measured | simulated | reproduced | why |" in done.stdout
+        try:
+            stdout, stderr = notebook.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(notebook.pid, signal.SIGKILL)
+            stdout, stderr = notebook.communicate()
+            pytest.fail(f"{name} ran past {timeout_s} s; its last output:\n{stdout[-2000:]}")
+        assert notebook.returncode == 0, stderr[-2000:]
+        assert "| the study's claim | measured | simulated | reproduced | why |" in stdout
         assert sorted(p.name for p in drawn.iterdir()) == sorted(figures)
         assert all(is_png_figure(drawn / f) for f in figures)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    return done.stdout
+        if not cluster_before:
+            take_down_a_left_cluster(name)
+    return stdout
+
+
+def cluster_is_up():
+    """True if an emulated cluster (`real.cluster`) is up on this machine."""
+    done = subprocess.run(
+        [sys.executable, "-m", "real.cluster", "status"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    return not done.stdout.startswith("no cluster is up") or "namespaces exist" in done.stdout
+
+
+def take_down_a_left_cluster(name, grace_s=60):
+    """A notebook's cluster goes down when the notebook ends, however it ends (its holder sees
+    its stdin close). Should one still be up ``grace_s`` later, take it down, so the tests
+    after this one start clean, and fail this one: the notebook left it."""
+    deadline = time.monotonic() + grace_s
+    while cluster_is_up():
+        if time.monotonic() > deadline:
+            subprocess.run(
+                [sys.executable, "-m", "real.cluster", "down"], cwd=ROOT, timeout=120, check=True
+            )
+            pytest.fail(f"{name} left its emulated cluster up for {grace_s} s after it ended")
+        time.sleep(1)
 
 
 def is_png_figure(path):
@@ -65,6 +103,7 @@ def table_rows(text, first_cell):
     return [r for r in rows if re.fullmatch(first_cell, r[0])]
 
 
+CAN_EMULATE = os.geteuid() == 0 and shutil.which("ip") is not None  # real.cluster's needs
 RATES = ("1Gbit",)  # notebook 3's emulated networks at smoke size
 needs_mnist = pytest.mark.skipif(
     not DATA or not Path(DATA, "mnist").is_dir(), reason="the real MNIST (TWINSGD_DATA) is needed"
@@ -100,7 +139,7 @@ def test_sync_async_study_sync_runs_agree():
 
 
 def test_straggler_study_meets_the_formulas():
-    emulated = os.geteuid() == 0 and shutil.which("ip") is not None
+    emulated = CAN_EMULATE
     out = run_notebook(
         "04_stragglers.py", ["04_breakdown.png"] + ["04_timeline_half_core.png"] * emulated
     )
@@ -115,7 +154,7 @@ def test_straggler_study_meets_the_formulas():
 
 @needs_cifar_format
 def test_lomonosov_study_local_sgd_exchanges_less():
-    emulated = os.geteuid() == 0 and shutil.which("ip") is not None
+    emulated = CAN_EMULATE
     per_rate = [f"03_{kind}_{rate}.png" for kind in ("breakdown", "predicted") for rate in RATES]
     out = run_notebook(
         "03_lomonosov2_ten_configurations.py",
