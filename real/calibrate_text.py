@@ -217,7 +217,7 @@ def summary_lines(
         lines.append(
             f"a message to a rank polling among {past} more than the cores: 8 B one way "
             f"{seconds_text(polling_s)} against {seconds_text(asleep_s)} with the others asleep "
-            f"([cluster] poll_wait_s)"
+            f"([cluster] poll_wait_s, unless fitted to the allocation's allreduce, above)"
         )
     if measured["stack"] is not None:
         stack = measured["stack"]

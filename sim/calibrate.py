@@ -40,9 +40,17 @@ What each table determines:
   the same criterion. An allreduce alone fits the memory with the arithmetic in its rate.
 
 What it cannot determine it says, with what it assumed.
+
+``--profile FILE.toml`` refines a profile `real.calibrate` measured on an allocation whose ranks
+are past its machine's cores over TCP (emulated hosts): the collective tables measured on that
+allocation (``real.calibrate`` writes its allreduce beside the profile) fit ``[cluster]
+poll_wait_s`` at sizes below 64 KiB (`fit_poll_wait`), and nothing else changes::
+
+    python -m sim.calibrate --profile p.toml --from-osu p.osu_allreduce.txt:4x2 --out p.toml
 """
 
 import dataclasses
+import itertools
 import math
 import sys
 import tempfile
@@ -55,7 +63,7 @@ from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
 from sim.osu import build_parser as osu_parser
-from sim.osu import machine_options, osu_value, simulate_benchmark
+from sim.osu import collective_calls, machine_options, osu_value, simulate_benchmark
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.cli import OneLineParser
@@ -182,6 +190,7 @@ def fit_profile(tables, mpi="mpich", say=print):
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better
 REDUCING = ("osu_allreduce",)  # tables whose time holds the reduction's arithmetic
 GAMMA_MAX_S = 1e-8  # the search's bound: 0.1 GB/s combined, far slower than any CPU adds
+POLL_WAIT_MAX_S = 1e-3  # the search's bound: a scheduler's whole time slice a rank
 
 
 def fit_memory(document, tables, mpi="mpich"):
@@ -241,14 +250,92 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
             [math.log(simulated_seconds(t, n, base, memory, mpi, gamma) / s) for t, n, s in points]
         )
 
-    def loss(gamma):
-        return float(np.sum(np.abs(errors(gamma))))
+    return _least_absolute_log_error(errors, GAMMA_MAX_S, 1e-13)
 
-    result = minimize_scalar(
-        loss, bounds=(0.0, GAMMA_MAX_S), method="bounded", options={"xatol": 1e-13}
+
+def _least_absolute_log_error(errors, upper, xatol):
+    """(x, median |relative error|): the x in [0, ``upper``] of least sum of |log errors|
+    (``errors(x)``: the log of simulated over measured, a size each), by a bounded search to
+    ``xatol``; 0 where it fits as well (a cost the tables do not show stays none)."""
+
+    def loss(x):
+        return float(np.sum(np.abs(errors(x))))
+
+    result = minimize_scalar(loss, bounds=(0.0, upper), method="bounded", options={"xatol": xatol})
+    x = 0.0 if loss(0.0) <= result.fun else float(result.x)
+    return x, float(np.median(np.abs(np.exp(errors(x)) - 1)))
+
+
+def fit_poll_wait(profile, tables, mpi="mpich"):
+    """(poll_wait_s, median |relative error|): ``[cluster] poll_wait_s`` (`sim.cores.Pollers`:
+    how much later a rank polling past the machine's cores sees a message, for each rank past
+    them) of least absolute log error over ``tables``, collectives measured on the allocation
+    that ``profile`` (a `ClusterProfile`) was calibrated on, at sizes below ``FIT_MIN_BYTES``,
+    where a call's time is its messages' latencies and the turns its ranks wait for.
+
+    Why from a collective, not the pair that `real.calibrate` times beside pollers: the pair's
+    one-way time with the other ranks polling in a barrier gave 4-19 us a rank from one
+    calibration to the next on the same 2 x 2 allocation, and the model on it missed OSU's
+    small allreduces and broadcasts by 25-45 % either way, while one value fitted both tables
+    within 3-10 % (2026-12-03). A collective's ranks poll as the programs' ranks do: all of
+    them in the call, waiting for each other."""
+    points = [
+        (t, int(n), s)
+        for t in tables
+        for n, s in zip(t.sizes, t.seconds, strict=True)
+        if n < FIT_MIN_BYTES
+    ]
+    if not points:
+        raise ValueError(f"no collective sizes below {FIT_MIN_BYTES} B to fit poll_wait_s")
+
+    def errors(wait_s):  # each size as `sim.osu` prints it: OSU's loop where buckets keep state
+        logs = []
+        for table, nbytes, seconds in points:
+            cluster = cluster_for(table, profile, None, mpi)
+            cluster = dataclasses.replace(cluster, poll_wait_s=wait_s)
+            calls = collective_calls(cluster)[0]
+            simulated = simulate_benchmark(table.bench, cluster, nbytes, calls, mpi)
+            logs.append(math.log(osu_value(table.bench, simulated, nbytes, calls) * 1e-6 / seconds))
+        return np.array(logs)
+
+    return _least_absolute_log_error(errors, POLL_WAIT_MAX_S, 1e-8)
+
+
+def refine_poll_wait(path, tables, mpi=None, say=print):
+    """The profile document at ``path`` (`real.calibrate`'s, of ranks past the machine's cores
+    over TCP) with ``[cluster] poll_wait_s`` fitted to ``tables``, collectives measured on the
+    same allocation (`fit_poll_wait`); the pair's value kept as ``poll_wait_pair_s`` and the
+    fit's median |relative error| as ``poll_wait_error``. ``mpi``: whose algorithms (default:
+    the profile's). ValueError (one line) when the profile has no poll_wait_s or no table is
+    a collective."""
+    import tomllib
+
+    profile = load_profile(path)
+    if not profile.poll_wait_s:
+        raise ValueError(
+            f"--profile {path}: no [cluster] poll_wait_s (its ranks were not past the "
+            "machine's cores over TCP): nothing for the tables to fit"
+        )
+    collectives = [t for t in tables if t.bench in SIMULATED]
+    if not collectives:
+        raise ValueError(
+            "--profile: needs a collective table measured on the same allocation (as "
+            "real.calibrate writes it: FILE.osu_allreduce.txt:RANKSxPER_HOST)"
+        )
+    mpi = mpi or profile.mpi or "mpich"
+    wait_s, error = fit_poll_wait(profile, collectives, mpi)
+    document = tomllib.loads(Path(path).read_text())
+    cluster = document["cluster"]
+    cluster["poll_wait_pair_s"] = cluster["poll_wait_s"]
+    cluster["poll_wait_s"] = float(f"{wait_s:.4g}")
+    cluster["poll_wait_error"] = round(error, 4)
+    say(
+        f"poll_wait_s: {wait_s * 1e6:.3g} us a rank past the cores, fitted to "
+        f"{', '.join(t.path for t in collectives)} (median |error| {100 * error:.1f} % over "
+        f"sizes below {FIT_MIN_BYTES} B; the pair beside pollers gave "
+        f"{cluster['poll_wait_pair_s'] * 1e6:.3g} us)"
     )
-    gamma = 0.0 if loss(0.0) <= result.fun else float(result.x)
-    return gamma, float(np.median(np.abs(np.exp(errors(gamma)) - 1)))
+    return document
 
 
 def _fit_points(tables):
@@ -294,6 +381,12 @@ def profile_of(document):
         return load_profile(str(path))
 
 
+def _comments_atop(path):
+    """The comment lines that open the file at ``path`` (a profile's note on how it was made)."""
+    lines = Path(path).read_text().splitlines(keepends=True)
+    return "".join(itertools.takewhile(lambda line: line.startswith("#"), lines))
+
+
 def build_parser():
     parser = OneLineParser(
         prog="python -m sim.calibrate",
@@ -309,9 +402,17 @@ def build_parser():
     parser.add_argument(
         "--mpi",
         choices=LIBRARIES,
-        default="mpich",
+        default=None,
         help="whose algorithm choices: MPICH's (and Intel MPI's), Open MPI 4.0's (openmpi) or "
-        "4.1's (openmpi-4.1) (default: mpich)",
+        "4.1's (openmpi-4.1) (default: the --profile's, else mpich)",
+    )
+    parser.add_argument(
+        "--profile",
+        default=None,
+        metavar="FILE.toml",
+        help="a profile real.calibrate measured on an allocation whose ranks are past its "
+        "machine's cores over TCP: the collective tables measured on that allocation fit its "
+        "[cluster] poll_wait_s (sizes below 64 KiB); nothing else changes",
     )
     parser.add_argument("--out", required=True, metavar="FILE.toml", help="the profile to write")
     return parser
@@ -325,11 +426,19 @@ def main(argv=None):
     args = parser.parse_args(argv)
     try:
         tables = [read_table(spec) for spec in args.from_osu]
-        document = fit_profile(tables, args.mpi)
+        header = ""
+        if args.profile is not None:
+            document = refine_poll_wait(args.profile, tables, args.mpi)
+            header = _comments_atop(args.profile) + (
+                f"# [cluster] poll_wait_s: fitted by python -m sim.calibrate --profile to "
+                f"{' '.join(args.from_osu)}\n\n"
+            )
+        else:
+            document = fit_profile(tables, args.mpi or "mpich")
         out = Path(args.out)
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(tomli_w.dumps(document))
+            out.write_text(header + tomli_w.dumps(document))
         except OSError as err:
             raise ValueError(f"--out {args.out}: cannot write it ({err.strerror or err})") from None
     except ValueError as err:

@@ -4,6 +4,7 @@ fitted to."""
 
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -768,11 +769,123 @@ def test_real_osus_ranks_in_no_pair_sleep_while_the_pair_measures(tmp_path):
     cmd = [mpiexec, "-n", "3", sys.executable, "-c", code]
     done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=180)
     assert done.returncode == 0, done.stderr
-    times = {
-        int(words[1]): (float(words[3]), float(words[5]))
-        for words in (line.split() for line in done.stderr.splitlines())
-        if words[:1] == ["rank"]
+    times = {  # (the ranks' lines may run into one another on the shared stderr)
+        int(rank): (float(cpu), float(wall))
+        for rank, cpu, wall in re.findall(
+            r"rank (\d+) cpu ([0-9.e+-]+?) wall ([0-9.]+(?:e[+-]\d+)?)", done.stderr
+        )
     }
+    assert sorted(times) == [0, 1, 2], done.stderr
     cpu, wall = times[2]
     assert wall > 0.2 and cpu < 0.3 * wall, times  # asleep, not polling in MPI
     assert times[0][0] > 0.5 * times[0][1]  # the pair polls: busy all along
+
+
+def _past_the_cores_profile(tmp_path, poll_wait_s):
+    """`_emulated_profile`'s two emulated hosts, as calibrated with 2 ranks on each on one
+    machine of 2 cores: the ranks past the cores see a message ``poll_wait_s`` later per rank
+    past them (`sim.cores.Pollers`); a header comment as `real.calibrate` writes one."""
+    import tomllib
+
+    import tomli_w
+
+    document = tomllib.loads(Path(_emulated_profile(tmp_path, 125e6, 125_000)).read_text())
+    document["cluster"].update(one_machine=True, ranks_per_host=2, poll_wait_s=poll_wait_s)
+    path = tmp_path / f"past-{poll_wait_s:g}.toml"
+    header = "# Written by a test\n# of sim.calibrate --profile\n\n"
+    path.write_text(header + tomli_w.dumps(document))
+    return path
+
+
+def _simulated_table(tmp_path, bench, profile_path, sizes):
+    """``bench``'s table of 4 ranks, 2 a host, simulated on the profile, written as OSU
+    prints it; its `read_table` spec ``FILE:4x2``."""
+    from twinsgd.calibration.osu_tables import format_table
+
+    args = build_parser().parse_args(
+        [bench, "--profile", str(profile_path), "--ranks", "4", "--ranks-per-host", "2"]
+    )
+    cluster = build_cluster(machine_options(args), load_profile(str(profile_path)), None, "osu")
+    iterations = collective_calls(cluster)[0]
+    rows = [
+        (n, osu_value(bench, simulate_benchmark(bench, cluster, n, iterations), n, iterations))
+        for n in sizes
+    ]
+    path = tmp_path / f"{bench}.txt"
+    path.write_text("\n".join(format_table(bench, "simulated", rows)) + "\n")
+    return f"{path}:4x2"
+
+
+def test_poll_wait_is_fitted_from_the_allocations_small_collectives(tmp_path):
+    """Tables of an allocation past its cores simulated with poll_wait_s = 8 us: fitted on a
+    profile whose pair said 20 us, the allreduce's and the broadcast's sizes below 64 KiB
+    give back 8 us within 2 %; what the larger sizes say is not used (their bytes, not the
+    turns, make their time)."""
+    from sim.calibrate import FIT_MIN_BYTES, fit_poll_wait
+
+    truth, small = 8e-6, [4**k for k in range(1, 8)]
+    assert max(small) < FIT_MIN_BYTES
+    tables = [
+        read_table(_simulated_table(tmp_path, b, _past_the_cores_profile(tmp_path, truth), small))
+        for b in ("osu_allreduce", "osu_bcast")
+    ]
+    pair = load_profile(str(_past_the_cores_profile(tmp_path, 20e-6)))
+    assert (
+        build_cluster(
+            machine_options(build_parser().parse_args(["osu_bcast", "--profile", pair.path])),
+            pair,
+            None,
+            "osu",
+        ).poll_wait_s
+        == 0.0
+    )  # 2 ranks: they fit the cores, so no turns (the tables' 4 do not)
+    fitted, error = fit_poll_wait(pair, tables)
+    assert fitted == pytest.approx(truth, rel=0.02)
+    assert error < 0.01
+    off, _ = fit_poll_wait(pair, [read_table(tables[0].path + ":4x2")])  # one table alone
+    assert off == pytest.approx(truth, rel=0.02)
+
+
+def test_sim_calibrate_profile_refits_poll_wait_and_keeps_the_rest(tmp_path):
+    """``sim.calibrate --profile P --from-osu TABLE:4x2 --out Q``: Q is P with [cluster]
+    poll_wait_s fitted, the pair's kept as poll_wait_pair_s, the fit's median error, and P's
+    header; a profile without poll_wait_s or no collective table: one line, exit 2."""
+    import tomllib
+
+    import tomli_w
+
+    truth = 8e-6
+    table = _simulated_table(
+        tmp_path, "osu_allreduce", _past_the_cores_profile(tmp_path, truth), [4, 64, 1024]
+    )
+    pair = _past_the_cores_profile(tmp_path, 20e-6)
+    out = tmp_path / "refined.toml"
+
+    def sim_calibrate(*argv):
+        return subprocess.run(
+            [sys.executable, "-m", "sim.calibrate", *argv],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    done = sim_calibrate("--profile", str(pair), "--from-osu", table, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("poll_wait_s: 8 us a rank past the cores, fitted to ")
+    refined, before = tomllib.loads(out.read_text()), tomllib.loads(pair.read_text())
+    assert refined["cluster"].pop("poll_wait_s") == pytest.approx(truth, rel=0.02)
+    assert refined["cluster"].pop("poll_wait_pair_s") == 20e-6
+    assert 0 <= refined["cluster"].pop("poll_wait_error") < 0.01
+    before["cluster"].pop("poll_wait_s")
+    assert tomli_w.dumps(refined) == tomli_w.dumps(before)  # (as text: its NaN intervals)
+    assert out.read_text().startswith("# Written by a test\n# of sim.calibrate --profile\n")
+    latency = tmp_path / "latency.txt"
+    latency.write_text("# OSU MPI Latency Test v7.0\n# Size  Latency (us)\n4 10.0\n8 10.5\n")
+    for profile, spec, message in [
+        (_past_the_cores_profile(tmp_path, 0.0), table, "no [cluster] poll_wait_s"),
+        (pair, str(latency), "needs a collective table"),
+    ]:
+        done = sim_calibrate("--profile", str(profile), "--from-osu", spec, "--out", str(out))
+        lines = done.stderr.strip().splitlines()
+        assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
