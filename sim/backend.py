@@ -275,7 +275,7 @@ class Simulator:
         not come, and needs it back, and its fair share, to go on.
     over_tcp : bool
         The ranks of ``core_groups`` talk over TCP (an emulated cluster): each stays on one
-        core of its host in plain turns with the others there (`sim.cores.shared_cores`,
+        core of its host, shared fairly with the others there (`sim.cores.shared_cores`,
         ``pinned``), and holds no core in a communication call (the kernel moves its bytes).
     stack_cpu : (float, float), optional
         Over TCP with token-bucket NICs (``shaping``): the kernel's CPU seconds a byte sent and

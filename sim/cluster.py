@@ -71,7 +71,7 @@ class Cluster:
     slowdown: float
     core_groups: tuple  # ((ranks, cores), ...): hosts whose ranks take turns on fewer cores
     time_slice_s: float  # a turn on a core (`sim.cores`)
-    over_tcp: bool  # ranks of emulated hosts: one core each, plain turns there (`sim.cores`)
+    over_tcp: bool  # ranks of emulated hosts: one core each, shared fairly there (`sim.cores`)
     stack_cpu: tuple | None  # over TCP: the kernel's CPU seconds a byte sent and received
     switch_s: float  # a compute back on a shared core after others ran: its refill (`sim.cores`)
     poll_wait_s: float  # over TCP: a message seen later per rank past the cores (`sim.cores`)
@@ -560,9 +560,9 @@ def core_groups(options, profile, ranks, ranks_per_host):
 
 def over_tcp(profile):
     """Whether the profile's ranks talk over TCP between emulated hosts on one machine (its
-    token-bucket shaper): they keep to one core each, in plain turns there, and hold none in a
-    call (`sim.cores`); not ranks that talk through shared memory, which share the cores
-    fairly."""
+    token-bucket shaper): they keep to one core each, shared fairly there, and hold none in a
+    call (`sim.cores`); not ranks that talk through shared memory, which share all the host's
+    cores fairly."""
     return bool(profile is not None and profile.shaper)
 
 

@@ -60,12 +60,17 @@ most.
 Ranks that talk over TCP (an emulated cluster: hosts as network namespaces on this machine,
 MPICH over sockets) are modelled as Linux's per-core run queues hold them (``shared_cores(...,
 pinned=True)``): each rank stays on one core, the host's ranks in blocks (4 ranks on 2 cores: 0
-and 1 on the first, 2 and 3 on the second); on its core, a rank with work (compute, its own
-code) runs until the first tick after its slice and then goes behind the ranks of that core
-that wait with work; a rank in a call holds no core (the kernel moves its bytes) and a waiting
-rank takes none from a rank with work on its core (it polls and yields). Why ranks that poll
-over TCP give way where ranks that poll shared memory take their share (above) is not
-established; each model is the one that reproduces its measurements. Traced here
+and 1 on the first, 2 and 3 on the second), and the ranks of one core share it fairly, as
+above (`Fairness` on a core of its own); a rank in a call holds no core (the kernel moves its
+bytes) and polls. So a compute shorter than its slice mostly keeps its core beside ranks that
+poll, and a longer one gets its share. Measured (2026-12-03, docs/validation.md): the MLP's
+gradient pinned to a core beside a rank polling in MPICH's ``Recv`` over TCP took 1.19 ms
+asleep against 3.09 ms polling, forty back to back, and 1.54 against 1.75 ms in the mean one
+at a time. Until then a waiting rank here took no core from a rank with work on its core (it
+polls and yields; the traces of short gradients that set it); one round of 4 emulated hosts
+simulated both ways had the compute's median |error| 11.7 % that way and 8.0 % this way, the
+synchronous, stale-synchronous and gossiping ranks' from −21, −26 and −10 % to −4, −8 and +2
+%. Traced here
 (`twinsgd.analysis.schedtrace` through `real.cluster`, 2026-12-01): the ring allreduce of 4
 emulated hosts over 1 Gbit/s, cores never idle, 78 % of their time held by ranks not computing
 in stretches of 2-15 us; the ranks' gradients began in two pairs 1.7-2.4 ms apart (the median
@@ -204,8 +209,8 @@ class Fairness:
 class HostCores:
     """The ``cores`` cores of one host, shared by its ranks in turns that end on ticks of
     ``slice_s`` seconds: each rank getting its fair share (`Fairness`; the module's notes) or,
-    not ``fair``, in plain turns among the ranks with work (a rank that waits takes no core: one
-    core's run queue, `shared_cores` with ``pinned``).
+    not ``fair``, in plain turns among the ranks with work (a rank that waits takes no core;
+    the model of ranks over TCP until 2026-12-03).
 
     A rank calls `acquire` before it runs (it may wait its turn, and to be eligible), `run` for
     seconds of work (preempted at the end of each turn), `release` when it blocks and `leave`
@@ -533,9 +538,9 @@ def attach_stack(cores, host_of, fluid, send_s, recv_s):
 def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s=None):
     """Per rank, the `HostCores` it shares (None for a rank with a core of its own), from
     ``groups``: ``(ranks, cores)`` pairs, the ranks of one host and its cores, for hosts with
-    more ranks than cores. ``pinned``: each core is a run queue of its own for a block of the
-    host's ranks, in plain turns (ranks over TCP; the module's notes); else the host's cores
-    are shared fairly by all its ranks."""
+    more ranks than cores. ``pinned``: each core is a run queue of its own, shared fairly by a
+    block of the host's ranks (ranks over TCP; the module's notes); else the host's cores are
+    shared fairly by all its ranks."""
     by_rank = {}
     for ranks, cores in groups:
         slice_of_task = eevdf_slice(cores) if eevdf_slice_s is None else eevdf_slice_s
@@ -545,7 +550,7 @@ def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s
             continue
         ranks = list(ranks)
         for core in range(cores):
-            queue = HostCores(env, 1, slice_s, False, switch_s, slice_of_task)
+            queue = HostCores(env, 1, slice_s, True, switch_s, slice_of_task)
             block = ranks[core * len(ranks) // cores : (core + 1) * len(ranks) // cores]
             by_rank.update(dict.fromkeys(block, queue))
     return by_rank

@@ -220,8 +220,7 @@ def test_pinned_ranks_share_their_own_core_only():
     """Over TCP each core is a run queue of its own for a block of the host's ranks: 4 ranks
     on 2 cores, 0 and 1 on one and 2 and 3 on the other (5 ranks: 2 and 3). Ranks 0 and 1
     computing 2 ms each take turns on their core (the first ends at 2 ms, the second at 4),
-    while rank 2 computes 2 ms on the other core beside rank 3, which waits and takes no core:
-    it ends at 2 ms."""
+    while rank 2 computes 2 ms on the other core, where rank 3 runs nothing: it ends at 2 ms."""
     env = simpy.Environment()
     by_rank = shared_cores(env, [(range(4), 2)], 0.004, pinned=True)
     assert by_rank[0] is by_rank[1] and by_rank[2] is by_rank[3] and by_rank[0] is not by_rank[2]
@@ -244,21 +243,24 @@ def test_pinned_ranks_share_their_own_core_only():
 
 
 def test_over_tcp_the_wait_for_the_core_after_a_call_is_the_calls_comm():
-    """Over TCP a rank holds no core in a call and needs its own back to return: rank 1 enters
-    its receive at 4 ms (rank 0's turn on their core ended), its message already there; rank
-    0, computing, takes the core for its next turn, and rank 1's call returns at 8 ms. The
-    real clock has those 4 ms inside the call: comm (they were charged to nothing, and an
-    emulated cluster's communication came out short)."""
+    """Over TCP a rank holds no core in a call and needs its own back to return: ranks 0 and 1
+    share core 0; rank 0 computes 10 ms; rank 1 gets the core when rank 0's turn ends on the
+    4 ms tick and enters its receive, polling; rank 0, 4 ms ahead, is eligible again at 8 ms
+    (rank 1 polled meanwhile) and takes the core to the 12 ms tick. The message (rank 2, on
+    core 1, after 9 ms of its own work) lands at 9 ms while rank 0 holds the core, so rank 1's
+    call returns at 12 ms: 5 ms waiting for its peer, then 3 ms comm, as the real clock has
+    them inside the call (they were charged to nothing once, and an emulated cluster's
+    communication came out short)."""
     back = {}
 
     def program(rank, sim):
         if rank == 0:
-            yield Compute(lambda: None, samples=10)  # 10 ms on core 0, in turns of 4
+            yield Compute(lambda: None, samples=10)  # 10 ms on core 0
         elif rank == 1:
             yield Recv(source=2, buf=np.zeros(8, np.float32))
             back[1] = sim.env.now
         elif rank == 2:
-            yield Compute(lambda: None, samples=1)
+            yield Compute(lambda: None, samples=9)
             yield Send(dest=1, payload=np.zeros(8, np.float32))
 
     nodes = [SimpleNamespace(rank=r, size=4, reporter=0) for r in range(4)]
@@ -275,9 +277,9 @@ def test_over_tcp_the_wait_for_the_core_after_a_call_is_the_calls_comm():
         time_slice_s=0.004,
     )
     sim.run([program(r, sim) for r in range(4)])
-    assert back[1] == pytest.approx(0.008)
-    assert logs[1].seconds["comm"] == pytest.approx(0.004)  # all of the call: 4 ms to 8
-    assert logs[1].seconds.get("wait", 0.0) == 0.0
+    assert back[1] == pytest.approx(0.012)
+    assert logs[1].seconds["wait"] == pytest.approx(0.005)  # 4 ms to 9: its peer computed
+    assert logs[1].seconds["comm"] == pytest.approx(0.003)  # 9 ms to 12: its core was taken
 
 
 def test_ranks_take_turns_on_shared_cores_and_on_an_emulated_clusters_machine(tmp_path):
@@ -725,13 +727,15 @@ def test_a_host_of_ranks_on_two_cores_spreads_its_kernel_work_over_both():
     assert (spread[0].stack.send_s, spread[0].stack.recv_s) == (1e-9, 2e-9)
 
 
-@pytest.mark.parametrize("stack_cpu, compute_s", [(None, 2.0), ((1e-4, 0.0), 2.1)])
+@pytest.mark.parametrize("stack_cpu, compute_s", [(None, 2.5), ((1e-4, 0.0), 2.55)])
 def test_a_send_over_tcp_slows_the_compute_on_the_senders_core_in_the_simulator(
     stack_cpu, compute_s
 ):
     """Three emulated hosts on one core: rank 0 sends rank 2 1,000 B at 1,000 B/s (1 s) while
-    rank 1 computes 2 s. At 0.1 ms of the sender's CPU a byte the kernel takes a tenth of
-    the core for that second: rank 1's compute is charged 2.1 s (2.0 without the stack)."""
+    rank 1 computes 2 s. Rank 2 polls for that second and takes its fair share of the core
+    (rank 1 does half a second of work in it), so rank 1's compute ends at 2.5 s; at 0.1 ms of
+    the sender's CPU a byte the kernel takes a tenth of the core that second, of which rank 1
+    held half: 2.55 s."""
     from sim.shaping import ShapedPattern, Shaping
 
     plain = ShapedPattern(alpha_s=0.0, efficiency=1.0)
