@@ -1210,10 +1210,8 @@ def _fit_poll_wait(out, table, allocation):
         text=True,
     )
     if done.returncode:
-        print(
-            f"warning: [cluster] poll_wait_s is the pair's, not fitted to {table}: "
-            f"{done.stderr.strip()}",
-            file=sys.stderr,
+        logger.warning(
+            "[cluster] poll_wait_s is the pair's, not fitted to %s: %s", table, done.stderr.strip()
         )
     else:
         print(done.stdout.splitlines()[0])  # poll_wait_s: ... fitted to ...
