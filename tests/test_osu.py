@@ -880,6 +880,9 @@ def test_sim_calibrate_profile_refits_poll_wait_and_keeps_the_rest(tmp_path):
     before["cluster"].pop("poll_wait_s")
     assert tomli_w.dumps(refined) == tomli_w.dumps(before)  # (as text: its NaN intervals)
     assert out.read_text().startswith("# Written by a test\n# of sim.calibrate --profile\n")
+    again = sim_calibrate("--profile", str(out), "--from-osu", table, "--out", str(out))
+    assert again.returncode == 0 and "the pair beside pollers gave 20 us" in again.stdout
+    assert tomllib.loads(out.read_text())["cluster"]["poll_wait_pair_s"] == 20e-6
     latency = tmp_path / "latency.txt"
     latency.write_text("# OSU MPI Latency Test v7.0\n# Size  Latency (us)\n4 10.0\n8 10.5\n")
     for profile, spec, message in [
