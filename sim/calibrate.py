@@ -324,7 +324,7 @@ def refine_poll_wait(path, tables, mpi=None, say=print):
         )
     mpi = mpi or profile.mpi or "mpich"
     wait_s, error = fit_poll_wait(profile, collectives, mpi)
-    document = tomllib.loads(Path(path).read_text())
+    document = tomllib.loads(profile.source.decode())  # (the bytes read once, by load_profile)
     cluster = document["cluster"]
     cluster.setdefault("poll_wait_pair_s", cluster["poll_wait_s"])  # (refined before: kept)
     cluster["poll_wait_s"] = float(f"{wait_s:.4g}")

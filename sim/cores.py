@@ -67,10 +67,10 @@ poll, and a longer one gets its share. Measured (2026-12-03, docs/validation.md)
 gradient pinned to a core beside a rank polling in MPICH's ``Recv`` over TCP took 1.19 ms
 asleep against 3.09 ms polling, forty back to back, and 1.54 against 1.75 ms in the mean one
 at a time. Until then a waiting rank here took no core from a rank with work on its core (it
-polls and yields; the traces of short gradients that set it); one round of 4 emulated hosts
-simulated both ways had the compute's median |error| 11.7 % that way and 8.0 % this way, the
-synchronous, stale-synchronous and gossiping ranks' from −21, −26 and −10 % to −4, −8 and +2
-%. Traced here
+polls and yields; the traces of short gradients that set it); two rounds of 4 emulated hosts
+simulated both ways had the compute's median |error| 11.7 and 21.0 % that way, 8.0 and 11.2 %
+this way (the synchronous, stale-synchronous and gossiping ranks' from −21, −26 and −10 % to
+−4, −8 and +2 % in the first; the ring's +6 → +21 % in the second). Traced here
 (`twinsgd.analysis.schedtrace` through `real.cluster`, 2026-12-01): the ring allreduce of 4
 emulated hosts over 1 Gbit/s, cores never idle, 78 % of their time held by ranks not computing
 in stretches of 2-15 us; the ranks' gradients began in two pairs 1.7-2.4 ms apart (the median
@@ -208,9 +208,9 @@ class Fairness:
 
 class HostCores:
     """The ``cores`` cores of one host, shared by its ranks in turns that end on ticks of
-    ``slice_s`` seconds: each rank getting its fair share (`Fairness`; the module's notes) or,
-    not ``fair``, in plain turns among the ranks with work (a rank that waits takes no core;
-    the model of ranks over TCP until 2026-12-03).
+    ``slice_s`` seconds, each rank getting its fair share (`Fairness`; the module's notes).
+    (Plain turns among the ranks with work, a waiting rank taking no core, were the model of
+    ranks over TCP until 2026-12-03.)
 
     A rank calls `acquire` before it runs (it may wait its turn, and to be eligible), `run` for
     seconds of work (preempted at the end of each turn), `release` when it blocks and `leave`
@@ -225,7 +225,6 @@ class HostCores:
         env,
         cores,
         slice_s=DEFAULT_SLICE_S,
-        fair=True,
         switch_s=0.0,
         eevdf_slice_s=None,
     ):
@@ -237,7 +236,7 @@ class HostCores:
             )
         self.env, self.cores, self.free, self.slice_s = env, cores, cores, slice_s
         self.switch_s, self.eevdf_slice_s = switch_s, eevdf_slice_s
-        self.fair = Fairness(env) if fair else None
+        self.fair = Fairness(env)
         self._queued = set()  # the ranks in ``ready``
         self._ineligible = {}  # rank waiting to be eligible -> the events that let it go early
         self._preempted = set()  # ranks whose next grant starts a whole slice
@@ -258,11 +257,10 @@ class HostCores:
         a core already keeps its own)."""
         if rank in self.turn_ends:
             return
-        if self.fair is not None:
-            self._join(rank)
-            yield from self._until_eligible(rank)
-            if rank in self.turn_ends:  # given a core meanwhile
-                return
+        self._join(rank)
+        yield from self._until_eligible(rank)
+        if rank in self.turn_ends:  # given a core meanwhile
+            return
         if not self.ready and self.free:
             self._grant(rank)
             return
@@ -284,7 +282,7 @@ class HostCores:
     def _account(self):
         """Bring the fair share's runtimes to now, before who holds a core or polls changes
         (nothing to do, nor any set to make, if they are as of now already)."""
-        if self.fair is not None and self.env.now > self.fair.since:
+        if self.env.now > self.fair.since:
             self.fair.advance(self.turn_ends, self._polling(), self.cores)
 
     def _join(self, rank):
@@ -295,10 +293,9 @@ class HostCores:
 
     def until_eligible(self, rank):
         """Process step: wait until ``rank``, off its core, is eligible for one (now if it
-        holds one, or the cores are not shared fairly)."""
-        if self.fair is not None:
-            self._join(rank)
-            yield from self._until_eligible(rank)
+        holds one)."""
+        self._join(rank)
+        yield from self._until_eligible(rank)
 
     def _until_eligible(self, rank):
         """Process step: wait until ``rank`` (off its core) is eligible for one: until
@@ -350,7 +347,7 @@ class HostCores:
 
     def leave(self, rank):
         """``rank``'s program ended (it holds no core): it asks for none any more."""
-        if self.fair is not None and rank in self.fair.v:
+        if rank in self.fair.v:
             self._account()
             self.fair.leave(rank)
             for waiting in list(self._ineligible):  # fewer ranks share: a new mean
@@ -369,11 +366,10 @@ class HostCores:
 
     def _turn_end(self, rank):
         """When the turn of ``rank``, granted a core now, ends: the first tick (a multiple of
-        ``slice_s``) after its EEVDF slice; in the fair share a whole one back from a
-        preemption, else half (its core came to it while it polled, part of the slice gone:
-        the mean), and in plain turns a whole one (a rank that polled forfeited its slice)."""
+        ``slice_s``) after its EEVDF slice: a whole one back from a preemption, else half (its
+        core came to it while it polled, part of the slice gone: the mean)."""
         now = self.env.now
-        whole = self.fair is None or rank in self._preempted
+        whole = rank in self._preempted
         self._preempted.discard(rank)
         end = now + (self.eevdf_slice_s if whole else self.eevdf_slice_s / 2)
         return math.ceil(end / self.slice_s - 1e-9) * self.slice_s
@@ -386,8 +382,7 @@ class HostCores:
             self._left_at[rank] = self._granted
             self.free += 1
             self._hand_on()
-            if self.fair is not None:
-                self._offer()
+            self._offer()
 
     def _refill(self, rank, left, work, paid):
         """``left`` seconds of ``rank``'s `run` of ``work`` seconds (warm) as they are when it is
@@ -444,10 +439,9 @@ class HostCores:
             seconds, paid = self._refill(rank, seconds, work, paid)
 
     def _others_wait(self):
-        """Whether a rank that ends its turn gives its core up: in the fair share, while more
-        ranks share the cores than there are (they are all runnable, polling or not); in plain
-        turns, while a rank with work waits for a core."""
-        return len(self.fair.v) > self.cores if self.fair is not None else bool(self.ready)
+        """Whether a rank that ends its turn gives its core up: while more ranks share the
+        cores than there are (they are all runnable, polling or not)."""
+        return len(self.fair.v) > self.cores
 
     def _hand_on(self):
         """Give free cores to the ranks first in line."""
@@ -545,12 +539,12 @@ def shared_cores(env, groups, slice_s, pinned=False, switch_s=0.0, eevdf_slice_s
     for ranks, cores in groups:
         slice_of_task = eevdf_slice(cores) if eevdf_slice_s is None else eevdf_slice_s
         if not pinned:
-            host = HostCores(env, cores, slice_s, True, switch_s, slice_of_task)
+            host = HostCores(env, cores, slice_s, switch_s, slice_of_task)
             by_rank.update(dict.fromkeys(ranks, host))
             continue
         ranks = list(ranks)
         for core in range(cores):
-            queue = HostCores(env, 1, slice_s, True, switch_s, slice_of_task)
+            queue = HostCores(env, 1, slice_s, switch_s, slice_of_task)
             block = ranks[core * len(ranks) // cores : (core + 1) * len(ranks) // cores]
             by_rank.update(dict.fromkeys(block, queue))
     return by_rank
