@@ -25,7 +25,9 @@ What each table determines:
 - ``osu_mbw_mr`` of R > 1 ranks on each of 2 hosts (``FILE:2RxR``: OSU pairs rank r with
   r + R, so every pair crosses): ``[network] nic_bandwidth``, the largest total rate, what a
   host's ranks share going off-host (two rails may exceed one link's rate);
-- a collective table of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
+- a collective table (``osu_allreduce``, ``osu_allgather``, ``osu_alltoall``, ``osu_bcast``,
+  ``osu_reduce``; IMB's ``Allreduce``, ``Allgather``, ``Alltoall`` and ``Bcast`` fitted as
+  OSU's, `AS_OSU`) of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
   and total bandwidth = channels x bandwidth), searched to minimise the absolute log error of the
   simulated table over its sizes, as the library's algorithm runs (``--mpi``). Absolute, not
   squared: a library switches protocol at sizes of its own (eager to rendezvous, a copy through
@@ -34,10 +36,11 @@ What each table determines:
   agree, the median's estimator, which is also what the held-out check scores. Such a table
   shows the total far better than how many copies share it: the fit keeps one copy per rank of
   the host unless fewer fit clearly better (`fit_memory`).
-- an allreduce table beside one that only copies (allgather, alltoall, bcast), both of R > 1
-  ranks a host: the memory from the copying ones alone, then ``[compute] gamma_s_per_byte``
-  (the reduction's arithmetic, Thakur, Rabenseifner and Gropp's gamma) from the allreduce, by
-  the same criterion. An allreduce alone fits the memory with the arithmetic in its rate.
+- an allreduce or reduce table beside one that only copies (allgather, alltoall, bcast), both
+  of R > 1 ranks a host: the memory from the copying ones alone, then ``[compute]
+  gamma_s_per_byte`` (the reduction's arithmetic, Thakur, Rabenseifner and Gropp's gamma) from
+  the reducing ones, by the same criterion. A reducing table alone fits the memory with the
+  arithmetic in its rate.
 
 What it cannot determine it says, with what it assumed.
 
@@ -71,7 +74,17 @@ from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.interrupt import one_line_on_interrupt
 
 LATENCY_TABLES = ("osu_latency", "imb_pingpong", "osu_multi_lat")
-SIMULATED = {"osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast"}
+SIMULATED = {"osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast", "osu_reduce"}
+# IMB-MPI1's collectives, fitted as the OSU benchmark of the same call: both report the mean over
+# ranks of a rank's time a call; IMB times its calls back to back after two barriers where OSU
+# puts one before each call, a difference of a barrier's skew (a latency or so), which the fit's
+# sizes (>= FIT_MIN_BYTES, hundreds of microseconds a call on a full host) do not show
+AS_OSU = {
+    "imb_allreduce": "osu_allreduce",
+    "imb_allgather": "osu_allgather",
+    "imb_alltoall": "osu_alltoall",
+    "imb_bcast": "osu_bcast",
+}
 FIT_MIN_BYTES = 65536  # below, a call's time is the library's software and latencies
 
 
@@ -139,7 +152,15 @@ def fit_profile(tables, mpi="mpich", say=print):
     }
     if nic_Bps is not None:
         document["network"]["nic_bandwidth"] = f"{nic_Bps:.6g}B/s"
-    collectives = [t for t in tables if t.bench in SIMULATED and t.ranks_per_host > 1]
+    collectives = []
+    for t in tables:
+        if t.bench in AS_OSU:
+            say(f"{t.path}: IMB-MPI1's {t.bench[4:]}, fitted as {AS_OSU[t.bench]}")
+            t = dataclasses.replace(t, bench=AS_OSU[t.bench])
+        if t.bench in SIMULATED and t.ranks_per_host > 1:
+            collectives.append(t)
+        elif t.collective:
+            say(f"{t.path}: not used (one rank a host: no host's memory in it)")
     reducing = [t for t in collectives if t.bench in REDUCING]
     copying = [t for t in collectives if t.bench not in REDUCING]
     if reducing and copying:  # the memory from the copies alone, gamma from what is left
@@ -180,7 +201,7 @@ def fit_profile(tables, mpi="mpich", say=print):
     else:
         say(
             "gamma (the reduction's arithmetic): not determined by these tables (it needs a "
-            "reducing table, an allreduce, beside one that only copies, whose memory it "
+            "reducing table, an allreduce or reduce, beside one that only copies, whose memory it "
             "shares), not charged (real.calibrate measures it on a node; --gamma sets it)"
         )
     say("an eager Send's overhead (LogP's o): not in these tables, not charged")
@@ -188,7 +209,7 @@ def fit_profile(tables, mpi="mpich", say=print):
 
 
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better
-REDUCING = ("osu_allreduce",)  # tables whose time holds the reduction's arithmetic
+REDUCING = ("osu_allreduce", "osu_reduce")  # tables whose time holds the reduction's arithmetic
 GAMMA_MAX_S = 1e-8  # the search's bound: 0.1 GB/s combined, far slower than any CPU adds
 POLL_WAIT_MAX_S = 1e-3  # the search's bound: a scheduler's whole time slice a rank
 

@@ -268,11 +268,13 @@ def test_a_full_hosts_table_does_not_tell_the_count_of_copies_and_the_fit_keeps_
     assert median < 0.01
 
 
+@pytest.mark.parametrize("reducing", ["allreduce", "reduce"])
 @pytest.mark.parametrize("gamma", [0.0, 2.5e-10])
-def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma):
-    """An allgather and an allreduce simulated on one memory path (2 GB/s, 4 copies) with the
-    reduction's arithmetic at gamma: the memory is fitted to the allgather alone, then gamma to
-    the allreduce, within 1 % (0 stays 0); with the allreduce alone it is not determined."""
+def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma, reducing):
+    """An allgather and an allreduce (or a reduce) simulated on one memory path (2 GB/s, 4
+    copies) with the reduction's arithmetic at gamma: the memory is fitted to the allgather
+    alone, then gamma to the reducing table, within 1 % (0 stays 0); with the reducing table
+    alone it is not determined."""
     from sim.cluster import ASSUMED_MEMORY
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
@@ -289,11 +291,56 @@ def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma
         return OsuTable(bench, f"osu_{bench}", big, np.array(seconds), 8, 4)
 
     said = []
-    document = fit_profile([latency, table("allgather"), table("allreduce")], say=said.append)
+    document = fit_profile([latency, table("allgather"), table(reducing)], say=said.append)
     assert document["compute"]["gamma_s_per_byte"] == pytest.approx(gamma, rel=0.01, abs=1e-13)
     assert any(line.startswith("gamma (the reduction's arithmetic): ") for line in said)
-    alone = fit_profile([latency, table("allreduce")], say=lambda _: None)
+    alone = fit_profile([latency, table(reducing)], say=lambda _: None)
     assert "compute" not in alone
+
+
+@pytest.mark.parametrize("bench", ["allgather", "alltoall", "bcast", "allreduce"])
+def test_imb_collectives_fit_the_memory_as_the_osu_benchmark_of_the_same_call(tmp_path, bench):
+    """An IMB-MPI1 table (its own text) of a collective simulated on a known memory path (2 GB/s
+    a copy, 4 at once; 8 ranks, 4 a host) fits the same memory as the OSU table of the same
+    numbers, within 1 % of the truth; a collective of one rank a host is said to be unused."""
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    base = profile_of(fit_profile([latency], say=lambda _: None))
+    truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4)
+    big = 2 ** np.arange(16, 21)
+    shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
+    seconds = [simulated_seconds(shape, int(n), base, truth) for n in big]
+    name = {"allgather": "Allgather", "alltoall": "Alltoall", "bcast": "Bcast"}.get(
+        bench, "Allreduce"
+    )
+    imb = tmp_path / "imb.txt"
+    imb.write_text(
+        f"# Benchmarking {name}\n# #processes = 8\n"
+        "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]\n"
+        + "".join(
+            f"{n:>13} {1000:>12} {1.0:>12.2f} {1e7:>12.2f} {s * 1e6:>12.4f}\n"
+            for n, s in zip(big, seconds, strict=True)
+        )
+    )
+    said = []
+    table = read_table(f"{imb}:8x4")
+    fitted = fit_profile([latency, table], say=said.append)
+    osu = fit_profile(
+        [latency, OsuTable("osu", f"osu_{bench}", big, table.seconds, 8, 4)], say=lambda _: None
+    )
+    assert fitted["network"]["memory"] == osu["network"]["memory"]
+    assert float(fitted["network"]["memory"]["total_bandwidth"][:-3]) == pytest.approx(
+        8e9, rel=0.01
+    )
+    assert any(f"fitted as osu_{bench}" in line for line in said)
+    lone = OsuTable("lone", f"osu_{bench}", big, np.array(seconds), 2, 1)
+    said.clear()
+    fit_profile([latency, lone], say=said.append)
+    assert any(line.startswith("lone: not used") for line in said)
 
 
 def _measured_cost(alpha_s, beta_Bps):
