@@ -314,9 +314,12 @@ def test_imb_collectives_fit_the_memory_as_the_osu_benchmark_of_the_same_call(tm
     big = 2 ** np.arange(16, 21)
     shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
     seconds = [simulated_seconds(shape, int(n), base, truth) for n in big]
-    name = {"allgather": "Allgather", "alltoall": "Alltoall", "bcast": "Bcast"}.get(
-        bench, "Allreduce"
-    )
+    name = {
+        "allgather": "Allgather",
+        "alltoall": "Alltoall",
+        "bcast": "Bcast",
+        "allreduce": "Allreduce",
+    }[bench]
     imb = tmp_path / "imb.txt"
     imb.write_text(
         f"# Benchmarking {name}\n# #processes = 8\n"
