@@ -1,10 +1,17 @@
 """Setting up a rank: its shard, its slice of the weights, its optimizer and schedule."""
 
+from types import SimpleNamespace
+
+import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from models import build_model
-from twinsgd.data import load_dataset
+from twinsgd.data import load_dataset, shard_indices
 from twinsgd.programs import attach_optimizer, make_node
+from twinsgd.programs.ghost import GhostDataset
+from twinsgd.programs.node import Node
 from twinsgd.run.config import RunConfig
 
 
@@ -41,3 +48,52 @@ def test_sharded_servers_own_balanced_slices_and_workers_share_the_data(dataset)
     ]
     assert not nodes[0].computes and {n.reporter for n in nodes} == {2}
     assert nodes[2].steps_per_epoch == 10_000 // (3 * 100)
+
+
+class _IndexData:
+    """A data set whose batches are their own row numbers: what `Node.steps` reads, no more."""
+
+    def __init__(self, n_train):
+        self.n_train = n_train
+
+    def shard(self, rank, size, epoch, seed):
+        return shard_indices(self.n_train, rank, size, epoch, seed)
+
+    def train_batch(self, indices):
+        return indices, indices
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(1, 400),
+    size=st.integers(1, 6),
+    batch=st.integers(1, 9),
+    iterations=st.integers(1, 30),
+    start=st.integers(0, 30),
+    seed=st.integers(0, 2**32 - 1),
+    data=st.data(),
+)
+def test_node_steps_walk_the_epochs_batch_by_batch_from_any_resumed_step(
+    n, size, batch, iterations, start, seed, data
+):
+    """Step i (from a resumed run's start + 1 to the last) is batch k = (i-1) mod E of epoch
+    (i-1) div E of the node's shard, E = n // (size x batch) steps an epoch; a ghost data set
+    (its shard and batch made once) walks the same epochs and steps."""
+    per_epoch = n // (size * batch)
+    assume(per_epoch >= 1)
+    rank = data.draw(st.integers(0, size - 1))
+    cfg = SimpleNamespace(batch_size=batch, iterations=iterations, epochs=None, seed=seed)
+    cfg.compress = "none"
+    for dataset in (_IndexData(n), GhostDataset("test", n, (2, 2, 1), 10)):
+        node = Node(rank, size, cfg, dataset, model=None, optimizer=None)
+        node.start_iteration = start
+        steps = list(node.steps())
+        assert [s.iteration for s in steps] == list(range(start + 1, iterations + 1))
+        for step in steps:
+            epoch, k = divmod(step.iteration - 1, per_epoch)
+            assert (step.epoch, step.last_in_epoch) == (epoch, k == per_epoch - 1)
+            assert step.last_in_run == (step.iteration == iterations)
+            assert len(step.y) == batch
+            if isinstance(dataset, _IndexData):
+                mine = shard_indices(n, rank, size, epoch, seed)
+                np.testing.assert_array_equal(step.y, mine[k * batch : (k + 1) * batch])
