@@ -44,7 +44,10 @@ prints instead what noise cannot move: each message-level case's CPU instruction
 difference, so the set-up and the interpreter's start cancel out), beside the bare loop's. A
 change to the message path is measured this way on a machine whose speed moves from second to
 second; the ratio to the bare loop's instructions is an upper bound of the ratio in time (the
-message path's instructions run slower than the bare loop's).
+message path's instructions run slower than the bare loop's). Then the same for scale (a): each
+of its two commands as typed at 10,000 nodes, its instructions a node-step over 4 and 8
+iterations, beside bare SimPy processes meeting at one event per step (`bare_barriers`); steps.csv
+is flushed on a wall-clock interval, which moves these by about 1k.
 """
 
 import argparse
@@ -275,11 +278,17 @@ INSTRUCTION_COUNTS = (2_000, 18_000)  # messages of the two runs whose differenc
 def _instructions(case, messages, runlog):
     """CPU instructions of one subprocess that runs ``case`` (or the bare loop, ``bare``) for
     ``messages`` messages under cachegrind (no cache simulation)."""
-    code = "import sys; sys.path.insert(0, 'benchmarks'); import sim_speed as s; " + (
+    return _counted(
         f"s.bare_link_and_store({messages})"
         if case == "bare"
         else f"s.simulate_case({case!r}, {messages}, {runlog})"
     )
+
+
+def _counted(call):
+    """CPU instructions of one subprocess that runs ``call`` (Python, with this module as
+    ``s``) under cachegrind (no cache simulation)."""
+    code = "import sys; sys.path.insert(0, 'benchmarks'); import sim_speed as s; " + call
     env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
@@ -331,6 +340,45 @@ def instructions():
             bare = bare or per_message
             print(f"{name:<40} {per_message:>21,.0f} {bare / per_message:>12.2f}")
     print(f"target: >= {TARGET_RATIO} x bare (in time) with bookkeeping on")
+    node_step_instructions()
+
+
+SCALE_NODES, SCALE_ITERATIONS = 10_000, (4, 8)  # scale (a)'s node-steps counted: the difference
+SCALE_CLUSTERS = {  # scale (a)'s two clusters: name -> sim.run flags
+    "2 us, 100 Gbit/s": "--latency 2us --bandwidth 100Gbps",
+    "lomonosov-2-like": "--profile lomonosov-2-like",
+}
+
+
+def node_step_instructions():
+    """Print scale (a)'s instructions a node-step, each command as typed, beside the bare SimPy
+    processes meeting at one event per step, over the difference of `SCALE_ITERATIONS`."""
+    low, high = SCALE_ITERATIONS
+    steps = SCALE_NODES * (high - low)
+    sides = [("bare SimPy: one event a step", None)] + [
+        (f"(a) allreduce, ghost resnet50, {name}", flags) for name, flags in SCALE_CLUSTERS.items()
+    ]
+    print(
+        f"\n3a. Scale (a), CPU instructions a node-step (valgrind: {SCALE_NODES:,} nodes, "
+        f"{high} and {low} iterations, their difference over {steps:,} node-steps)"
+    )
+    print(f"{'run':<48} {'instructions/node-step':>23} {'bare / this':>12}")
+    with ThreadPoolExecutor(os.cpu_count()) as pool:
+        counts = {
+            (name, it): pool.submit(
+                _counted,
+                f"s.bare_barriers({SCALE_NODES}, {it})"
+                if flags is None
+                else f"s.closed_form_run({SCALE_NODES}, {it}, {flags!r})",
+            )
+            for name, flags in sides
+            for it in (low, high)
+        }
+        bare = None
+        for name, _ in sides:
+            per_step = (counts[name, high].result() - counts[name, low].result()) / steps
+            bare = bare or per_step
+            print(f"{name:<48} {per_step:>23,.0f} {bare / per_step:>12.2f}")
 
 
 # -- 2. where the time goes ------------------------------------------------------------------------
@@ -417,14 +465,15 @@ def profile_cases(messages):
         )
 
 
-def closed_form_run(nodes, iterations):
+def closed_form_run(nodes, iterations, cluster="--profile lomonosov-2-like"):
     """Scale (a) in this process (`twinsgd.analysis.study.simulate_point`, which calls
-    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives, as typed."""
+    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives, as typed, on
+    ``cluster`` (its flags)."""
     from twinsgd.analysis.study import simulate_point as simulate_run
 
     flags = (
         f"--iterations {iterations} --algorithm allreduce --allreduce ring --ghost resnet50 "
-        "--collectives closed-form --profile lomonosov-2-like"
+        f"--collectives closed-form {cluster}"
     ).split()
     with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
         simulate_run(nodes, flags, Path(folder) / "run")
@@ -461,10 +510,6 @@ def scale_runs(quick, profile_toml):
     a_nodes, b_iters, real_nodes = (1000, 10, 42) if quick else (10_000, 100, 210)
     # issue 26's commands as a user types them: no sampling or evaluation flags
     allreduce = "--algorithm allreduce --allreduce ring --ghost resnet50 --collectives closed-form"
-    clusters = {
-        "2 us, 100 Gbit/s": "--latency 2us --bandwidth 100Gbps",
-        "lomonosov-2-like": "--profile lomonosov-2-like",
-    }
     gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
     runs = [
         (
@@ -474,7 +519,7 @@ def scale_runs(quick, profile_toml):
             f"{allreduce} {flags}".split(),
             None if quick or it != 100 else 10.0,
         )
-        for name, flags in clusters.items()
+        for name, flags in SCALE_CLUSTERS.items()
         for it in (20, 100)
     ]
     analytic = [
