@@ -76,7 +76,7 @@ def test_row_numbers_are_medians_spread_and_errors_per_iteration(tmp_path):
     row = {"network": "shm", "config": "allreduce-ring", "hosts": 2, "status": "ok", **numbers}
     assert validate.table([row]).splitlines()[2] == (
         "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 "
-        "| - | - |  |"
+        "| - | - | - |  |"
     )
 
 
@@ -164,7 +164,7 @@ def test_summary_and_targets_equal_hand_computed_medians_and_worsts(tmp_path):
         "1Gbit: worst |error| <= 15 %: missed (25.0 %)",
     ]
     assert (
-        "| shm | ps-async | 2 | - | - | - | - | - | - | - | - | - | failed: sim: boom |"
+        "| shm | ps-async | 2 | - | - | - | - | - | - | - | - | - | - | failed: sim: boom |"
         in validate.table(rows).splitlines()
     )
 
@@ -424,20 +424,23 @@ def test_a_target_missed_or_met_by_a_hair_shows_the_digit_that_decides(value, sa
     assert prediction_table._target("median |error| <= 5 %", 5.0, value).endswith(said)
 
 
+def _gradients_timeline(run_dir, ms):
+    """A timeline.json of one rank's gradients (``ms`` each), after two of warm-up."""
+    events = [
+        {"name": "compute", "ph": "X", "tid": 0, "ts": 0.0, "dur": 1e3 * m}
+        for m in (50.0, 50.0, *ms)  # the warm-up, dropped
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "timeline.json").write_text(json.dumps({"traceEvents": events}))
+
+
 def test_the_machines_speed_sets_the_calibrations_windows_beside_the_runs(tmp_path):
     """`prediction_table.machine_speed`: each window's median gradient in the calibration's
     order (steps1, steps2, then steps, the last) and the range of the runs' at 2 hosts; the
     4-host runs (cores shared) are left out. Each rank's first two gradients are dropped."""
     from twinsgd.analysis.prediction_table import machine_speed
 
-    def timeline(run_dir, ms):
-        events = [
-            {"name": "compute", "ph": "X", "tid": 0, "ts": 0.0, "dur": 1e3 * m}
-            for m in (50.0, 50.0, *ms)  # the warm-up, dropped
-        ]
-        run_dir.mkdir(parents=True)
-        (run_dir / "timeline.json").write_text(json.dumps({"traceEvents": events}))
-
+    timeline = _gradients_timeline
     net = tmp_path / "shm"
     timeline(net / "profile.steps1-mlp", [0.7, 0.8, 0.9])
     timeline(net / "profile.steps2-mlp", [1.1, 1.2, 1.3])
@@ -449,3 +452,23 @@ def test_the_machines_speed_sets_the_calibrations_windows_beside_the_runs(tmp_pa
         "shm: the calibration's windows 0.80, 1.20, 0.90; the 2 runs at 2 hosts 1.05-1.17"
     ]
     assert machine_speed(tmp_path / "shm") == []  # no network folders under it
+
+
+def test_each_calibrated_row_says_how_much_slower_its_runs_gradient_was(tmp_path):
+    """`gradient_vs_calibration_pct`: the median of the runs' median gradients against the
+    median of all the calibration windows' gradients, at 2 hosts only (4 share the cores)."""
+    net = tmp_path / "1Gbit"
+    _gradients_timeline(net / "profile.steps1-mlp", [0.9, 1.0, 1.1])  # all six: median 1.0
+    _gradients_timeline(net / "profile.steps-mlp", [0.95, 1.0, 1.05])
+    for hosts in (2, 4):
+        cell = _cell(tmp_path, "1Gbit", "ps-sync", hosts, [3.0, 3.0, 3.0], 2.0)
+        for k, ms in enumerate(([1.2, 1.25, 1.3], [1.0, 1.5, 2.0], [1.1, 1.1, 1.3]), start=1):
+            _gradients_timeline(cell / f"real-{k}", ms)  # medians 1.25, 1.5, 1.1: 1.25
+    near, far = prediction_table.read_rows(tmp_path, validate._order)
+    assert near["gradient_vs_calibration_pct"] == pytest.approx(25.0)
+    assert "gradient_vs_calibration_pct" not in far
+    assert prediction_table.table([near]).splitlines()[2].endswith("| +25.0 |  |")
+    assert prediction_table.table([far]).splitlines()[2].endswith("| - |  |")
+    (net / "profile.steps1-mlp" / "timeline.json").unlink()
+    (net / "profile.steps-mlp" / "timeline.json").unlink()
+    assert prediction_table.read_rows(net.parent)[0]["gradient_vs_calibration_pct"] is None

@@ -3,7 +3,9 @@ summary per network and the targets, apart from running anything (so ``--from`` 
 use them alone).
 
 A cell's folder holds ``real-K`` run folders (measured) and ``sim`` (simulated) and a
-``row.json`` (the cell, its commands, its status); a row is the cell with `NUMBERS`.
+``row.json`` (the cell, its commands, its status); a row is the cell with `NUMBERS`, and at
+the calibration's host count how fast its runs' gradient was against the calibration's
+(`gradient_vs_calibration_pct`).
 """
 
 import csv
@@ -38,7 +40,11 @@ NUMBERS = (
     "p90_error_pct",
 )
 PARTS = ("time", "compute", "comm", "wait")  # summary.json's PART_s, seconds
-CSV_COLUMNS = ("network", "config", "hosts", "extrapolated", "status", "repeats", *NUMBERS)
+CSV_COLUMNS = (
+    *("network", "config", "hosts", "extrapolated", "status", "repeats"),
+    *NUMBERS,
+    "gradient_vs_calibration_pct",  # `gradient_vs_calibration_pct`, beside the numbers
+)
 
 
 # -- numbers from run folders --------------------------------------------------------------------
@@ -133,11 +139,33 @@ def read_cell(cell_dir):
         row["status"] = "failed: interrupted (row.json still says running)"
     if row["status"] == "ok":
         reals = sorted(cell_dir.glob("real-*[0-9]"), key=lambda p: int(p.name.split("-")[-1]))
+        reals = [p for p in reals if p.is_dir()]
         try:
-            row.update(row_numbers([p for p in reals if p.is_dir()], cell_dir / "sim"))
+            row.update(row_numbers(reals, cell_dir / "sim"))
         except ValueError as err:
             row["status"] = f"failed: {err}"
+        if row["hosts"] == CALIBRATION_HOSTS:
+            row["gradient_vs_calibration_pct"] = gradient_vs_calibration_pct(reals, cell_dir.parent)
     return row
+
+
+def gradient_vs_calibration_pct(real_dirs, net_dir):
+    """How much slower (+) or faster the measured runs' gradient was than the calibration's, %:
+    the median over the runs of each one's median gradient (`read_run_gradients`), against the
+    median of every gradient of the calibration's windows (``net_dir/profile.steps*-*``, what
+    ``--compute empirical`` draws from). Why: this machine's speed moves by 1.5-2x within an
+    hour, and a row whose compute error matches this one is off by the machine, not the model
+    (the runs at the calibration's host count only: there each rank has a core, as in the
+    calibration). None where either has no timeline."""
+    from twinsgd.calibration.steptimes import read_run_gradients
+
+    calibration = [read_run_gradients(p) for p in sorted(Path(net_dir).glob("profile.steps*-*"))]
+    calibration = [g for g in calibration if g is not None]
+    runs = [g for g in map(read_run_gradients, real_dirs) if g is not None]
+    if not calibration or not runs:
+        return None
+    measured = statistics.median(float(np.median(g)) for g in runs)
+    return 100 * (measured / float(np.median(np.concatenate(calibration))) - 1)
 
 
 def read_rows(folder, order=None):
@@ -159,6 +187,7 @@ COLUMNS = (  # (header, row key, format)
     ("wait sim - measured (ms/it)", "wait_diff_ms", "{:+.3f}"),
     ("p90 step measured (ms)", "measured_p90_ms", "{:.3f}"),
     ("p90 error (%)", "p90_error_pct", "{:+.1f}"),
+    ("gradient vs calibration (%)", "gradient_vs_calibration_pct", "{:+.1f}"),
 )
 
 

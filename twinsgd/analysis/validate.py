@@ -35,7 +35,8 @@ hosts), ``DIR/NET/CONFIG-H/real-K`` (``real.train``), ``DIR/NET/CONFIG-H/sim`` (
 --compute empirical``), each command's output in a ``.log`` beside its folder, and
 ``DIR/NET/CONFIG-H/row.json`` (the cell, its commands, and "ok", "not run: ..." or "failed:
 ..."). ``DIR/validation.md`` is what is printed, the machine's speed last (a gradient's median
-in each window of the calibration and in the runs at 2 hosts: `machine_speed`);
+in each window of the calibration and in the runs at 2 hosts: `machine_speed`; and in each
+row at 2 hosts, its runs' gradient against the calibration's: `gradient_vs_calibration_pct`);
 ``DIR/validation.csv`` has every number of every row (`CSV_COLUMNS`). ``--from DIR`` rebuilds
 both from the run folders alone.
 
