@@ -82,8 +82,9 @@ def test_node_steps_walk_the_epochs_batch_by_batch_from_any_resumed_step(
     per_epoch = n // (size * batch)
     assume(per_epoch >= 1)
     rank = data.draw(st.integers(0, size - 1))
-    cfg = SimpleNamespace(batch_size=batch, iterations=iterations, epochs=None, seed=seed)
-    cfg.compress = "none"
+    cfg = SimpleNamespace(
+        batch_size=batch, iterations=iterations, epochs=None, seed=seed, compress="none"
+    )
     for dataset in (_IndexData(n), GhostDataset("test", n, (2, 2, 1), 10)):
         node = Node(rank, size, cfg, dataset, model=None, optimizer=None)
         node.start_iteration = start

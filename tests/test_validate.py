@@ -440,14 +440,13 @@ def test_the_machines_speed_sets_the_calibrations_windows_beside_the_runs(tmp_pa
     4-host runs (cores shared) are left out. Each rank's first two gradients are dropped."""
     from twinsgd.analysis.prediction_table import machine_speed
 
-    timeline = _gradients_timeline
     net = tmp_path / "shm"
-    timeline(net / "profile.steps1-mlp", [0.7, 0.8, 0.9])
-    timeline(net / "profile.steps2-mlp", [1.1, 1.2, 1.3])
-    timeline(net / "profile.steps-mlp", [0.85, 0.9, 0.95])
-    timeline(net / "allreduce-ring-2" / "real-1", [1.0, 1.05, 1.1])
-    timeline(net / "ps-sync-2" / "real-2", [1.15, 1.17, 1.2])
-    timeline(net / "ps-sync-4" / "real-1", [3.0, 3.0, 3.0])
+    _gradients_timeline(net / "profile.steps1-mlp", [0.7, 0.8, 0.9])
+    _gradients_timeline(net / "profile.steps2-mlp", [1.1, 1.2, 1.3])
+    _gradients_timeline(net / "profile.steps-mlp", [0.85, 0.9, 0.95])
+    _gradients_timeline(net / "allreduce-ring-2" / "real-1", [1.0, 1.05, 1.1])
+    _gradients_timeline(net / "ps-sync-2" / "real-2", [1.15, 1.17, 1.2])
+    _gradients_timeline(net / "ps-sync-4" / "real-1", [3.0, 3.0, 3.0])
     assert machine_speed(tmp_path) == [
         "shm: the calibration's windows 0.80, 1.20, 0.90; the 2 runs at 2 hosts 1.05-1.17"
     ]

@@ -40,11 +40,9 @@ NUMBERS = (
     "p90_error_pct",
 )
 PARTS = ("time", "compute", "comm", "wait")  # summary.json's PART_s, seconds
-CSV_COLUMNS = (
-    *("network", "config", "hosts", "extrapolated", "status", "repeats"),
-    *NUMBERS,
-    "gradient_vs_calibration_pct",  # `gradient_vs_calibration_pct`, beside the numbers
-)
+CELL_COLUMNS = ("network", "config", "hosts", "extrapolated", "status", "repeats")
+# read_cell adds gradient_vs_calibration_pct at the calibration's host count
+CSV_COLUMNS = (*CELL_COLUMNS, *NUMBERS, "gradient_vs_calibration_pct")
 
 
 # -- numbers from run folders --------------------------------------------------------------------
