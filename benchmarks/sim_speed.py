@@ -15,18 +15,20 @@
    of them; the table shows the median round, and the SimPy events scheduled per message (read
    from SimPy's event counter: the one figure here that noise cannot move).
    Target: >= 50k messages/s with contention and bookkeeping on, and >= 0.5 x the bare loop.
-2. Where the time goes: cProfile over one pass of the RunLog cases, and over a closed-form run
-   of scale (a) at 2,000 nodes in process; the top functions by own time and the own time of all
-   functions summed by group (SimPy core, network model, backend handlers, node program,
-   bookkeeping); a builtin's time goes to its callers' groups. Case by case, each RunLog case's
-   profiled microseconds per message by group beside the bare loop's (all of it SimPy's). Then
-   that closed-form run's microseconds per node-step beside bare SimPy processes meeting at one
-   event per step.
+2. Where the time goes: cProfile over one pass of the RunLog cases, and over scale (a) on the
+   event engine's closed form at 2,000 nodes in process; the top functions by own time and the
+   own time of all functions summed by group (SimPy core, network model, backend handlers, node
+   program, bookkeeping); a builtin's time goes to its callers' groups. Case by case, each
+   RunLog case's profiled microseconds per message by group beside the bare loop's (all of it
+   SimPy's). Then that closed-form run's microseconds per node-step beside bare SimPy
+   processes meeting at one event per step.
 3. Scale: ``python -m sim.run`` in a subprocess; its wall and CPU seconds and peak RSS (its own,
    from ``wait4``). (a) ghost ResNet-50 allreduce SGD, closed-form collectives, 10,000 nodes, 100
-   iterations, as a user types it (no sampling or evaluation flags), on 2 us / 100 Gbit/s links
-   and on the Lomonosov-2-like profile, target under 10 s each; once more at 20 iterations to
-   show that memory stays flat.
+   iterations, as a user types it (no sampling or evaluation flags, so ``--engine auto``: the
+   analytic engine, whose folder is the events' byte for byte), on 2 us / 100 Gbit/s links and
+   on the Lomonosov-2-like profile, target under 10 s each; then each with ``--engine events``
+   (the event engine's closed form, no target), at 20 and 100 iterations to show that memory
+   stays flat.
    (b) gossip on a ring of 210 nodes at message level, 100 iterations, target under 60 s: with
    ghost ResNet-18 payloads, and with the real MLP on the bundled MNIST subset at batch 16 (2
    steps per epoch, so 50 evaluations) with compute from a profile of 1e-5 s per sample.
@@ -45,9 +47,10 @@ difference, so the set-up and the interpreter's start cancel out), beside the ba
 change to the message path is measured this way on a machine whose speed moves from second to
 second; the ratio to the bare loop's instructions is an upper bound of the ratio in time (the
 message path's instructions run slower than the bare loop's). Then the same for scale (a): each
-of its two commands as typed at 10,000 nodes, its instructions a node-step over 4 and 8
-iterations, beside bare SimPy processes meeting at one event per step (`bare_barriers`); steps.csv
-is flushed on a wall-clock interval, which moves these by about 1k.
+of its two commands at 10,000 nodes, as typed and with ``--engine events``, its instructions a
+node-step over 4 and 8 iterations, beside bare SimPy processes meeting at one event per step
+(`bare_barriers`); steps.csv is flushed on a wall-clock interval, which moves the events' by
+about 1k.
 """
 
 import argparse
@@ -351,12 +354,15 @@ SCALE_CLUSTERS = {  # scale (a)'s two clusters: name -> sim.run flags
 
 
 def node_step_instructions():
-    """Print scale (a)'s instructions a node-step, each command as typed, beside the bare SimPy
-    processes meeting at one event per step, over the difference of `SCALE_ITERATIONS`."""
+    """Print scale (a)'s instructions a node-step, each command as typed (the analytic engine)
+    and with ``--engine events``, beside the bare SimPy processes meeting at one event per
+    step, over the difference of `SCALE_ITERATIONS`."""
     low, high = SCALE_ITERATIONS
     steps = SCALE_NODES * (high - low)
     sides = [("bare SimPy: one event a step", None)] + [
-        (f"(a) allreduce, ghost resnet50, {name}", flags) for name, flags in SCALE_CLUSTERS.items()
+        (f"(a) {name}{label}", f"{flags}{engine}")
+        for name, flags in SCALE_CLUSTERS.items()
+        for label, engine in (("", ""), (", --engine events", " --engine events"))
     ]
     print(
         f"\n3a. Scale (a), CPU instructions a node-step (valgrind: {SCALE_NODES:,} nodes, "
@@ -369,7 +375,7 @@ def node_step_instructions():
                 _counted,
                 f"s.bare_barriers({SCALE_NODES}, {it})"
                 if flags is None
-                else f"s.closed_form_run({SCALE_NODES}, {it}, {flags!r})",
+                else f"s.closed_form_run({SCALE_NODES}, {it}, {flags!r}, engine=None)",
             )
             for name, flags in sides
             for it in (low, high)
@@ -465,15 +471,15 @@ def profile_cases(messages):
         )
 
 
-def closed_form_run(nodes, iterations, cluster="--profile lomonosov-2-like"):
+def closed_form_run(nodes, iterations, cluster="--profile lomonosov-2-like", engine="events"):
     """Scale (a) in this process (`twinsgd.analysis.study.simulate_point`, which calls
-    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives, as typed, on
-    ``cluster`` (its flags)."""
+    `sim.run.simulate`): ghost ResNet-50 allreduce, closed-form collectives, on ``cluster``
+    (its flags), on ``engine`` (None: as typed, which runs the analytic engine)."""
     from twinsgd.analysis.study import simulate_point as simulate_run
 
     flags = (
         f"--iterations {iterations} --algorithm allreduce --allreduce ring --ghost resnet50 "
-        f"--collectives closed-form {cluster}"
+        f"--collectives closed-form {cluster}{f' --engine {engine}' if engine else ''}"
     ).split()
     with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
         simulate_run(nodes, flags, Path(folder) / "run")
@@ -511,16 +517,17 @@ def scale_runs(quick, profile_toml):
     # issue 26's commands as a user types them: no sampling or evaluation flags
     allreduce = "--algorithm allreduce --allreduce ring --ghost resnet50 --collectives closed-form"
     gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
-    runs = [
+    runs = [  # as typed (the analytic engine, by --engine auto), and the events' closed form
         (
-            f"(a) allreduce, ghost resnet50, {name}",
+            f"(a) allreduce, ghost resnet50, {name}{engine}",
             a_nodes,
             it,
-            f"{allreduce} {flags}".split(),
-            None if quick or it != 100 else 10.0,
+            f"{allreduce} {flags}{engine}".split(),
+            None if quick or it != 100 or engine else 10.0,
         )
         for name, flags in SCALE_CLUSTERS.items()
-        for it in (20, 100)
+        for engine, its in (("", (100,)), (" --engine events", (20, 100)))
+        for it in its
     ]
     analytic = [
         "--algorithm",

@@ -32,7 +32,7 @@ from time import perf_counter
 import numpy as np
 import simpy
 
-from sim.closed_form import ClosedFormAllreduce, allreduce_program
+from sim.closed_form import ClosedFormAllreduce, allreduce_program, mean_pass_s
 from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, attach_stack, pollers, shared_cores
 from sim.faults import Killed, SimulatedFaults
@@ -1021,11 +1021,7 @@ class Simulator:
         """Seconds of turning an allreduce's sum into its mean: one pass over the buffer, as
         measured in situ (``finish``) or at gamma a byte (the real backend's comm pays it too,
         on bytes half just received)."""
-        if op.op != "mean" or size == 1:
-            return 0.0
-        if self.finish is not None:
-            return float(self.finish.seconds(op.buf.nbytes))
-        return combined_s(self.gamma, op.buf.nbytes)
+        return mean_pass_s(op.op, op.buf.nbytes, size, self.finish, self.gamma)
 
     def _exchange(self, node, op):
         if self.entry_barrier and op.payloads:  # an empty token with every peer first

@@ -15,6 +15,7 @@ from twinsgd.programs.collectives import (
     ALLREDUCES,
     allreduce_bytes,
     alpha_beta_time,
+    combined_s,
     finish_reduction,
 )
 from twinsgd.programs.ghost import GhostArray
@@ -40,6 +41,32 @@ def allreduce_program(algorithm, buf, rank, size, library="mpich"):
     if name == "reduce-bcast" and algorithm == "mpi" and library != "mpich":
         return library_reduce_bcast(buf, rank, size, library)
     return ALLREDUCES[name](buf, rank, size)
+
+
+def mean_pass_s(op, nbytes, size, finish, gamma):
+    """Seconds of turning an allreduce's sum of ``nbytes`` over ``size`` ranks into its mean
+    (``op`` "mean"; else none): one pass over the buffer, as measured in situ (``finish``, a
+    PiecewiseCost) or at ``gamma`` (`combined_s`) (the real backend's comm pays it too, on
+    bytes half just received)."""
+    if op != "mean" or size == 1:
+        return 0.0
+    if finish is not None:
+        return float(finish.seconds(nbytes))
+    return combined_s(gamma, nbytes)
+
+
+def allreduce_seconds(algorithm, nbytes, itemsize, size, link, gamma, call_s=0.0, mean_s=0.0):
+    """Seconds of one closed-form allreduce of ``nbytes`` over ``size`` ranks, ``algorithm``
+    as `simulated_allreduce` names it, on the ``link`` (alpha s, beta B/s) its ring steps are
+    priced at: ``call_s`` once (MPI's own call: its steps after the first that much under
+    alpha), the alpha-beta-gamma time, then ``mean_s`` (`mean_pass_s`). Both engines price an
+    allreduce here, so their times are the same floats."""
+    alpha, beta = link
+    return (
+        call_s
+        + alpha_beta_time(algorithm, nbytes, size, max(alpha - call_s, 0.0), beta, itemsize, gamma)
+        + mean_s
+    )
 
 
 class ClosedFormAllreduce:
@@ -130,15 +157,17 @@ class ClosedFormAllreduce:
                 buffered=True,
             )
         nbytes = op.buf.nbytes
-        alpha, beta = self._link(nbytes, size)
         call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
         gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
-        seconds = (
-            call
-            + alpha_beta_time(
-                algorithm, nbytes, size, max(alpha - call, 0.0), beta, op.buf.itemsize, gamma
-            )
-            + self.finishing(op, size)
+        seconds = allreduce_seconds(
+            algorithm,
+            nbytes,
+            op.buf.itemsize,
+            size,
+            self._link(nbytes, size),
+            gamma,
+            call,
+            self.finishing(op, size),
         )
         return seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size)
 

@@ -545,7 +545,7 @@ def core_groups(options, profile, ranks, ranks_per_host):
     cores). An emulated cluster's hosts are all on its one machine: however many ranks each
     holds, the run's ranks share that machine's cores. None for the closed forms and the
     analytic engine, which slow compute by the cores' share instead."""
-    if options.collectives != "message" or getattr(options, "engine", "events") != "events":
+    if options.collectives != "message" or getattr(options, "engine", "auto") == "analytic":
         return ()
     cores = options.cores_per_host or (profile.cores if profile else None)
     if not cores:

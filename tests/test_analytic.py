@@ -7,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from sim import run
 from tests.test_sim import ENV, ROOT
@@ -134,8 +136,8 @@ def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp
             "needs --local-steps 1, got 2",
         ),
         (
-            ["--ghost", "resnet18", "--algorithm", "allreduce", "--network", "torus"],
-            "needs --network star, got torus",
+            ["--ghost", "resnet18", "--algorithm", "allreduce", "--allreduce", "rabenseifner"],
+            "needs --allreduce ring, got rabenseifner",
         ),
         (["--ghost", "resnet18", "--algorithm", "allreduce", "--fail", "1@1s"], "no --faults"),
     ],
@@ -164,3 +166,107 @@ def test_what_it_cannot_model_is_refused_in_one_line(tmp_path, argv, message):
     )
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+
+
+def _folder_bytes(folder):
+    """Every file of a run folder but config.json, by name: its bytes."""
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.name != "config.json"}
+
+
+def _config_but_the_engine(folder):
+    """config.json without what names the engine or the folder, or says when it started."""
+    config = json.loads((folder / "config.json").read_text())
+    engine = config["cluster"].pop("engine")
+    for key in ("argv", "started"):
+        config.pop(key, None)
+    config["config"].pop("out", None)
+    return engine, config
+
+
+def _auto_and_events(tmp_path, argv):
+    """Run ``argv`` with ``--engine auto`` and ``--engine events``; (auto's, events') folders."""
+    auto, events = tmp_path / "auto", tmp_path / "events"
+    assert run.main([*argv, "--out", str(auto)]) == 0
+    assert run.main([*argv, "--engine", "events", "--out", str(events)]) == 0
+    return auto, events
+
+
+CLOSED_FORM = [
+    "--ghost",
+    "resnet50",
+    "--algorithm",
+    "allreduce",
+    "--allreduce",
+    "ring",
+    "--collectives",
+    "closed-form",
+    "--no-progress",
+]
+
+
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        ["--nodes", "1500", "--iterations", "6", "--latency", "2us", "--bandwidth", "100Gbps"],
+        ["--nodes", "130", "--iterations", "5", "--profile", "lomonosov-2-like"],
+        [
+            *("--nodes", "97", "--iterations", "9", "--ranks-per-host", "4", "--latency", "5us"),
+            *("--stragglers", "0.1:4x", "--speeds", "lognormal:0.3", "--network", "fat-tree:6"),
+        ],
+        ["--nodes", "40", "--iterations", "3", "--steps-sample", "3"],  # free compute: no wait
+    ],
+    ids=["10 Gbit star, sampled", "lomonosov-2-like", "stragglers on a fat-tree", "free compute"],
+)
+def test_auto_runs_the_analytic_engine_and_writes_the_event_engines_folder(tmp_path, cluster):
+    """Byte for byte: steps.csv, metrics.csv, summary.json (means over all nodes, the sampled
+    ones listed), timeline.json (the drawn nodes' compute, wait and comm), model.npz; and
+    config.json but the engine's name."""
+    auto, events = _auto_and_events(tmp_path, [*CLOSED_FORM, *cluster])
+    assert _folder_bytes(auto) == _folder_bytes(events)
+    assert {"steps.csv", "summary.json", "timeline.json", "model.npz"} <= set(_folder_bytes(auto))
+    (auto_engine, auto_config), (events_engine, events_config) = map(
+        _config_but_the_engine, (auto, events)
+    )
+    assert (auto_engine, events_engine) == ("analytic", "events")
+    assert auto_config == events_config
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["--collectives", "message"], "the ring's messages"),
+        (["--allreduce", "rabenseifner"], "not the ring"),
+        (["--fail", "3@1ms"], "a fault"),
+    ],
+)
+def test_auto_runs_the_events_where_the_analytic_engine_does_not_apply(tmp_path, argv, why):
+    flags = [*CLOSED_FORM, "--nodes", "8", "--iterations", "2", *argv]
+    assert run.main([*flags, "--out", str(tmp_path / "r")]) in (0, 3), why
+    engine, _ = _config_but_the_engine(tmp_path / "r")
+    assert engine == "events", why
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    nodes=st.integers(1, 48),
+    iterations=st.integers(1, 5),
+    latency_us=st.floats(0.1, 50.0),
+    straggle=st.sampled_from(["", "0.2:3x", "0.5:1.7x"]),
+    sigma=st.sampled_from(["", "0.1", "0.4"]),
+    per_host=st.sampled_from(["1", "3"]),
+)
+def test_the_analytic_folder_is_the_event_engines_whatever_the_draws(
+    tmp_path_factory, nodes, iterations, latency_us, straggle, sigma, per_host
+):
+    """Any run within the analytic engine's reach: the clock's sums as SimPy makes them, waits
+    that rounding leaves below 0 clamped, the same bytes."""
+    tmp_path = tmp_path_factory.mktemp("draws")
+    argv = [*CLOSED_FORM, "--profile", "lomonosov-2-like", "--network", "star"]
+    argv += ["--nodes", str(nodes), "--iterations", str(iterations)]
+    argv += ["--latency", f"{latency_us}us", "--ranks-per-host", per_host]
+    argv += ["--stragglers", straggle] if straggle else []
+    argv += ["--speeds", f"lognormal:{sigma}"] if sigma else []
+    auto, events = _auto_and_events(tmp_path, argv)
+    assert _folder_bytes(auto) == _folder_bytes(events)
