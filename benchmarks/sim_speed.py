@@ -519,7 +519,7 @@ def scale_runs(quick, profile_toml):
     gossip = ["--algorithm", "gossip", "--topology", "ring", "--steps-sample", "10"]
     runs = [  # as typed (the analytic engine, by --engine auto), and the events' closed form
         (
-            f"(a) allreduce, ghost resnet50, {name}{engine}",
+            f"(a) allreduce, ghost resnet50, {name}{' (events)' if engine else ''}",
             a_nodes,
             it,
             f"{allreduce} {flags}{engine}".split(),
