@@ -30,7 +30,7 @@ from sim.closed_form import allreduce_seconds, mean_pass_s
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import allreduce_bytes
 from twinsgd.programs.node import Step
-from twinsgd.run.runlog import RunLog, chrome_trace
+from twinsgd.run.runlog import RunLog, chrome_trace, failure_status
 
 
 def analytic_gaps(cfg, cluster):
@@ -84,66 +84,76 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
     drawn = Timeline([None] * size).traced  # rank -> TracedLog of the nodes drawn
     totals = {"compute_s": np.zeros(size), "comm_s": np.zeros(size), "wait_s": np.zeros(size)}
     t, order = 0.0, np.arange(len(sampled))  # order: the sampled nodes' rows, by index
-    for step in range(1, node.total_steps + 1):
-        slow = compute.straggle_factors(step, size) if compute.straggle_probability else 1.0
-        # (size,): as the event engine multiplies them, and not at all where it does not
-        seconds = base * (slow / speeds) if scaled else np.full(size, base)
-        arrived = t + seconds
-        last = float(arrived.max())
-        # the closed form's timer, as SimPy adds it to the clock: now + ((last + T) - now)
-        t_next = t + comm_s if last == t else t + ((last + comm_s) - t)
-        wait = (t_next - comm_s) - arrived
-        wait[~(wait > 0.0)] = 0.0  # rounding may leave -1e-17 where 0 (as the events clamp)
-        totals["compute_s"] += seconds
-        totals["wait_s"] += wait
-        totals["comm_s"] += comm_s
-        for rank, traced in drawn.items():  # what the event engine notes of a drawn node
-            traced.charges += ("compute", float(seconds[rank]))
-            traced.trace("compute", t)
-            waited = float(wait[rank])
-            traced.charges += ("wait", waited, "comm", comm_s) if waited > 0 else ("comm", comm_s)
-            traced.trace("allreduce", float(arrived[rank]))
-        epoch = (step - 1) // per_epoch
-        # the rows in the order the event engine's nodes leave: by arrival, ties in the order
-        # they entered, which is the order they left the step before (a stable sort keeps
-        # the sampled nodes' part of that order)
-        order = order[np.argsort(arrived[sampled[order]], kind="stable")]
-        log.steps.write_rows(
-            [
-                {
-                    "rank": int(sampled[i]),
-                    "epoch": epoch,
-                    "iteration": step,
-                    "time_s": t_next,
-                    "compute_s": float(seconds[sampled[i]]),
-                    "comm_s": comm_s,
-                    "wait_s": float(wait[sampled[i]]),
-                    "bytes_sent": bytes_of[i][0],
-                    "bytes_recv": bytes_of[i][1],
-                    "staleness": 0,
-                    "loss": math.nan,
-                }
-                for i in order.tolist()
-            ]
-        )
-        t = t_next
-        log.iterations, log.time_s = step, t
-        if bar is not None:
-            bar.update()
-        if node.evaluation_due(
-            Step(
-                epoch,
-                step,
-                None,
-                None,
-                last_in_epoch=(step - 1) % per_epoch == per_epoch - 1,
-                last_in_run=step == node.total_steps,
+    try:  # a run stopped midway says so, with its totals so far (as the events do)
+        for step in range(1, node.total_steps + 1):
+            slow = compute.straggle_factors(step, size) if compute.straggle_probability else 1.0
+            # (size,): as the event engine multiplies them, and not at all where it does not
+            seconds = base * (slow / speeds) if scaled else np.full(size, base)
+            arrived = t + seconds
+            last = float(arrived.max())
+            # the closed form's timer, as SimPy adds it to the clock: now + ((last + T) - now)
+            t_next = t + comm_s if last == t else t + ((last + comm_s) - t)
+            wait = (t_next - comm_s) - arrived
+            wait[~(wait > 0.0)] = 0.0  # rounding may leave -1e-17 where 0 (as the events clamp)
+            totals["compute_s"] += seconds
+            totals["wait_s"] += wait
+            totals["comm_s"] += comm_s
+            for rank, traced in drawn.items():  # what the event engine notes of a drawn node
+                traced.charges += ("compute", float(seconds[rank]))
+                traced.trace("compute", t)
+                waited = float(wait[rank])
+                if waited > 0:
+                    traced.charges += ("wait", waited)
+                traced.charges += ("comm", comm_s)
+                traced.trace("allreduce", float(arrived[rank]))
+            epoch = (step - 1) // per_epoch
+            # the rows in the order the event engine's nodes leave: by arrival, ties in the order
+            # they entered, which is the order they left the step before (a stable sort keeps
+            # the sampled nodes' part of that order)
+            order = order[np.argsort(arrived[sampled[order]], kind="stable")]
+            log.steps.write_rows(
+                [
+                    {
+                        "rank": int(sampled[i]),
+                        "epoch": epoch,
+                        "iteration": step,
+                        "time_s": t_next,
+                        "compute_s": float(seconds[sampled[i]]),
+                        "comm_s": comm_s,
+                        "wait_s": float(wait[sampled[i]]),
+                        "bytes_sent": bytes_of[i][0],
+                        "bytes_recv": bytes_of[i][1],
+                        "staleness": 0,
+                        "loss": math.nan,
+                    }
+                    for i in order.tolist()
+                ]
             )
-        ):
-            _keep_totals(log, totals, sampled, bytes_of, step, size, every, sent_per_step)
-            log.evaluation(
-                epoch, step, t, math.nan, math.nan, math.nan, 0.0, moved=sent_per_step * step
-            )
+            t = t_next
+            log.iterations, log.time_s = step, t
+            if bar is not None:
+                bar.update()
+            if node.evaluation_due(
+                Step(
+                    epoch,
+                    step,
+                    None,
+                    None,
+                    last_in_epoch=(step - 1) % per_epoch == per_epoch - 1,
+                    last_in_run=step == node.total_steps,
+                )
+            ):
+                _keep_totals(log, totals, sampled, bytes_of, step, size, every, sent_per_step)
+                log.evaluation(
+                    epoch, step, t, math.nan, math.nan, math.nan, 0.0, moved=sent_per_step * step
+                )
+    except KeyboardInterrupt:
+        _keep_totals(log, totals, sampled, bytes_of, log.iterations, size, every, sent_per_step)
+        log.fail(f"interrupted (SIGINT) at simulated {t:.6g} s")
+        raise
+    except BaseException as err:
+        log.fail(failure_status(err))
+        raise
     _keep_totals(log, totals, sampled, bytes_of, node.total_steps, size, every, sent_per_step)
     events = {rank: traced.events for rank, traced in drawn.items()}
     log.finish("done", model.named_arrays(), chrome_trace(events, node.cfg.algorithm, "simulated"))

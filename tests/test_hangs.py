@@ -206,8 +206,13 @@ def test_ctrl_c_under_mpiexec_is_one_line_exit_130_and_a_marked_folder(tmp_path)
     "command",
     [
         ["sim.run", "--nodes", "8", "--dataset", "synthetic", "--iterations", "1000000"],
+        [  # the analytic engine, by --engine auto
+            *("sim.run", "--nodes", "1000000", "--ghost", "resnet50", "--algorithm"),
+            *("allreduce", "--collectives", "closed-form", "--iterations", "100000"),
+        ],
         ["sim.osu", "osu_alltoall", "--ranks", "512", "--sizes", "1:1GiB"],
     ],
+    ids=["sim.run", "sim.run analytic", "sim.osu"],
 )
 def test_ctrl_c_in_the_simulator_is_one_line_exit_130(tmp_path, command):
     out = tmp_path / "run"
