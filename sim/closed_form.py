@@ -92,6 +92,7 @@ class ClosedFormAllreduce:
         self._pending = {}  # collectives in progress: number -> (bufs, done)
         self._bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
         self._links = {}  # nbytes -> (alpha, beta), worked out once
+        self._seconds = {}  # (algo, op, nbytes, itemsize, size) -> its time, worked out once
 
     def __call__(self, node, op, entered=None):
         """``entered``: when the node reached the collective, if later than now (a compute
@@ -156,20 +157,23 @@ class ClosedFormAllreduce:
                 ],
                 buffered=True,
             )
-        nbytes = op.buf.nbytes
-        call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
-        gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
-        seconds = allreduce_seconds(
-            algorithm,
-            nbytes,
-            op.buf.itemsize,
-            size,
-            self._link(nbytes, size),
-            gamma,
-            call,
-            self.finishing(op, size),
-        )
-        return seconds, self._bytes_by_rank(op.algo, op.buf.size, op.buf.itemsize, size)
+        nbytes, itemsize = op.buf.nbytes, op.buf.itemsize
+        key = (op.algo, op.op, nbytes, itemsize, size)  # (Rabenseifner's: O(p log p) to work out)
+        seconds = self._seconds.get(key)
+        if seconds is None:
+            call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
+            gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
+            seconds = self._seconds[key] = allreduce_seconds(
+                algorithm,
+                nbytes,
+                itemsize,
+                size,
+                self._link(nbytes, size),
+                gamma,
+                call,
+                self.finishing(op, size),
+            )
+        return seconds, self._bytes_by_rank(op.algo, op.buf.size, itemsize, size)
 
     def _bytes_by_rank(self, algorithm, n, itemsize, size):
         """Every rank's (sent, received) bytes in one allreduce, worked out once per shape."""

@@ -16,6 +16,7 @@ from hypothesis.extra import numpy as hnp
 
 from twinsgd.programs import lockstep
 from twinsgd.programs.collectives import (
+    _rabenseifner_span,
     allreduce_bytes,
     alpha_beta_time,
     binomial_bcast,
@@ -223,6 +224,16 @@ def test_rabenseifner_sums_bytes_and_time(size, n):
         assert max(run.finished) == pytest.approx(expected, rel=1e-12)
     else:  # the closed form charges each round's largest message
         assert max(run.finished) <= expected * (1 + 1e-12)
+
+
+@given(n=st.integers(0, 10**9), log_pof2=st.integers(0, 20), data=st.data())
+def test_a_span_of_rabenseifners_blocks_is_their_sum_without_making_them(n, log_pof2, data):
+    pof2 = 1 << log_pof2
+    first = data.draw(st.integers(0, pof2))
+    end = data.draw(st.integers(first, pof2))
+    counts = [n // pof2] * pof2
+    counts[-1] = n - (n // pof2) * (pof2 - 1)  # MPICH's cnts: the remainder in the last
+    assert _rabenseifner_span(n, pof2, first, end) == sum(counts[first:end])
 
 
 def test_rabenseifner_moves_the_rings_bytes_in_log_rounds():
