@@ -1,16 +1,16 @@
 """``sim.run --engine analytic``: a synchronous data-parallel run as numpy over the node axis.
 
 Where every node runs the same synchronous program (``--algorithm allreduce``, one step per
-synchronisation, size-only ``--ghost`` payloads, the ring), the event simulation with
+synchronisation, size-only ``--ghost`` payloads, any ``--allreduce``), the event simulation with
 ``--collectives closed-form`` is fully determined by per-node compute times: in step k node i
 computes ``c_i = (seconds_per_step + b * seconds_per_sample) * (straggle_i / speed_i)`` (the same
 draws as the event engine, `ComputeModel.straggle_factors`), arrives at ``t + c_i``, and every
 node leaves at ``t' = (t + max_i c_i) + T`` with ``T`` the closed form's allreduce time
-(`sim.closed_form.allreduce_seconds`: the ring's ``2(p-1)(alpha + n/(p beta))``, its adds and
-the mean's pass). Node i's wait is ``(t' - T) - (t + c_i)``, its comm ``T``. This module
-computes exactly that, a step at a time over arrays of p nodes, in the same floating-point
-operations as the event engine (its SimPy clock's sums included), at O(p) numpy work per step
-instead of O(p) SimPy events: a million nodes for 100 steps in seconds.
+(`sim.closed_form.allreduce_seconds`: the ring's ``2(p-1)(alpha + n/(p beta))``, or the
+algorithm's, its adds and the mean's pass). Node i's wait is ``(t' - T) - (t + c_i)``, its
+comm ``T``. This module computes exactly that, a step at a time over arrays of p nodes, in the
+same floating-point operations as the event engine (its SimPy clock's sums included), at O(p)
+numpy work per step instead of O(p) SimPy events: a million nodes for 100 steps in seconds.
 
 The run folder is the event engine's, byte for byte but for config.json's ``"engine"``
 (tested): metrics.csv at the evaluation steps (a ghost evaluates to nothing: NaN), steps.csv
@@ -26,9 +26,10 @@ import math
 
 import numpy as np
 
-from sim.closed_form import allreduce_seconds, mean_pass_s
+from sim.closed_form import allreduce_seconds, mean_pass_s, simulated_allreduce
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import allreduce_bytes
+from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.node import Step
 from twinsgd.run.runlog import RunLog, chrome_trace, failure_status
 
@@ -36,14 +37,13 @@ from twinsgd.run.runlog import RunLog, chrome_trace, failure_status
 def analytic_gaps(cfg, cluster):
     """What the analytic engine would need and this run lacks, one phrase each naming the flag
     (none: it computes this run's folder exactly as the event engine's closed form does). It
-    models the ghost ring allreduce, every node alike but for its draws, on any network whose
-    ring has a closed form (a ghost's compute is always a profile's seconds per sample, or
-    none)."""
+    models the ghost allreduce (any algorithm), every node alike but for its draws, on any
+    network whose ring has a closed form (a ghost's compute is always a profile's seconds per
+    sample, or none)."""
     needs = [
         (cluster.ghost is not None, "--ghost (size-only payloads: no weights per node)"),
         (cfg.algorithm in ("allreduce", "auto"), f"--algorithm allreduce, got {cfg.algorithm}"),
         (cfg.local_steps == 1, f"--local-steps 1, got {cfg.local_steps}"),
-        (cfg.allreduce == "ring", f"--allreduce ring, got {cfg.allreduce}"),
         (
             not cluster.costs and cluster.shaping is None,
             "the network of --latency/--bandwidth, not a calibrated profile's measured costs",
@@ -67,14 +67,29 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
     (alpha s, beta B/s: the slowest step's, `RoutedNetwork.ring_link`, on a star
     `Cluster.ring_link`); write the run folder (``bar``: a progress bar, updated a step);
     return the summary."""
-    compute, gamma, every = cluster.compute, cluster.combine, cluster.steps_sample
+    compute, every, algo = cluster.compute, cluster.steps_sample, node.cfg.allreduce
     sampled = np.arange(0, size, every)
     model, samples = node.model, node.cfg.batch_size
-    nbytes, itemsize = model.n_params * 4, 4
-    mean_s = mean_pass_s("mean", nbytes, size, cluster.finish, gamma)
-    comm_s = allreduce_seconds("ring", nbytes, itemsize, size, link, gamma, 0.0, mean_s)
-    bytes_of = [allreduce_bytes("ring", model.n_params, itemsize, int(r), size) for r in sampled]
-    sent_per_step = 2 * (size - 1) * nbytes if size > 1 else 0  # every chunk once per ring step
+    n, itemsize = model.n_params, 4  # the gradient: n float32
+    nbytes = n * itemsize
+    # priced as the closed form prices it (`ClosedFormAllreduce._run`): MPI's own allreduce is
+    # one call of the library, its adds in C; the mean's pass after it is the program's
+    library = algo == "mpi"
+    comm_s = allreduce_seconds(
+        simulated_allreduce(algo, GhostArray((n,)), size, cluster.mpi),
+        nbytes,
+        itemsize,
+        size,
+        link,
+        cluster.library_combine if library else cluster.combine,
+        cluster.call_overhead_s if library and size > 1 else 0.0,
+        mean_pass_s("mean", nbytes, size, cluster.finish, cluster.combine),
+    )
+    bytes_of = [allreduce_bytes(algo, n, itemsize, int(r), size) for r in sampled]
+    if algo == "ring":  # every chunk once per ring step: 2(p-1) n bytes in all
+        sent_per_step = 2 * (size - 1) * nbytes if size > 1 else 0
+    else:  # (a million ranks' in about 20 s: each rank's is O(log p))
+        sent_per_step = sum(allreduce_bytes(algo, n, itemsize, r, size)[0] for r in range(size))
     base = compute.seconds_per_step + samples * compute.seconds_per_sample
     speeds = compute.node_speeds(size)
     scaled = bool(compute.straggle_probability) or any(s != 1.0 for s in compute.speeds)

@@ -127,7 +127,7 @@ def build_parser(parser_class=OneLineParser):
         choices=("auto", "events", "analytic"),
         default="auto",
         help="events: SimPy, every message and collective an event; analytic: "
-        "numpy over the node axis for a synchronous ghost ring allreduce (the closed form "
+        "numpy over the node axis for a synchronous ghost allreduce (the closed form "
         "step by step: a million nodes in seconds; the same run folder); auto: analytic "
         "where it applies with --collectives closed-form, else events (default: auto)",
     )

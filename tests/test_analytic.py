@@ -135,10 +135,6 @@ def test_without_stragglers_a_step_is_compute_plus_the_rings_alpha_beta_time(tmp
             ["--ghost", "resnet18", "--algorithm", "allreduce", "--local-steps", "2"],
             "needs --local-steps 1, got 2",
         ),
-        (
-            ["--ghost", "resnet18", "--algorithm", "allreduce", "--allreduce", "rabenseifner"],
-            "needs --allreduce ring, got rabenseifner",
-        ),
         (["--ghost", "resnet18", "--algorithm", "allreduce", "--fail", "1@1s"], "no --faults"),
     ],
 )
@@ -235,7 +231,7 @@ def test_auto_runs_the_analytic_engine_and_writes_the_event_engines_folder(tmp_p
     ("argv", "why"),
     [
         (["--collectives", "message"], "the ring's messages"),
-        (["--allreduce", "rabenseifner"], "not the ring"),
+        (["--local-steps", "2"], "Local-SGD"),
         (["--fail", "3@1ms"], "a fault"),
     ],
 )
@@ -256,14 +252,19 @@ def test_auto_runs_the_events_where_the_analytic_engine_does_not_apply(tmp_path,
     straggle=st.sampled_from(["", "0.2:3x", "0.5:1.7x"]),
     sigma=st.sampled_from(["", "0.1", "0.4"]),
     per_host=st.sampled_from(["1", "3"]),
+    allreduce=st.sampled_from(
+        ["ring", "recursive-doubling", "rabenseifner", "reduce-bcast", "mpi", "mpi openmpi"]
+    ),
 )
 def test_the_analytic_folder_is_the_event_engines_whatever_the_draws(
-    tmp_path_factory, nodes, iterations, latency_us, straggle, sigma, per_host
+    tmp_path_factory, nodes, iterations, latency_us, straggle, sigma, per_host, allreduce
 ):
     """Any run within the analytic engine's reach: the clock's sums as SimPy makes them, waits
-    that rounding leaves below 0 clamped, the same bytes."""
+    that rounding leaves below 0 clamped, every algorithm's time and bytes: the same bytes."""
     tmp_path = tmp_path_factory.mktemp("draws")
+    algorithm, _, library = allreduce.partition(" ")
     argv = [*CLOSED_FORM, "--profile", "lomonosov-2-like", "--network", "star"]
+    argv += ["--allreduce", algorithm] + (["--mpi", library] if library else [])
     argv += ["--nodes", str(nodes), "--iterations", str(iterations)]
     argv += ["--latency", f"{latency_us}us", "--ranks-per-host", per_host]
     argv += ["--stragglers", straggle] if straggle else []
