@@ -129,19 +129,19 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
             log.steps.write_rows(
                 [
                     {
-                        "rank": int(sampled[i]),
+                        "rank": rank,
                         "epoch": epoch,
                         "iteration": step,
                         "time_s": t_next,
-                        "compute_s": float(seconds[sampled[i]]),
+                        "compute_s": float(seconds[rank]),
                         "comm_s": comm_s,
-                        "wait_s": float(wait[sampled[i]]),
+                        "wait_s": float(wait[rank]),
                         "bytes_sent": bytes_of[i][0],
                         "bytes_recv": bytes_of[i][1],
                         "staleness": 0,
                         "loss": math.nan,
                     }
-                    for i in order.tolist()
+                    for i, rank in zip(order.tolist(), sampled[order].tolist(), strict=True)
                 ]
             )
             t = t_next

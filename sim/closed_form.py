@@ -148,7 +148,6 @@ class ClosedFormAllreduce:
     def _run(self, op, bufs, size):
         """Add every rank's buffer (``bufs[rank]``) as the algorithm does; return (its
         seconds, every rank's (sent, received) bytes)."""
-        algorithm = simulated_allreduce(op.algo, op.buf, size, self.mpi)
         if not isinstance(op.buf, GhostArray):  # a ghost has nothing to add
             run_lockstep(
                 [
@@ -164,7 +163,7 @@ class ClosedFormAllreduce:
             call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
             gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
             seconds = self._seconds[key] = allreduce_seconds(
-                algorithm,
+                simulated_allreduce(op.algo, op.buf, size, self.mpi),
                 nbytes,
                 itemsize,
                 size,
