@@ -7,6 +7,7 @@ then compares arrival times with ``hops * alpha + n / beta`` and its contended v
 import dataclasses
 import itertools
 import math
+from types import SimpleNamespace
 
 import networkx as nx
 import numpy as np
@@ -15,7 +16,8 @@ import simpy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.network import Link, Message, RoutedNetwork, make_network
+from sim.backend import Simulator
+from sim.network import Link, MemoryPath, Message, RoutedNetwork, make_network
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
 
@@ -492,6 +494,83 @@ def test_a_later_message_of_a_pair_never_lands_before_an_earlier_one(jitter):
         assert landed[0][1] == (2, 8) and times_[0] < SIZED.seconds(100_000)
         assert times_[1] == pytest.approx(SIZED.seconds(100_000), rel=1e-12)
         assert times_[1] == times_[2] and times_[3] == times_[4]
+
+
+def _landings(spec, sends, keep_order):
+    """(time, payload) of every message as it lands in a mailbox, ``sends`` being (start s,
+    source, dest, nbytes), each transfer its own process; the network holds each pair to its
+    order only if ``keep_order``."""
+    net = network(spec, 4)
+    net.keep_order = keep_order
+    env, landed = net.env, []
+
+    def send(at, source, dest, nbytes, i):
+        yield env.timeout(at)
+        yield from net.transfer(source, dest, nbytes, tag=0, payload=i)
+
+    def receive(dest, count):
+        for _ in range(count):
+            message = yield net.mailbox[dest].get()
+            landed.append((env.now, dest, message.source, message.payload))
+
+    for i, (at, source, dest, nbytes) in enumerate(sends):
+        env.process(send(at, source, dest, nbytes, i))
+    for dest in range(4):
+        env.process(receive(dest, sum(d == dest for _, _, d, _ in sends)))
+    env.run()
+    return landed
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    spec=st.sampled_from(["star", "ring", "fat-tree:4"]),
+    sends=st.lists(
+        st.tuples(
+            st.sampled_from([0.0, 1e-7, 2e-6]),
+            st.integers(0, 3),
+            st.integers(0, 3),
+            st.sampled_from([0, 8, 4096, 10**6]),
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+)
+def test_fifo_links_of_one_latency_keep_a_pairs_order_by_themselves(spec, sends):
+    """Without measured costs or shared hosts a network does not hold messages to their
+    order (`RoutedNetwork.keep_order` is False): its FIFO links and a route's one latency keep
+    it. Every message lands when, where and in the order it lands when held to it, and each
+    pair's in the order sent, of any sizes sent at any times on any topology."""
+    assert not network(spec, 4).keep_order
+    landed = _landings(spec, sends, keep_order=False)
+    assert landed == _landings(spec, sends, keep_order=True)
+    for source, dest in itertools.product(range(4), repeat=2):
+        pair = [(at, i) for i, (at, s, d, _) in enumerate(sends) if (s, d) == (source, dest)]
+        sent = [i for _, i in sorted(pair)]  # by start, then in the order the senders began
+        assert [p for _, d, s, p in landed if (s, d) == (source, dest)] == sent
+
+
+def test_a_network_whose_messages_can_overtake_holds_them_to_their_order():
+    """Measured costs (a message's time by size), their jitter, ranks that share a host's
+    memory (several copies at once) or the machine's: each pair held to its order; and a
+    simulator whose library's steps land sooner sets it on any network."""
+    plain = {"oneway": SIZED}
+    assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, plain).keep_order
+    shared = RoutedNetwork(
+        simpy.Environment(),
+        nx.star_graph(2),
+        [1, 1, 2],
+        ALPHA,
+        BETA,
+        memory=MemoryPath(latency_s=ALPHA, bandwidth_Bps=BETA),
+    )
+    assert shared.keep_order
+    machine = RoutedNetwork(
+        simpy.Environment(), nx.star_graph(2), [1, 2], ALPHA, BETA, machine_copies=2
+    )
+    assert machine.keep_order
+    nodes = [SimpleNamespace(rank=r, size=2) for r in range(2)]
+    assert Simulator(nodes, [None, None], ALPHA, BETA, call_overhead_s=1e-6).network.keep_order
+    assert not Simulator(nodes, [None, None], ALPHA, BETA).network.keep_order
 
 
 def test_an_interrupted_message_does_not_hold_back_the_ones_after_it():
