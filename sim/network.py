@@ -120,8 +120,8 @@ class _Turn(Event):
     queued at an incast's NIC); else None, and it happens when handed over."""
 
     def __init__(self, env, hold_s=None):
-        super().__init__(env)
-        self.hold_s, self.started = hold_s, None
+        # NOTE: what Event.__init__ sets (SimPy 4), set here without the call (a queued message)
+        self.env, self.callbacks, self.hold_s, self.started = env, [], hold_s, None
 
     def hand_over(self):
         """The link is this transfer's now."""
