@@ -497,9 +497,9 @@ def test_a_later_message_of_a_pair_never_lands_before_an_earlier_one(jitter):
 
 
 def _landings(spec, sends, keep_order):
-    """(time, payload) of every message as it lands in a mailbox, ``sends`` being (start s,
-    source, dest, nbytes), each transfer its own process; the network holds each pair to its
-    order only if ``keep_order``."""
+    """(time, dest, source, payload) of every message as it is taken from its mailbox,
+    ``sends`` being (start s, source, dest, nbytes), each transfer its own process and its
+    payload its index; the network holds each pair to its order only if ``keep_order``."""
     net = network(spec, 4)
     net.keep_order = keep_order
     env, landed = net.env, []
@@ -550,11 +550,14 @@ def test_fifo_links_of_one_latency_keep_a_pairs_order_by_themselves(spec, sends)
 
 
 def test_a_network_whose_messages_can_overtake_holds_them_to_their_order():
-    """Measured costs (a message's time by size), their jitter, ranks that share a host's
-    memory (several copies at once) or the machine's: each pair held to its order; and a
-    simulator whose library's steps land sooner sets it on any network."""
-    plain = {"oneway": SIZED}
-    assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, plain).keep_order
+    """Measured costs (a message's time by size), a jitter, ranks that share a host's memory
+    (several copies at once) or the machine's: each pair held to its order; and a simulator
+    whose library's steps land sooner sets it on any network. (Token buckets' flows are held
+    to it in `RoutedNetwork.transfer`.)"""
+    sized = {"oneway": SIZED}
+    assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, sized).keep_order
+    draws = {"oneway": Jitter(np.linspace(0.5, 2.0, 101), seed=1)}
+    assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, jitter=draws).keep_order
     shared = RoutedNetwork(
         simpy.Environment(),
         nx.star_graph(2),
