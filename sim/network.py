@@ -397,7 +397,8 @@ class RoutedNetwork:
         Messages from one rank to another land in the order they were sent, as MPI's
         non-overtaking rule promises: one whose draw of the jitter, or whose size, would bring it
         in before an earlier one waits for it (a Sendrecv ring matches its steps' chunks by
-        arrival, and an overtaken chunk would be taken for the wrong step).
+        arrival, and an overtaken chunk would be taken for the wrong step). Held so only where
+        a message can overtake (`keep_order`, or token buckets); elsewhere FIFO links keep it.
         """
         env, host_of, pair = self.env, self.host_of, (source, dest)
         between_hosts = host_of[source] != host_of[dest]
