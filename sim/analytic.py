@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from sim.closed_form import allreduce_seconds, mean_pass_s, simulated_allreduce
+from sim.closed_form import mean_pass_s, priced_allreduce_s
 from sim.timeline import Timeline
 from twinsgd.programs.collectives import allreduce_bytes
 from twinsgd.programs.ghost import GhostArray
@@ -72,17 +72,15 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
     model, samples = node.model, node.cfg.batch_size
     n, itemsize = model.n_params, 4  # the gradient: n float32
     nbytes = n * itemsize
-    # priced as the closed form prices it (`ClosedFormAllreduce._run`): MPI's own allreduce is
-    # one call of the library, its adds in C; the mean's pass after it is the program's
-    library = algo == "mpi"
-    comm_s = allreduce_seconds(
-        simulated_allreduce(algo, GhostArray((n,)), size, cluster.mpi),
-        nbytes,
-        itemsize,
+    comm_s = priced_allreduce_s(  # as the closed form prices it (its `_run`)
+        algo,
+        GhostArray((n,)),
         size,
+        cluster.mpi,
         link,
-        cluster.library_combine if library else cluster.combine,
-        cluster.call_overhead_s if library and size > 1 else 0.0,
+        cluster.combine,
+        cluster.library_combine,
+        cluster.call_overhead_s,
         mean_pass_s("mean", nbytes, size, cluster.finish, cluster.combine),
     )
     bytes_of = [allreduce_bytes(algo, n, itemsize, int(r), size) for r in sampled]

@@ -69,6 +69,24 @@ def allreduce_seconds(algorithm, nbytes, itemsize, size, link, gamma, call_s=0.0
     )
 
 
+def priced_allreduce_s(algo, buf, size, mpi, link, gamma, library_gamma, call_s, mean_s):
+    """`allreduce_seconds` of an ``Allreduce(buf, algo=algo)`` over ``size`` ranks: MPI's own
+    (``algo == "mpi"``, the algorithm ``mpi``'s library picks) is one call of the library, so its
+    adds are at ``library_gamma`` (in C) and its ``call_s`` is paid once; our own algorithms add
+    at ``gamma`` and have no call. The closed form and the analytic engine both price here."""
+    library = algo == "mpi"
+    return allreduce_seconds(
+        simulated_allreduce(algo, buf, size, mpi),
+        buf.nbytes,
+        buf.itemsize,
+        size,
+        link,
+        library_gamma if library else gamma,
+        call_s if library and size > 1 else 0.0,
+        mean_s,
+    )
+
+
 class ClosedFormAllreduce:
     """The simulator's handler of `Allreduce` in closed form: ``handler(node, op)`` is a SimPy
     generator that returns the reduced buffer.
@@ -160,16 +178,15 @@ class ClosedFormAllreduce:
         key = (op.algo, op.op, nbytes, itemsize, size)  # (Rabenseifner's: O(p log p) to work out)
         seconds = self._seconds.get(key)
         if seconds is None:
-            call = self.call_s if op.algo == "mpi" and size > 1 else 0.0  # MPI's own: one call
-            gamma = self.library_gamma if op.algo == "mpi" else self.gamma  # its adds in C
-            seconds = self._seconds[key] = allreduce_seconds(
-                simulated_allreduce(op.algo, op.buf, size, self.mpi),
-                nbytes,
-                itemsize,
+            seconds = self._seconds[key] = priced_allreduce_s(
+                op.algo,
+                op.buf,
                 size,
+                self.mpi,
                 self._link(nbytes, size),
-                gamma,
-                call,
+                self.gamma,
+                self.library_gamma,
+                self.call_s,
                 self.finishing(op, size),
             )
         return seconds, self._bytes_by_rank(op.algo, op.buf.size, itemsize, size)

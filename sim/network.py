@@ -360,8 +360,9 @@ class RoutedNetwork:
         self._in_flight = {}  # (source, dest) -> deque of [message or None] in the order sent
         # whether a pair's messages can land out of the order they were sent, so are held to
         # it: a message's time varies by size (measured costs, their jitter) or several copies
-        # move at once (a host's memory, the machine's); else FIFO links of one latency a route
-        # keep the order by themselves (set by a simulator whose library's steps land sooner)
+        # move at once (a host's memory, the machine's) or token buckets' flows end in any
+        # order (`attach`); else FIFO links of one latency a route keep the order by themselves
+        # (set too by a simulator whose library's steps land sooner)
         self.keep_order = bool(costs or jitter or machine_copies or len(number) < len(hosts))
         if env is not None:
             self.attach(env)
@@ -379,6 +380,7 @@ class RoutedNetwork:
             raise RuntimeError("this network already runs on a clock")
         self.env = env
         self.fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
+        self.keep_order = self.keep_order or self.fluid is not None  # flows end in any order
         self.mailbox = [Mailbox(env) for _ in self.hosts]
         self._landed = [mailbox.landed for mailbox in self.mailbox]  # arrivals' callbacks
 
@@ -398,11 +400,11 @@ class RoutedNetwork:
         non-overtaking rule promises: one whose draw of the jitter, or whose size, would bring it
         in before an earlier one waits for it (a Sendrecv ring matches its steps' chunks by
         arrival, and an overtaken chunk would be taken for the wrong step). Held so only where
-        a message can overtake (`keep_order`, or token buckets); elsewhere FIFO links keep it.
+        a message can overtake (`keep_order`); elsewhere FIFO links keep it.
         """
         env, host_of, pair = self.env, self.host_of, (source, dest)
         between_hosts = host_of[source] != host_of[dest]
-        ordered = self.keep_order or self.fluid is not None
+        ordered = self.keep_order
         if ordered:
             slot = [None]  # its place in the (source, dest) order, filled when it lands
             in_flight = self._in_flight.get(pair)

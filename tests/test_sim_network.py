@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from sim.backend import Simulator
 from sim.network import Link, MemoryPath, Message, RoutedNetwork, make_network
+from sim.shaping import ShapedPattern, Shaping
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
 
@@ -552,12 +553,13 @@ def test_fifo_links_of_one_latency_keep_a_pairs_order_by_themselves(spec, sends)
 def test_a_network_whose_messages_can_overtake_holds_them_to_their_order():
     """Measured costs (a message's time by size), a jitter, ranks that share a host's memory
     (several copies at once) or the machine's: each pair held to its order; and a simulator
-    whose library's steps land sooner sets it on any network. (Token buckets' flows are held
-    to it in `RoutedNetwork.transfer`.)"""
+    whose library's steps land sooner sets it on any network; token buckets' flows too."""
     sized = {"oneway": SIZED}
     assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, sized).keep_order
     draws = {"oneway": Jitter(np.linspace(0.5, 2.0, 101), seed=1)}
     assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, jitter=draws).keep_order
+    buckets = Shaping(((BETA, 1e-9),), BETA, {"oneway": ShapedPattern(alpha_s=0.0, efficiency=1.0)})
+    assert make_network(simpy.Environment(), "star", 3, ALPHA, BETA, shaping=buckets).keep_order
     shared = RoutedNetwork(
         simpy.Environment(),
         nx.star_graph(2),
