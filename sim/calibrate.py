@@ -55,12 +55,14 @@ poll_wait_s`` at sizes below 64 KiB (`fit_poll_wait`), and nothing else changes:
 import dataclasses
 import itertools
 import math
+import multiprocessing
+import os
 import sys
 import tempfile
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
@@ -210,51 +212,54 @@ def fit_profile(tables, mpi="mpich", say=print):
 
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better
 REDUCING = ("osu_allreduce", "osu_reduce")  # tables whose time holds the reduction's arithmetic
+COPY_COST_S = (1e-12, 1e-8)  # the search's bounds, seconds a byte copied: 1 TB/s to 0.1 GB/s
 GAMMA_MAX_S = 1e-8  # the search's bound: 0.1 GB/s combined, far slower than any CPU adds
 POLL_WAIT_MAX_S = 1e-3  # the search's bound: a scheduler's whole time slice a rank
+SEARCH_RTOL = 0.005  # the search ends where its next cost is this close to one it simulated
+SEARCH_SIMULATIONS = 12  # ... or after this many simulations of the tables
+NOT_SHOWN = 1e-3  # mean |log error| a size by which a cost must fit better than none (0.1 %)
 
 
 def fit_memory(document, tables, mpi="mpich"):
     """(MemoryPath, median |relative error|) that best reproduces ``tables`` (collectives of
     several ranks a host) at sizes >= ``FIT_MIN_BYTES`` on the network of ``document``: for
     each count of channels (powers of two up to the ranks a host) the one copy's bandwidth of
-    least absolute log error (a bounded search over its log; robust to a protocol switch inside
-    the table, see the module's notes). At those sizes a copy's latency does not show: it stays
-    `ASSUMED_MEMORY`'s.
+    least absolute log error (`least_absolute_log_error` over a copy's seconds a byte; robust
+    to a protocol switch inside the table, see the module's notes). At those sizes a copy's
+    latency does not show: it stays `ASSUMED_MEMORY`'s.
 
     Which count of channels: tables of a full host show the memory's total (channels x a copy's
     rate) far better than how it splits, and the fits of different counts are alike (on AlaSKA
     the best and the worst count's mean |log error| a size differ by 0.005 and less). So the
     count is the host's ranks, each copying at an equal share of the total, unless a fewer
     count fits better by more than `CHANNELS_TOLERANCE` a size: the data then say that fewer
-    copies at once reach the total."""
+    copies at once reach the total. Each count's search starts at the last count's total."""
     points = _fit_points(tables)
     if not points:
         raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")
-    base = profile_of(document)
+    base, measured = profile_of(document), np.array([s for _, _, s in points])
 
-    def errors(memory):
-        return np.array(
-            [math.log(simulated_seconds(t, n, base, memory, mpi) / s) for t, n, s in points]
-        )
+    def memory_of(channels, cost_s):
+        return MemoryPath(ASSUMED_MEMORY.latency_s, 1.0 / cost_s, channels)
 
-    fits = []  # (mean |log error| a size, channels, MemoryPath)
-    most = max(t.ranks_per_host for t in tables)
+    fits = []  # (mean |log error| a size, channels, MemoryPath, |relative errors|)
+    most, start_s = max(t.ranks_per_host for t in tables), 1.0 / ASSUMED_MEMORY.bandwidth_Bps
     for channels in (2**k for k in range(int(math.log2(most)) + 1)):
 
-        def loss(log_Bps, channels=channels):
-            memory = MemoryPath(ASSUMED_MEMORY.latency_s, math.exp(log_Bps), channels)
-            return float(np.sum(np.abs(errors(memory))))
+        def times(cost_s, channels=channels):
+            memory = memory_of(channels, cost_s)
+            calls = [(t, n, base, memory, mpi) for t, n, _ in points]
+            return _side_by_side(simulated_seconds, calls)
 
-        result = minimize_scalar(
-            loss, bounds=(math.log(1e8), math.log(1e12)), method="bounded", options={"xatol": 0.01}
-        )
-        memory = MemoryPath(ASSUMED_MEMORY.latency_s, math.exp(result.x), channels)
-        fits.append((result.fun / len(points), channels, memory))
-    least = min(mean for mean, _, _ in fits)
-    best = max((f for f in fits if f[0] <= least + CHANNELS_TOLERANCE), key=lambda f: f[1])
-    memory = best[2]
-    return memory, float(np.median(np.abs(np.exp(errors(memory)) - 1)))
+        cost_s, logs = least_absolute_log_error(times, measured, *COPY_COST_S, start_s)
+        memory = memory_of(channels, cost_s)
+        fits.append((float(np.mean(np.abs(logs))), channels, memory, np.abs(np.expm1(logs))))
+        start_s = 2 * cost_s  # twice the copies at once, each at half the rate: the same total
+    least = min(fit[0] for fit in fits)
+    _, _, memory, errors = max(
+        (fit for fit in fits if fit[0] <= least + CHANNELS_TOLERANCE), key=lambda fit: fit[1]
+    )
+    return memory, float(np.median(errors))
 
 
 def fit_gamma(document, memory, tables, mpi="mpich"):
@@ -264,27 +269,84 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
     A reduction's bytes are copied as well as added, so without a copying table the two are
     one per-byte cost and gamma is not determined (`fit_profile` does not call this then)."""
     points = _fit_points(tables)
-    base = profile_of(document)
+    base, measured = profile_of(document), np.array([s for _, _, s in points])
 
-    def errors(gamma):
-        return np.array(
-            [math.log(simulated_seconds(t, n, base, memory, mpi, gamma) / s) for t, n, s in points]
+    def times(gamma):
+        return _side_by_side(
+            simulated_seconds, [(t, n, base, memory, mpi, gamma) for t, n, _ in points]
         )
 
-    return _least_absolute_log_error(errors, GAMMA_MAX_S, 1e-13)
+    gamma, logs = least_absolute_log_error(times, measured, 0.0, GAMMA_MAX_S, 0.0)
+    return gamma, float(np.median(np.abs(np.expm1(logs))))
 
 
-def _least_absolute_log_error(errors, upper, xatol):
-    """(x, median |relative error|): the x in [0, ``upper``] of least sum of |log errors|
-    (``errors(x)``: the log of simulated over measured, a size each), by a bounded search to
-    ``xatol``; 0 where it fits as well (a cost the tables do not show stays none)."""
+def least_absolute_log_error(times, measured, lower, upper, start):
+    """(x, log errors at x): the cost x in [``lower``, ``upper``] (seconds a byte copied or
+    combined, seconds a rank waits) whose simulated times ``times(x)`` (seconds, a size each)
+    have the least sum of |log(simulated / ``measured``)|, from ``start``, in a few simulations.
+
+    Why not a general 1-D search (a bounded Brent's, before): it simulated every size of the
+    tables 15-20 times a cost, and a site's table is slow to simulate (an alltoall of 512
+    ranks, 32 a host: about 28 s a size on one core; a fit of its five sizes from 64 KiB took
+    hours). A collective's simulated time is near affine in such a cost: it is paid per byte
+    (or per rank) on the critical path, whose makeup changes at few costs. So each size's line
+    is drawn through the last two costs simulated, the least absolute log error over the lines
+    is found without simulating (at each size's root, where its line meets its measurement, or
+    on a grid between the bounds), and the cost found is simulated next, until it is within
+    `SEARCH_RTOL` of a cost simulated (where the times are affine, three or four simulations).
+    Returned is the best cost simulated, so never worse than any tried; where the lower bound
+    is 0, none unless the best fits better by `NOT_SHOWN` a size (a cost the tables do not
+    show, as γ from a table rounded to 0.01 µs, stays none)."""
+    measured = np.asarray(measured, dtype=float)
+    tried = {}  # cost -> simulated times
+
+    def simulate(x):
+        tried[x] = np.asarray(times(x), dtype=float)
+        return tried[x]
 
     def loss(x):
-        return float(np.sum(np.abs(errors(x))))
+        return float(np.sum(np.abs(np.log(tried[x] / measured))))
 
-    result = minimize_scalar(loss, bounds=(0.0, upper), method="bounded", options={"xatol": xatol})
-    x = 0.0 if loss(0.0) <= result.fun else float(result.x)
-    return x, float(np.median(np.abs(np.exp(errors(x)) - 1)))
+    grid = np.unique(
+        np.concatenate(
+            [
+                [lower, upper],
+                np.linspace(lower, upper, 257),
+                np.geomspace(max(lower, upper * 1e-6), upper, 257),
+            ]
+        )
+    )
+    if start == lower:
+        previous, last = start, upper * 1e-2
+    else:  # a step up, or down from the upper bound
+        previous, last = start, start * 1.5 if start * 1.5 <= upper else start / 1.5
+    simulate(previous)
+    simulate(last)
+    while len(tried) < SEARCH_SIMULATIONS:
+        slope = (tried[last] - tried[previous]) / (last - previous)
+        intercept = tried[last] - slope * last
+        with np.errstate(divide="ignore", invalid="ignore"):
+            roots = (measured - intercept) / slope
+            candidates = np.concatenate([grid, roots[np.isfinite(roots)]])
+            candidates = candidates[(candidates >= lower) & (candidates <= upper)]
+            lines = intercept + np.outer(candidates, slope)  # (candidates, sizes)
+            losses = np.where(
+                np.all(lines > 0, axis=1),
+                np.sum(np.abs(np.log(np.where(lines > 0, lines, 1.0) / measured)), axis=1),
+                np.inf,
+            )
+        following = float(candidates[np.argmin(losses)])
+        if any(abs(following - x) <= SEARCH_RTOL * max(abs(x), upper * 1e-6) for x in tried):
+            break
+        previous, last = last, following
+        simulate(following)
+    best = min(tried, key=loss)
+    if lower == 0.0:  # a cost that fits hardly better than none is not shown by the tables
+        if lower not in tried:
+            simulate(lower)
+        if loss(lower) <= loss(best) + NOT_SHOWN * measured.size:
+            best = lower
+    return best, np.log(tried[best] / measured)
 
 
 def fit_poll_wait(profile, tables, mpi="mpich"):
@@ -309,17 +371,34 @@ def fit_poll_wait(profile, tables, mpi="mpich"):
     if not points:
         raise ValueError(f"no collective sizes below {FIT_MIN_BYTES} B to fit poll_wait_s")
 
-    def errors(wait_s):  # each size as `sim.osu` prints it: OSU's loop where buckets keep state
-        logs = []
-        for table, nbytes, seconds in points:
-            cluster = cluster_for(table, profile, None, mpi)
-            cluster = dataclasses.replace(cluster, poll_wait_s=wait_s)
-            calls = collective_calls(cluster)[0]
-            simulated = simulate_benchmark(table.bench, cluster, nbytes, calls, mpi)
-            logs.append(math.log(osu_value(table.bench, simulated, nbytes, calls) * 1e-6 / seconds))
-        return np.array(logs)
+    def times(wait_s):
+        calls = [(t, n, profile, mpi, wait_s) for t, n, _ in points]
+        return _side_by_side(_osu_loop_seconds, calls)
 
-    return _least_absolute_log_error(errors, POLL_WAIT_MAX_S, 1e-8)
+    measured = [s for _, _, s in points]
+    wait_s, logs = least_absolute_log_error(times, measured, 0.0, POLL_WAIT_MAX_S, 0.0)
+    return wait_s, float(np.median(np.abs(np.expm1(logs))))
+
+
+def _osu_loop_seconds(table, nbytes, profile, mpi, wait_s):
+    """``table``'s benchmark at ``nbytes`` as `sim.osu` prints it (OSU's loop of calls where
+    token buckets keep state), with ``poll_wait_s`` at ``wait_s``: seconds a call."""
+    cluster = cluster_for(table, profile, None, mpi)
+    cluster = dataclasses.replace(cluster, poll_wait_s=wait_s)
+    calls = collective_calls(cluster)[0]
+    seconds = simulate_benchmark(table.bench, cluster, nbytes, calls, mpi)
+    return osu_value(table.bench, seconds, nbytes, calls) * 1e-6
+
+
+def _side_by_side(function, calls):
+    """``[function(*args) for args in calls]``, the calls side by side on this process's cores
+    where it has several (forked processes: each call is a simulation, of seconds to minutes
+    for a site's table; the same numbers as one after the other)."""
+    workers = min(len(calls), len(os.sched_getaffinity(0)))
+    if workers < 2:
+        return [function(*args) for args in calls]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(function, *zip(*calls, strict=True)))
 
 
 def refine_poll_wait(path, tables, mpi=None, say=print):

@@ -12,6 +12,9 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.optimize import minimize_scalar
 
 from sim.calibrate import fit_profile, profile_of, simulated_seconds
 from sim.cluster import build_cluster
@@ -240,6 +243,77 @@ def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     errors = np.abs(fitted / seconds - 1)
     assert median < 0.01 and np.sort(errors)[3] < 0.01, errors
     assert errors[1] == pytest.approx(2 / 3, abs=0.01)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.floats(1e-6, 1e-3), st.floats(1e4, 1e7), st.floats(-0.5, 0.5)),
+        min_size=1,
+        max_size=8,
+    ),
+    st.floats(1e-11, 1e-9),
+    st.floats(1e-11, 1e-8),
+    st.floats(0.0, 1e-8),
+)
+def test_the_search_over_affine_times_is_as_good_as_a_dense_grid_in_few_simulations(
+    sizes, truth, start, kink
+):
+    """Times affine in the cost, ``a + b x`` a size (seconds; b: bytes on the critical path),
+    measured at a true cost give or take each size's own factor (e^-0.5..e^0.5: noise and
+    protocol switches), and a second cost paid only past a kink (the critical path changing):
+    within 1 % of the search's cost (it stops within 0.5 % of a cost it simulated) lies one as
+    good as the best of a dense grid (20,000 costs), and it simulated the tables at most
+    `SEARCH_SIMULATIONS` times, at most 6 when affine."""
+    from sim.calibrate import COPY_COST_S, SEARCH_SIMULATIONS, least_absolute_log_error
+
+    a, b, off = (np.array(column) for column in zip(*sizes, strict=True))
+    measured = (a + b * truth) * np.exp(off)
+    calls = []
+
+    def times(x):
+        calls.append(x)
+        return a + b * x + 2 * b * max(0.0, x - kink) * (kink > 0)
+
+    def loss(x):
+        return np.sum(np.abs(np.log(times(x) / measured)), axis=-1)
+
+    found, logs = least_absolute_log_error(times, measured, *COPY_COST_S, start)
+    assert COPY_COST_S[0] <= found <= COPY_COST_S[1]
+    assert len(calls) <= (SEARCH_SIMULATIONS if kink else 6)
+    assert np.sum(np.abs(logs)) == pytest.approx(loss(found))
+    grid = np.geomspace(*COPY_COST_S, 20_000)
+    best = min(loss(x) for x in grid)
+    window = (found / 1.01, min(found * 1.01, COPY_COST_S[1]))  # its least loss: on a grid
+    near = minimize_scalar(loss, bounds=window, method="bounded", options={"xatol": 1e-20})
+    finer = min(loss(x) for x in np.linspace(*window, 4001))  # 10x the dense grid's, and Brent's
+    assert min(near.fun, finer, loss(found)) <= best + 1e-9
+
+
+def test_a_fit_side_by_side_on_several_cores_gives_the_numbers_of_one_core(monkeypatch):
+    """The memory and gamma fitted with each size simulated in a forked process of its own are
+    those fitted one size after the other, to the last bit."""
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    base = profile_of(fit_profile([latency], say=lambda _: None))
+    truth, big = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4), 2 ** np.arange(16, 20)
+
+    def table(bench):
+        shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
+        seconds = [simulated_seconds(shape, int(n), base, truth, "mpich", 3e-10) for n in big]
+        return OsuTable(bench, f"osu_{bench}", big, np.array(seconds) * 1.1, 8, 4)
+
+    tables = [latency, table("allgather"), table("allreduce")]
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
+    several = fit_profile(tables, say=lambda _: None)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0})
+    one = fit_profile(tables, say=lambda _: None)
+    assert several == one
+    assert several["compute"]["gamma_s_per_byte"] > 0
 
 
 @pytest.mark.parametrize("bench", ["allgather", "allreduce"])
