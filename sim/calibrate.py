@@ -55,11 +55,8 @@ poll_wait_s`` at sizes below 64 KiB (`fit_poll_wait`), and nothing else changes:
 import dataclasses
 import itertools
 import math
-import multiprocessing
-import os
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -68,7 +65,13 @@ from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
 from sim.osu import build_parser as osu_parser
-from sim.osu import collective_calls, machine_options, osu_value, simulate_benchmark
+from sim.osu import (
+    collective_calls,
+    machine_options,
+    osu_value,
+    side_by_side,
+    simulate_benchmark,
+)
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.cli import OneLineParser
@@ -249,7 +252,7 @@ def fit_memory(document, tables, mpi="mpich"):
         def times(cost_s, channels=channels):
             memory = memory_of(channels, cost_s)
             calls = [(t, n, base, memory, mpi) for t, n, _ in points]
-            return _side_by_side(simulated_seconds, calls)
+            return list(side_by_side(simulated_seconds, calls))
 
         cost_s, logs = least_absolute_log_error(times, measured, *COPY_COST_S, start_s)
         memory = memory_of(channels, cost_s)
@@ -272,9 +275,8 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
     base, measured = profile_of(document), np.array([s for _, _, s in points])
 
     def times(gamma):
-        return _side_by_side(
-            simulated_seconds, [(t, n, base, memory, mpi, gamma) for t, n, _ in points]
-        )
+        calls = [(t, n, base, memory, mpi, gamma) for t, n, _ in points]
+        return list(side_by_side(simulated_seconds, calls))
 
     gamma, logs = least_absolute_log_error(times, measured, 0.0, GAMMA_MAX_S, 0.0)
     return gamma, float(np.median(np.abs(np.expm1(logs))))
@@ -373,7 +375,7 @@ def fit_poll_wait(profile, tables, mpi="mpich"):
 
     def times(wait_s):
         calls = [(t, n, profile, mpi, wait_s) for t, n, _ in points]
-        return _side_by_side(_osu_loop_seconds, calls)
+        return list(side_by_side(_osu_loop_seconds, calls))
 
     measured = [s for _, _, s in points]
     wait_s, logs = least_absolute_log_error(times, measured, 0.0, POLL_WAIT_MAX_S, 0.0)
@@ -388,17 +390,6 @@ def _osu_loop_seconds(table, nbytes, profile, mpi, wait_s):
     calls = collective_calls(cluster)[0]
     seconds = simulate_benchmark(table.bench, cluster, nbytes, calls, mpi)
     return osu_value(table.bench, seconds, nbytes, calls) * 1e-6
-
-
-def _side_by_side(function, calls):
-    """``[function(*args) for args in calls]``, the calls side by side on this process's cores
-    where it has several (forked processes: each call is a simulation, of seconds to minutes
-    for a site's table; the same numbers as one after the other)."""
-    workers = min(len(calls), len(os.sched_getaffinity(0)))
-    if workers < 2:
-        return [function(*args) for args in calls]
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(function, *zip(*calls, strict=True)))
 
 
 def refine_poll_wait(path, tables, mpi=None, say=print):

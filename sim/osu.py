@@ -29,10 +29,16 @@ Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (
 doubling, Bruck's, neighbour exchange) and bcast (binomial tree, scatter + allgather, split
 binary tree, pipeline) and reduce (binomial tree, reduce-scatter + gather, linear, Open MPI's
 segmented trees and pipeline) as the library picks them.
+
+Sizes are simulated side by side, a forked process a core (`side_by_side`): a site's table at
+its own scale is slow (an alltoall of 512 ranks, 32 a host: about 28 s a size on one core).
 """
 
 import argparse
+import multiprocessing
+import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -338,15 +344,34 @@ def table(bench, cluster, sizes, iterations=None):
     else:
         iterations = iterations or 1
 
-    def value(nbytes):
-        seconds = simulate_benchmark(bench, cluster, nbytes, iterations, cluster.mpi)
-        return osu_value(bench, seconds, nbytes, iterations)
-
     note = (
         f"simulated by twinsgd sim.osu: {cluster.ranks} ranks, {cluster.ranks_per_host} a host, "
         f"profile {cluster.profile or 'none'}, {cluster.mpi}"
     )
-    return format_table(bench, note, ((n, value(n)) for n in sizes))
+    sizes = list(sizes)
+    values = side_by_side(_table_value, [(bench, cluster, n, iterations) for n in sizes])
+    return format_table(bench, note, zip(sizes, values, strict=True))
+
+
+def _table_value(bench, cluster, nbytes, iterations):
+    """The table's number at ``nbytes``: `simulate_benchmark`, then `osu_value`."""
+    seconds = simulate_benchmark(bench, cluster, nbytes, iterations, cluster.mpi)
+    return osu_value(bench, seconds, nbytes, iterations)
+
+
+def side_by_side(function, calls):
+    """``function(*args)`` for each ``args`` of ``calls``, in order, each as soon as it and
+    those before it are done: side by side on this process's cores where it has several
+    (forked processes; each call a simulation, seconds to minutes for a site's table at its own
+    scale), else one after the other; the same numbers either way. Ctrl-C reaches the forked
+    processes too (one process group) and ends them with the command's one line."""
+    calls = list(calls)
+    workers = min(len(calls), len(os.sched_getaffinity(0)))
+    if workers < 2:
+        yield from (function(*args) for args in calls)
+        return
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        yield from pool.map(function, *zip(*calls, strict=True))
 
 
 @one_line_on_interrupt("python -m sim.osu")
