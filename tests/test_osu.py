@@ -271,22 +271,24 @@ def test_the_search_over_affine_times_is_as_good_as_a_dense_grid_in_few_simulati
     measured = (a + b * truth) * np.exp(off)
     calls = []
 
+    def simulated(x):  # x: a cost, or costs (a column of them)
+        return a + b * x + 2 * b * np.maximum(0.0, x - kink) * (kink > 0)
+
     def times(x):
         calls.append(x)
-        return a + b * x + 2 * b * max(0.0, x - kink) * (kink > 0)
+        return simulated(x)
 
-    def loss(x):
-        return np.sum(np.abs(np.log(times(x) / measured)), axis=-1)
+    def loss(x):  # a cost's, or each cost's of a column
+        return np.sum(np.abs(np.log(simulated(x) / measured)), axis=-1)
 
     found, logs = least_absolute_log_error(times, measured, *COPY_COST_S, start)
     assert COPY_COST_S[0] <= found <= COPY_COST_S[1]
     assert len(calls) <= (SEARCH_SIMULATIONS if kink else 6)
     assert np.sum(np.abs(logs)) == pytest.approx(loss(found))
-    grid = np.geomspace(*COPY_COST_S, 20_000)
-    best = min(loss(x) for x in grid)
+    best = np.min(loss(np.geomspace(*COPY_COST_S, 20_000)[:, None]))
     window = (found / 1.01, min(found * 1.01, COPY_COST_S[1]))  # its least loss: on a grid
     near = minimize_scalar(loss, bounds=window, method="bounded", options={"xatol": 1e-20})
-    finer = min(loss(x) for x in np.linspace(*window, 4001))  # 10x the dense grid's, and Brent's
+    finer = np.min(loss(np.linspace(*window, 4001)[:, None]))  # 10x the dense grid's, and Brent's
     assert min(near.fun, finer, loss(found)) <= best + 1e-9
 
 
