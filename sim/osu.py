@@ -364,9 +364,14 @@ def side_by_side(function, calls):
     those before it are done: side by side on this process's cores where it has several
     (forked processes; each call a simulation, seconds to minutes for a site's table at its own
     scale), else one after the other; the same numbers either way. Ctrl-C reaches the forked
-    processes too (one process group) and ends them with the command's one line."""
+    processes too (one process group) and ends them with the command's one line. A process in
+    which MPI is initialized is not forked: the MPI standard leaves fork after MPI_Init
+    undefined (MPICH's shared memory, UCX's threads), so its calls run one after the other."""
     calls = list(calls)
     workers = min(len(calls), len(os.sched_getaffinity(0)))
+    mpi = sys.modules.get("mpi4py.MPI")
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        workers = 1
     if workers < 2:
         yield from (function(*args) for args in calls)
         return

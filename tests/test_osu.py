@@ -292,30 +292,56 @@ def test_the_search_over_affine_times_is_as_good_as_a_dense_grid_in_few_simulati
     assert min(near.fun, finer, loss(found)) <= best + 1e-9
 
 
-def test_a_fit_side_by_side_on_several_cores_gives_the_numbers_of_one_core(monkeypatch):
-    """The memory and gamma fitted with each size simulated in a forked process of its own are
-    those fitted one size after the other, to the last bit."""
-    from sim.cluster import ASSUMED_MEMORY
-    from sim.network import MemoryPath
-    from twinsgd.calibration.osu_tables import OsuTable
+_SIDE_BY_SIDE_FIT = """
+import json, os, sys
+import numpy as np
+from sim.calibrate import fit_profile, profile_of, simulated_seconds
+from sim.cluster import ASSUMED_MEMORY
+from sim.network import MemoryPath
+from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    base = profile_of(fit_profile([latency], say=lambda _: None))
-    truth, big = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4), 2 ** np.arange(16, 20)
+sizes = 2.0 ** np.arange(0, 23)
+latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+base = profile_of(fit_profile([latency], say=lambda _: None))
+truth, big = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4), 2 ** np.arange(16, 20)
 
-    def table(bench):
-        shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
-        seconds = [simulated_seconds(shape, int(n), base, truth, "mpich", 3e-10) for n in big]
-        return OsuTable(bench, f"osu_{bench}", big, np.array(seconds) * 1.1, 8, 4)
+def table(bench):
+    shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
+    seconds = [simulated_seconds(shape, int(n), base, truth, "mpich", 3e-10) for n in big]
+    return OsuTable(bench, f"osu_{bench}", big, np.array(seconds) * 1.1, 8, 4)
 
-    tables = [latency, table("allgather"), table("allreduce")]
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0, 1, 2, 3})
-    several = fit_profile(tables, say=lambda _: None)
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: {0})
-    one = fit_profile(tables, say=lambda _: None)
-    assert several == one
-    assert several["compute"]["gamma_s_per_byte"] > 0
+os.sched_getaffinity = lambda _: set(range(int(sys.argv[1])))
+if sys.argv[2:] == ["mpi"]:
+    from real.mpi import MPI  # initialized at import, a singleton
+forks = []
+os.register_at_fork(after_in_parent=lambda: forks.append(1))
+document = fit_profile([latency, table("allgather"), table("allreduce")], say=lambda _: None)
+print(json.dumps({"document": document, "forks": len(forks)}))
+"""
+
+
+def test_a_fit_side_by_side_on_several_cores_gives_the_numbers_of_one_core():
+    """The memory and gamma fitted with each size simulated in a forked process of its own (4
+    cores) are those fitted one size after the other (1 core), to the last bit; a process
+    with MPI initialized forks none (fork after MPI_Init is undefined). (In fresh interpreters:
+    this one may hold MPI, initialized by an earlier test.)"""
+    import json
+
+    def fit(cores, *mpi):
+        done = subprocess.run(
+            [sys.executable, "-c", _SIDE_BY_SIDE_FIT, str(cores), *mpi],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "OPENBLAS_NUM_THREADS": "1"},
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    several, one, with_mpi = fit(4), fit(1), fit(4, "mpi")
+    assert several["forks"] > 0 and one["forks"] == 0 and with_mpi["forks"] == 0
+    assert several["document"] == one["document"] == with_mpi["document"]
+    assert several["document"]["compute"]["gamma_s_per_byte"] > 0
 
 
 @pytest.mark.parametrize("bench", ["allgather", "allreduce"])
