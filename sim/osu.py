@@ -368,7 +368,10 @@ def side_by_side(function, calls):
     which MPI is initialized is not forked: the MPI standard leaves fork after MPI_Init
     undefined (MPICH's shared memory, UCX's threads), so its calls run one after the other."""
     calls = list(calls)
-    workers = min(len(calls), len(os.sched_getaffinity(0)))
+    cores = (
+        os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+    )
+    workers = min(len(calls), len(cores))  # (no affinity outside Linux: every core)
     mpi = sys.modules.get("mpi4py.MPI")
     if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
         workers = 1
