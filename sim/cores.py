@@ -304,8 +304,8 @@ class HostCores:
         while len(self.fair.v) > self.cores and rank not in self.turn_ends:
             self._account()
             wait = self.fair.behind_s(rank, self.cores)
-            if wait <= _EPS_S:
-                return
+            if wait <= max(_EPS_S, 16 * math.ulp(self.env.now)):  # (a wait the clock cannot
+                return  # take, late in a long run, would come back unchanged: forever)
             told = self.env.event()  # True: a core is its (`_offer`); False: look again
             # (a receiver may wait in its own acquire and in a sender's copy at once)
             self._ineligible.setdefault(rank, []).append(told)

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import simpy
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sim.backend import Simulator
@@ -376,6 +376,9 @@ def test_a_rank_woken_while_the_cores_are_busy_waits_in_line_for_one():
     update_s=st.floats(0.0, 0.006),
     nbytes=st.sampled_from([2_000, 200_000]),
 )
+@example(  # ran forever: late in the run a rank's wait to be eligible (1.8e-12 s at 16,580 s)
+    workers=5, cores=2, straggle=0.12568600656349802, seed=805, update_s=0.0, nbytes=200_000
+)  # was below the clock's resolution, and the wait came back unchanged
 def test_an_asynchronous_server_on_shared_cores_finishes_with_every_core_back(
     workers, cores, straggle, seed, update_s, nbytes
 ):
