@@ -252,7 +252,7 @@ def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     start=1e-11,
     kink=6.026027529810697e-10,
 )
-@example(  # CI's: the least between the geometric grid's costs, 1 % below the cost found
+@example(  # CI's: the least between the grid's costs (and the test after this one)
     sizes=[
         (0.0008320212806974164, 8245047.0, 0.0),
         (0.0008320212806974164, 8245035.0, 0.0),
@@ -312,6 +312,30 @@ def test_the_search_over_affine_times_is_as_good_as_a_dense_grid_in_few_simulati
     near = minimize_scalar(loss, bounds=window, method="bounded", options={"xatol": 1e-20})
     finer = np.min(loss(np.linspace(*window, 4001)[:, None]))  # 10x the dense grid's, and Brent's
     assert min(near.fun, finer, loss(found)) <= best + SEARCH_LOSS_TOL * len(sizes)
+
+
+def test_the_lines_least_between_the_grids_costs_is_found_not_the_grids_nearest():
+    """CI's example (2026-12-04): four sizes' lines pulling against each other, so the least
+    absolute log error is smooth and lies between two costs of the search's grid (5.5 % apart):
+    the lines' least is found to 1e-12 of a fine grid's around it, where the grid's best cost
+    misses it by 1e-8 (which the search's stopping rule then cannot see)."""
+    from sim.calibrate import COPY_COST_S, _least_over_lines
+
+    a = np.array([0.0008320212806974164, 0.0008320212806974164, 0.00019851647926297068])
+    a = np.append(a, 0.0001503631678982681)  # seconds at cost 0
+    b = np.array([8245047.0, 8245035.0, 2728658.0, 8918531.0])  # bytes on the critical path
+    measured = (a + b * 1e-11) * np.exp([0.0, 0.0, 0.0, 0.5])
+    lower, upper = COPY_COST_S
+    grid = np.unique(np.geomspace(upper * 1e-6, upper, 257))
+
+    def loss(x):
+        return np.sum(np.abs(np.log((a + np.outer(x, b)) / measured)), axis=-1)
+
+    found, its_loss = _least_over_lines(a, b, measured, grid, lower, upper)
+    fine = np.linspace(found / 1.06, found * 1.06, 200_001)
+    assert its_loss == pytest.approx(loss(np.array([found]))[0], rel=1e-12)
+    assert its_loss <= np.min(loss(fine)) + 1e-12
+    assert np.min(loss(grid)) > its_loss + 1e-9  # the grid alone: not the least
 
 
 _SIDE_BY_SIDE_FIT = """
