@@ -1,9 +1,9 @@
 """Hypothesis's profiles for the suite.
 
 ``HYPOTHESIS_PROFILE=ci`` (set by `.ci/run`) draws the same examples in every run, from a seed
-that hashes each test, so CI passes or fails on the code, not on the draw: a random example
-found in CI (the fit's search, 2026-12-04) held a stop's work back though the code had not
-changed since it last passed. Everywhere else (``make test``, a developer's run) the examples
+that hashes each test, so CI passes or fails on the code, not on the draw: an example drawn
+in CI (the fit's search, 2026-12-04) failed where the same code had passed every run before
+it, and held that stop's work back. Everywhere else (``make test``, a developer's run) the examples
 are drawn afresh each run and kept in ``.hypothesis``, which is where new failures are found;
 ``pytest --hypothesis-seed=N`` on the files with ``@given`` explores more of them.
 """
