@@ -247,7 +247,7 @@ def fit_memory(document, tables, mpi="mpich"):
     def memory_of(channels, cost_s):
         return MemoryPath(ASSUMED_MEMORY.latency_s, 1.0 / cost_s, channels)
 
-    fits = []  # (mean |log error| a size, channels, MemoryPath, |relative errors|)
+    fits = []  # (mean |log error| a size, channels, MemoryPath, log errors)
     most, start_s = max(t.ranks_per_host for t in tables), 1.0 / ASSUMED_MEMORY.bandwidth_Bps
     for channels in (2**k for k in range(int(math.log2(most)) + 1)):
 
@@ -258,13 +258,13 @@ def fit_memory(document, tables, mpi="mpich"):
 
         cost_s, logs = least_absolute_log_error(times, measured, *COPY_COST_S, start_s)
         memory = memory_of(channels, cost_s)
-        fits.append((float(np.mean(np.abs(logs))), channels, memory, np.abs(np.expm1(logs))))
+        fits.append((float(np.mean(np.abs(logs))), channels, memory, logs))
         start_s = 2 * cost_s  # twice the copies at once, each at half the rate: the same total
     least = min(fit[0] for fit in fits)
-    _, _, memory, errors = max(
+    _, _, memory, logs = max(
         (fit for fit in fits if fit[0] <= least + CHANNELS_TOLERANCE), key=lambda fit: fit[1]
     )
-    return memory, float(np.median(errors))
+    return memory, _median_relative_error(logs)
 
 
 def fit_gamma(document, memory, tables, mpi="mpich"):
@@ -281,7 +281,7 @@ def fit_gamma(document, memory, tables, mpi="mpich"):
         return list(side_by_side(simulated_seconds, calls))
 
     gamma, logs = least_absolute_log_error(times, measured, 0.0, GAMMA_MAX_S, 0.0)
-    return gamma, float(np.median(np.abs(np.expm1(logs))))
+    return gamma, _median_relative_error(logs)
 
 
 def least_absolute_log_error(times, measured, lower, upper, start):
@@ -346,6 +346,11 @@ def least_absolute_log_error(times, measured, lower, upper, start):
         if loss(lower) <= loss(best) + NOT_SHOWN * measured.size:
             best = lower
     return best, np.log(tried[best] / measured)
+
+
+def _median_relative_error(logs):
+    """The median |simulated / measured - 1| of log errors ``logs`` (a size each)."""
+    return float(np.median(np.abs(np.expm1(logs))))
 
 
 def _least_over_lines(intercept, slope, measured, grid, lower, upper):
@@ -422,7 +427,7 @@ def fit_poll_wait(profile, tables, mpi="mpich"):
 
     measured = [s for _, _, s in points]
     wait_s, logs = least_absolute_log_error(times, measured, 0.0, POLL_WAIT_MAX_S, 0.0)
-    return wait_s, float(np.median(np.abs(np.expm1(logs))))
+    return wait_s, _median_relative_error(logs)
 
 
 def _osu_loop_seconds(table, nbytes, profile, mpi, wait_s):
