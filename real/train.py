@@ -292,17 +292,24 @@ def _stop(log, comm, why, say, status):
 
 def _interrupted(log, folder, step):
     """Ctrl-C: the launcher passes SIGINT to every rank. The first rank to get here marks the
-    run and says so in one line; every rank leaves at once with 130 (no MPI_Finalize: the ranks
-    blocked in MPI calls never see the signal, and the launcher ends them)."""
+    run and says so in one line; every rank leaves with 130 (no MPI_Finalize: the ranks
+    blocked in MPI calls never see the signal, and the launcher ends them).
+
+    A rank that was not first waits (up to `GRACE_S`) until the first has said it: the
+    launcher kills the job at the first rank's exit, and a loser that left at once took the
+    first one's line and mark with it (CI, 2026-12-04: exit 130, stderr empty)."""
     why = f"interrupted (SIGINT) at step {step}"
+    marker = folder.path / ".interrupted"
     try:
-        os.close(os.open(folder.path / ".interrupted", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        first = True
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
     except FileExistsError:
-        first = False
-    if first:
-        log.fail(why)
-        logger.error(f"{why} (run folder {folder.path})")
+        deadline = time.monotonic() + GRACE_S
+        while marker.stat().st_size == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os._exit(130)
+    log.fail(why)
+    logger.error(f"{why} (run folder {folder.path})")
+    os.write(fd, b"said\n")  # the others may leave now
     os._exit(130)
 
 

@@ -469,7 +469,7 @@ def refine_poll_wait(path, tables, mpi=None, say=print):
     cluster["poll_wait_s"] = float(f"{wait_s:.4g}")
     cluster["poll_wait_error"] = round(error, 4)
     say(
-        f"poll_wait_s: {wait_s * 1e6:.3g} us a rank past the cores, fitted to "
+        f"poll_wait_s: {cluster['poll_wait_s'] * 1e6:.3g} us a rank past the cores, fitted to "
         f"{', '.join(t.path for t in collectives)} (median |error| {100 * error:.1f} % over "
         f"sizes below {FIT_MIN_BYTES} B; the pair beside pollers gave "
         f"{cluster['poll_wait_pair_s'] * 1e6:.3g} us)"
