@@ -35,7 +35,11 @@ What each table determines:
   would pull a least-squares rate off the rest; the least absolute error fits the sizes that
   agree, the median's estimator, which is also what the held-out check scores. Such a table
   shows the total far better than how many copies share it: the fit keeps one copy per rank of
-  the host unless fewer fit clearly better (`fit_memory`).
+  the host unless fewer fit clearly better (`fit_memory`). Where a table grows by 2.5x or
+  more in one doubling of its sizes from 4 KiB, and goes on at the slower rate, its host's
+  buffers there passed a cache: ``cache`` (the buffers a call of the host's ranks touches at
+  the smaller size, `sim.osu.host_working_set`) and ``cache_bandwidth`` (the copy rate times
+  half that growth), and the rate is fitted with them in place (`cache_bound`);
 - an allreduce or reduce table beside one that only copies (allgather, alltoall, bcast), both
   of R > 1 ranks a host: the memory from the copying ones alone, then ``[compute]
   gamma_s_per_byte`` (the reduction's arithmetic, Thakur, Rabenseifner and Gropp's gamma) from
@@ -68,6 +72,7 @@ from sim.network import MemoryPath
 from sim.osu import build_parser as osu_parser
 from sim.osu import (
     collective_calls,
+    host_working_set,
     machine_options,
     osu_value,
     side_by_side,
@@ -178,6 +183,11 @@ def fit_profile(tables, mpi="mpich", say=print):
             "bandwidth": f"{memory.bandwidth_Bps:.6g}B/s",
             "total_bandwidth": f"{memory.bandwidth_Bps * memory.channels:.6g}B/s",
         }
+        if memory.cache_bytes:
+            document["network"]["memory"] |= {
+                "cache": f"{memory.cache_bytes}B",
+                "cache_bandwidth": f"{memory.cache_bandwidth_Bps:.6g}B/s",
+            }
         document["cluster"]["ranks_per_host"] = collectives[0].ranks_per_host
         say(
             f"memory: {memory.bandwidth_Bps / 1e9:.3g} GB/s a copy, {memory.channels} at once "
@@ -188,6 +198,18 @@ def fit_profile(tables, mpi="mpich", say=print):
             f"{', '.join(t.path for t in collectives)} (median |error| {100 * error:.1f} % over "
             f"sizes >= {FIT_MIN_BYTES} B)"
         )
+        if memory.cache_bytes:
+            say(
+                f"memory in cache: where a call's buffers on a host fit {memory.cache_bytes} B, "
+                f"{memory.cache_bandwidth_Bps / 1e9:.3g} GB/s a copy "
+                f"({memory.cache_bandwidth_Bps / memory.bandwidth_Bps:.3g}x: the largest growth "
+                f"of a doubling of these tables' sizes from {CACHE_MIN_BYTES} B, over 2)"
+            )
+        else:
+            say(
+                f"memory in cache: no bound shown (no doubling of these tables' sizes from "
+                f"{CACHE_MIN_BYTES} B grows {CACHE_JUMP}x or more); one rate at every size"
+            )
     else:
         say(
             f"memory: no collective table of several ranks a host; not determined (sim.run "
@@ -215,6 +237,9 @@ def fit_profile(tables, mpi="mpich", say=print):
 
 
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better
+CACHE_MIN_BYTES = 4096  # below, a full host's collective is its latencies more than its copies
+CACHE_JUMP = 2.5  # a doubling of a table's sizes that costs this much more: past a cache
+CACHE_AFTER = 1.8  # ... and the doubling after it this much at least: the slower rate holds
 REDUCING = ("osu_allreduce", "osu_reduce")  # tables whose time holds the reduction's arithmetic
 COPY_COST_S = (1e-12, 1e-8)  # the search's bounds, seconds a byte copied: 1 TB/s to 0.1 GB/s
 GAMMA_MAX_S = 1e-8  # the search's bound: 0.1 GB/s combined, far slower than any CPU adds
@@ -223,6 +248,36 @@ SEARCH_RTOL = 0.005  # the search ends where its next cost is this close to one 
 SEARCH_LOSS_TOL = 1e-4  # ... whose mean |log error| a size is within this of the lines' least
 SEARCH_SIMULATIONS = 12  # ... or after this many simulations of the tables
 NOT_SHOWN = 1e-3  # mean |log error| a size by which a cost must fit better than none (0.1 %)
+
+
+def cache_bound(tables):
+    """(bytes, ratio): the host's cache as ``tables`` (collectives of several ranks a host)
+    show it, its bound and how much faster a copy runs inside it; None where none shows one.
+
+    The one doubling of a table's sizes from `CACHE_MIN_BYTES` whose time grows the most, by
+    at least `CACHE_JUMP` (twice the bytes for more than twice the time), after which the next
+    doubling still grows by `CACHE_AFTER` or more (the slower rate holds on: not one slow size
+    of a protocol switch, which the fit's least absolute error leaves aside): at the smaller
+    size the buffers the host's ranks touch together (`sim.osu.host_working_set`) fit, at the
+    larger they do not. Moving its bytes on both sides, the call there spends J times the time
+    on twice the bytes, so a copy inside the cache runs J / 2 times as fast. On a real cluster
+    (AlaSKA and CSD3, Open MPI: docs/osu.md) a copying table grows 2.7-3.9x at one doubling,
+    where a node's buffers pass the same bound in all of its tables, and 1.9-2.3x at most
+    others. Where two tables show one, the larger jump is taken."""
+    best = None
+    for t in tables:
+        times = dict(zip(t.sizes.tolist(), t.seconds.tolist(), strict=True))
+        for n, seconds in times.items():
+            grown = times.get(2 * n, 0.0) / seconds
+            after = times.get(4 * n, 0.0) / times.get(2 * n, math.inf)
+            if (
+                n >= CACHE_MIN_BYTES
+                and grown >= CACHE_JUMP
+                and after >= CACHE_AFTER
+                and (best is None or grown > best[0])
+            ):
+                best = (grown, host_working_set(t.bench, n, t.ranks, t.ranks_per_host))
+    return None if best is None else (best[1], best[0] / 2)
 
 
 def fit_memory(document, tables, mpi="mpich"):
@@ -243,9 +298,12 @@ def fit_memory(document, tables, mpi="mpich"):
     if not points:
         raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")
     base, measured = profile_of(document), np.array([s for _, _, s in points])
+    cache_bytes, faster = cache_bound(tables) or (0, 0.0)  # (a rate of 0: no cache bound)
 
     def memory_of(channels, cost_s):
-        return MemoryPath(ASSUMED_MEMORY.latency_s, 1.0 / cost_s, channels)
+        return MemoryPath(
+            ASSUMED_MEMORY.latency_s, 1.0 / cost_s, channels, cache_bytes, faster / cost_s
+        )
 
     fits = []  # (mean |log error| a size, channels, MemoryPath, log errors)
     most, start_s = max(t.ranks_per_host for t in tables), 1.0 / ASSUMED_MEMORY.bandwidth_Bps

@@ -191,6 +191,14 @@ class Cluster:
                 "bandwidth_Bps": self.memory.bandwidth_Bps,
                 "channels": self.memory.channels,
                 "source": self.memory_source,
+                **(
+                    {
+                        "cache_bytes": self.memory.cache_bytes,
+                        "cache_bandwidth_Bps": self.memory.cache_bandwidth_Bps,
+                    }
+                    if self.memory.cache_bytes
+                    else {}
+                ),
             }
             if self.ranks_per_host > 1
             else None,
@@ -504,6 +512,7 @@ def _memory(options, profile):
     )
     if options.memory_latency is None and options.memory_bandwidth is None:
         return base, source
+    # a flag's rate is the one rate (a profile's cache bound, fitted beside its rate, is left)
     bandwidth_Bps = _pick(options.memory_bandwidth, None, base.bandwidth_Bps)
     total_Bps = base.channels * base.bandwidth_Bps  # the host's memory keeps its total
     return MemoryPath(

@@ -33,6 +33,8 @@ The format::
     latency = "0.4us"              # a small message, one way
     bandwidth = "6GB/s"            # one copy
     total_bandwidth = "24GB/s"     # every copy of the host at once (its memory's share)
+    cache = "32MiB"                # a call whose ranks' buffers on a host fit this (both
+    cache_bandwidth = "9GB/s"      # or neither) copies at this rate instead (sim.osu)
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
@@ -133,7 +135,7 @@ from twinsgd.calibration.jitter import Jitter
 from twinsgd.calibration.steptimes import StepTimes
 from twinsgd.data.sources import SOURCES
 from twinsgd.programs.mpi_choices import LIBRARIES
-from twinsgd.run.units import parse_bandwidth_Bps, parse_seconds
+from twinsgd.run.units import parse_bandwidth_Bps, parse_nbytes, parse_seconds
 
 PRESETS = importlib.resources.files("sim") / "profiles"  # package data: works installed
 # message patterns a calibration measures a cost model of; ``exchange`` (gossip's Irecv, Isend
@@ -653,10 +655,18 @@ def _memory(table):
     )
     if total_Bps < bandwidth_Bps:
         raise ValueError("[network.memory] total_bandwidth must be >= its bandwidth (one copy's)")
+    if ("cache" in table) != ("cache_bandwidth" in table):
+        raise ValueError("[network.memory] cache and cache_bandwidth go together (both or neither)")
+    cache_bytes = _value(table, "cache", parse_nbytes, "[network.memory]") or 0
+    cache_Bps = _value(table, "cache_bandwidth", parse_bandwidth_Bps, "[network.memory]") or 0.0
+    if "cache" in table and not (cache_bytes > 0 and cache_Bps > 0):
+        raise ValueError("[network.memory] cache and cache_bandwidth must be > 0")
     return MemoryPath(
         _value(table, "latency", parse_seconds, "[network.memory]"),
         bandwidth_Bps,
         max(1, round(total_Bps / bandwidth_Bps)),
+        cache_bytes,
+        cache_Bps,
     )
 
 

@@ -140,11 +140,20 @@ class MemoryPath:
     one-way time); ``bandwidth_Bps``: one copy's bytes per second; ``channels``: copies the
     host's memory moves at once at that rate (its memory bandwidth over one copy's), more wait
     their turn, first come first.
+
+    ``cache_bytes``, ``cache_bandwidth_Bps``: where the buffers a call of the host's ranks
+    touches together fit in ``cache_bytes`` (their cache, as the copies see it), one copy moves
+    at ``cache_bandwidth_Bps`` instead (`within`); 0: no bound known, one rate. Why: a real
+    host's collective tables grow by 2.7-3.9x in one doubling of their sizes where its ranks'
+    buffers pass one bound (AlaSKA's and CSD3's Open MPI tables: docs/osu.md), and a single
+    rate fitted on one side of it misses the other side by up to 2x.
     """
 
     latency_s: float
     bandwidth_Bps: float
     channels: int = 1
+    cache_bytes: float = 0.0
+    cache_bandwidth_Bps: float = 0.0
 
     def __post_init__(self):
         if not self.latency_s >= 0:
@@ -153,6 +162,28 @@ class MemoryPath:
             raise ValueError(f"memory bandwidth must be > 0 bytes/s, got {self.bandwidth_Bps}")
         if not (isinstance(self.channels, int) and self.channels >= 1):
             raise ValueError(f"memory channels must be an integer >= 1, got {self.channels}")
+        if not (self.cache_bytes >= 0 and self.cache_bandwidth_Bps >= 0):
+            raise ValueError("memory cache and its bandwidth must be >= 0")
+        if bool(self.cache_bytes) != bool(self.cache_bandwidth_Bps):
+            raise ValueError("memory cache and cache_bandwidth go together (both or neither)")
+
+    def within(self, working_set_bytes):
+        """The path a call moves its copies on when the host's ranks touch
+        ``working_set_bytes`` of buffers together: at the cache's rate where they fit the
+        cache, else this one (either way with no cache bound of its own).
+
+        >>> path = MemoryPath(5e-7, 1e9, 4, cache_bytes=2**20, cache_bandwidth_Bps=3e9)
+        >>> path.within(2**20).bandwidth_Bps, path.within(2**20 + 1).bandwidth_Bps
+        (3000000000.0, 1000000000.0)
+        """
+        if not self.cache_bytes:
+            return self
+        fits = 0 < working_set_bytes <= self.cache_bytes
+        return MemoryPath(
+            self.latency_s,
+            self.cache_bandwidth_Bps if fits else self.bandwidth_Bps,
+            self.channels,
+        )
 
     def concurrent_Bps(self, copies):
         """Each copy's bytes per second while ``copies`` copies move at once, as a fluid share

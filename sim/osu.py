@@ -35,6 +35,7 @@ its own scale is slow (an alltoall of 512 ranks, 32 a host: about 28 s a size on
 """
 
 import argparse
+import dataclasses
 import multiprocessing
 import os
 import sys
@@ -228,12 +229,34 @@ def collective_calls(cluster, iterations=None):
     return 1, 0 if one_machine else 1
 
 
+def host_working_set(bench, nbytes, ranks, ranks_per_host):
+    """Bytes of buffers a host's ranks touch together in one call of collective ``bench`` at
+    OSU's size ``nbytes``: each rank's send and receive buffers as OSU sizes them (a message a
+    peer for the allgather's receive and the alltoall's two; the whole vector otherwise).
+
+    >>> host_working_set("osu_allgather", 1024, 64, 32) == 32 * 65 * 1024
+    True
+    """
+    per_rank = {
+        "osu_allreduce": 2 * nbytes,
+        "osu_reduce": 2 * nbytes,
+        "osu_bcast": nbytes,
+        "osu_allgather": (1 + ranks) * nbytes,
+        "osu_alltoall": 2 * ranks * nbytes,
+    }[bench]
+    return ranks_per_host * per_rank
+
+
 def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     """Seconds each rank spends in ``iterations`` of benchmark ``bench`` at ``nbytes`` on
     ``cluster`` (a `sim.cluster.Cluster`), the library ``mpi`` choosing the algorithms, shape
     (ranks,). A collective's ``iterations`` calls are each timed after a barrier, and after
-    warm-up calls where the network keeps state (`collective_calls`)."""
+    warm-up calls where the network keeps state (`collective_calls`); its copies inside a host
+    move at the memory's rate for the buffers its call touches (`MemoryPath.within`)."""
     size = cluster.ranks
+    if bench in COLLECTIVES and cluster.memory.cache_bytes:
+        touched = host_working_set(bench, nbytes, size, cluster.ranks_per_host)
+        cluster = dataclasses.replace(cluster, memory=cluster.memory.within(touched))
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
     clocks = [_Clock() for _ in range(size)]
     simulator = Simulator(

@@ -178,6 +178,9 @@ def prepare_simulation(cfg, options, say=logger.info):
     if profile is not None and shared_model is None and options.compute in ("profile", "empirical"):
         profile.check_timed_on(name, dataset.input_shape)
     cluster = build_cluster(options, profile, cfg, name, flops_per_sample)
+    if cluster.memory.cache_bytes:  # copies at the cache's rate if a host's gradients fit it
+        touched = cluster.ranks_per_host * 2 * 4 * params  # a rank's float32 gradient, received
+        cluster = dataclasses.replace(cluster, memory=cluster.memory.within(touched))
     logger.debug(f"cluster: {cluster.describe()}")
     cluster = dataclasses.replace(cluster, engine=engine_for(cfg, cluster))
     size, analytic, network = cluster.ranks, cluster.engine == "analytic", None

@@ -254,3 +254,53 @@ def test_a_bad_memory_table_names_the_profile(tmp_path):
     )
     assert done.returncode == 2
     assert "total_bandwidth" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_profiles_memory_cache_is_read_and_a_call_whose_buffers_fit_copies_at_its_rate(tmp_path):
+    """``[network.memory] cache`` and ``cache_bandwidth``: a call whose host's buffers fit the
+    cache copies at the cache's rate, one past it at the memory's (`MemoryPath.within`)."""
+    path = tmp_path / "p.toml"
+    path.write_text(
+        '[network.memory]\nlatency = "1us"\nbandwidth = "2GB/s"\ntotal_bandwidth = "8GB/s"\n'
+        'cache = "32MiB"\ncache_bandwidth = "5GB/s"\n'
+    )
+    memory = load_profile(str(path)).memory
+    assert (memory.cache_bytes, memory.cache_bandwidth_Bps, memory.channels) == (2**25, 5e9, 4)
+    inside, past = memory.within(2**25), memory.within(2**25 + 1)
+    assert (inside.bandwidth_Bps, past.bandwidth_Bps) == (5e9, 2e9)
+    assert inside.channels == past.channels == 4 and not inside.cache_bytes
+    assert MemoryPath(1e-6, 2e9).within(1) == MemoryPath(1e-6, 2e9)  # no bound: one rate
+
+
+@pytest.mark.parametrize(
+    "keys, match",
+    [
+        ('cache = "32MiB"\n', "both or neither"),
+        ('cache_bandwidth = "5GB/s"\n', "both or neither"),
+        ('cache = "0B"\ncache_bandwidth = "5GB/s"\n', "must be > 0"),
+        ('cache = "lots"\ncache_bandwidth = "5GB/s"\n', "cache"),
+    ],
+)
+def test_a_bad_memory_cache_names_the_profile_and_the_key(tmp_path, keys, match):
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[network.memory]\nlatency = "1us"\nbandwidth = "2GB/s"\n{keys}')
+    with pytest.raises(ValueError, match=rf"bad.toml.*{match}"):
+        load_profile(str(bad))
+
+
+@pytest.mark.parametrize("cache, rate", [("32MiB", 5e9), ("8MiB", 2e9)])
+def test_a_training_run_copies_at_the_caches_rate_where_a_hosts_gradients_fit(
+    tmp_path, cache, rate
+):
+    """sim.run on a profile with a memory cache: 2 ranks a host, a ghost of 1e6 parameters (a
+    rank's float32 gradient and what it receives of it, 16 MB a host) copy at the cache's
+    5 GB/s where the cache holds 32 MiB, and at the memory's 2 GB/s where it holds 8 MiB."""
+    profile = tmp_path / "p.toml"
+    profile.write_text(
+        '[network.memory]\nlatency = "1us"\nbandwidth = "2GB/s"\n'
+        f'cache = "{cache}"\ncache_bandwidth = "5GB/s"\n'
+    )
+    flags = ["--nodes", "4", "--ranks-per-host", "2", "--profile", str(profile)]
+    _summary(tmp_path, "run", flags)
+    memory = json.loads((tmp_path / "run" / "config.json").read_text())["cluster"]["memory"]
+    assert memory["bandwidth_Bps"] == rate and memory["source"] == "profile"

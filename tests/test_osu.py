@@ -245,6 +245,66 @@ def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     assert errors[1] == pytest.approx(2 / 3, abs=0.01)
 
 
+def test_a_table_past_its_hosts_cache_fits_the_bound_and_both_rates():
+    """An allgather simulated on a memory path whose copies run 3x as fast while a call's
+    buffers on a host fit a cache (8 ranks, 4 a host, the bound at 32 KiB): the fit finds the
+    bound where the table grows 6.7x in one doubling, the memory's rate past it to 1 %, the
+    cache's from that growth to 12 % (J / 2: 3.35 GB/s against 3; the call's latencies are in
+    J too), and reproduces the table within 5 % either side."""
+    from sim.calibrate import fit_memory
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from sim.osu import host_working_set
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    document = fit_profile([latency], say=lambda _: None)
+    base, bound = profile_of(document), host_working_set("osu_allgather", 2**15, 8, 4)
+    truth = MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4, bound, 3e9)
+    big = 2 ** np.arange(12, 21)
+    shape = OsuTable("allgather", "osu_allgather", big, np.ones(big.size), 8, 4)
+    seconds = np.array([simulated_seconds(shape, int(n), base, truth) for n in big])
+    table = OsuTable("allgather", "osu_allgather", big, seconds, 8, 4)
+    memory, median = fit_memory(document, [table])
+    assert memory.cache_bytes == bound and memory.channels == 4
+    assert memory.bandwidth_Bps == pytest.approx(1e9, rel=0.01)
+    assert memory.cache_bandwidth_Bps == pytest.approx(3e9, rel=0.12)
+    fitted = np.array([simulated_seconds(table, int(n), base, memory) for n in big])
+    assert np.max(np.abs(fitted / seconds - 1)) < 0.05 and median < 0.01
+    one_rate = MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4)  # without the bound: ~2x too slow
+    assert simulated_seconds(table, 2**15, base, one_rate) > 1.8 * seconds[3]
+
+
+@pytest.mark.parametrize(
+    "growth, expected",
+    [
+        ({2**14: 3.0}, (32 * 65 * 2**14, 1.5)),  # the bound past 16 KiB, copies 1.5x in it
+        ({2**14: 3.0, 2**17: 2.6}, (32 * 65 * 2**14, 1.5)),  # the larger of two
+        ({2**14: 6.0, 2**15: 0.7}, None),  # one slow size (a protocol switch), not a bound
+        ({2**10: 3.0}, None),  # below CACHE_MIN_BYTES: latencies, not copies
+        ({2**19: 3.0}, None),  # at the last doubling: whether the slower rate holds is unseen
+        ({2**14: 2.4}, None),  # within what sizes grow elsewhere
+    ],
+)
+def test_the_cache_bound_is_the_one_doubling_a_table_grows_most_past_twice(growth, expected):
+    """`cache_bound` on an allgather of 64 ranks, 32 a host, growing 2x a doubling of its sizes
+    (1 KiB to 1 MiB) but where ``growth`` says."""
+    from sim.calibrate import cache_bound
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2 ** np.arange(10, 21)
+    seconds = [1e-4]
+    for n in sizes[:-1]:
+        seconds.append(seconds[-1] * growth.get(int(n), 2.0))
+    table = OsuTable("allgather", "osu_allgather", sizes, np.array(seconds), 64, 32)
+    found = cache_bound([table])
+    if expected is None:
+        assert found is None
+    else:
+        assert found[0] == expected[0] and found[1] == pytest.approx(expected[1])
+
+
 @settings(max_examples=60, deadline=None)
 @example(  # the least at a corner 1.3 % from the cost found, which fit worse by 0.2 % a size
     sizes=[(0.0003793390638914581, 1448991.0, 0.0), (1e-06, 22718.0, 0.375)],
