@@ -200,7 +200,8 @@ def fit_profile(tables, mpi="mpich", say=print):
         )
         if memory.cache_bytes:
             say(
-                f"memory in cache: where a call's buffers on a host fit {memory.cache_bytes} B, "
+                f"memory in cache: where a call's buffers on a host fit "
+                f"{memory.cache_bytes / 2**20:.4g} MiB, "
                 f"{memory.cache_bandwidth_Bps / 1e9:.3g} GB/s a copy "
                 f"({memory.cache_bandwidth_Bps / memory.bandwidth_Bps:.3g}x: the largest growth "
                 f"of a doubling of these tables' sizes from {CACHE_MIN_BYTES} B, over 2)"
