@@ -37,6 +37,14 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _first_job_id():
+    """A first job id of this run's own. MPICH names a Slurm (PMI-2) job's shared-memory
+    segment after its job and step ids; a job killed in an earlier run leaves its segment in
+    /dev/shm, and the next job of that id read it: UCX failed in MPI_Init ("failed to unpack
+    address, invalid bandwidth 0.00", 2026-12-04, each run of job 4 after one was killed)."""
+    return int(time.time() * 10) % 60_000_000 + 1000
+
+
 def _conf(folder, munge_socket):
     host = socket.gethostname().split(".")[0]
     return f"""ClusterName=twinsgd-test
@@ -55,6 +63,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
+FirstJobId={_first_job_id()}
 StateSaveLocation={folder}/state
 SlurmdSpoolDir={folder}/spool
 SlurmctldPidFile={folder}/slurmctld.pid
