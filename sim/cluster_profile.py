@@ -33,8 +33,8 @@ The format::
     latency = "0.4us"              # a small message, one way
     bandwidth = "6GB/s"            # one copy
     total_bandwidth = "24GB/s"     # every copy of the host at once (its memory's share)
-    cache = "32MiB"                # a call whose ranks' buffers on a host fit this (both
-    cache_bandwidth = "9GB/s"      # or neither) copies at this rate instead (sim.osu)
+    cache = "32MiB"                # a call whose ranks' buffers on a host fit this (both or
+    cache_bandwidth = "9GB/s"      # neither) copies at this rate instead (sim.osu, sim.run)
 
     [network.oneway]               # measured: a piecewise alpha-beta model of Send/Recv
     [network.sendrecv]             # ... and of Sendrecv (both ways at once); see costfit
