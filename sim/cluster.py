@@ -191,14 +191,6 @@ class Cluster:
                 "bandwidth_Bps": self.memory.bandwidth_Bps,
                 "channels": self.memory.channels,
                 "source": self.memory_source,
-                **(
-                    {
-                        "cache_bytes": self.memory.cache_bytes,
-                        "cache_bandwidth_Bps": self.memory.cache_bandwidth_Bps,
-                    }
-                    if self.memory.cache_bytes
-                    else {}
-                ),
             }
             if self.ranks_per_host > 1
             else None,
