@@ -274,6 +274,9 @@ def test_a_table_past_its_hosts_cache_fits_the_bound_and_both_rates():
     assert np.max(np.abs(fitted / seconds - 1)) < 0.05 and median < 0.01
     one_rate = MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4)  # without the bound: ~2x too slow
     assert simulated_seconds(table, 2**15, base, one_rate) > 1.8 * seconds[3]
+    written = profile_of(fit_profile([latency, table], say=lambda _: None)).memory  # the profile
+    assert written.cache_bytes == bound
+    assert written.cache_bandwidth_Bps == pytest.approx(memory.cache_bandwidth_Bps, rel=1e-5)
 
 
 @pytest.mark.parametrize(
