@@ -96,7 +96,7 @@ def main(folders):
     print(f"{within} of {len(medians)} held-out tables within {WITHIN:.0%} median |error|")
 
 
-def _folders(args):
+def folders_of(args):
     """(folder, MPI library) of each ``FOLDER[:MPI]`` argument; none: ../shared/osu's two."""
     if not args:
         root = Path(__file__).parents[2] / "shared" / "osu"
@@ -109,4 +109,4 @@ def _folders(args):
 
 
 if __name__ == "__main__":
-    main(_folders(sys.argv[1:]))
+    main(folders_of(sys.argv[1:]))

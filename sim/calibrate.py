@@ -25,6 +25,11 @@ What each table determines:
 - ``osu_mbw_mr`` of R > 1 ranks on each of 2 hosts (``FILE:2RxR``: OSU pairs rank r with
   r + R, so every pair crosses): ``[network] nic_bandwidth``, the largest total rate, what a
   host's ranks share going off-host (two rails may exceed one link's rate);
+- ``osu_bw`` and ``osu_mbw_mr`` together: ``[network.gap]``, a rank's seconds a message of a
+  stream (LogGP's g, from osu_bw's window), and ``[network.nic_gap]``, the NIC's, shared by its
+  host's ranks (`fit_gaps`): a window streams at osu_bw's rate and pairs at once share the NIC
+  at osu_mbw_mr's, where the latency table's slope held the links (AlaSKA's 1 KiB: 2.5-2.8
+  GB/s simulated for 1-32 pairs, 3.6-12.0 measured);
 - a collective table (``osu_allreduce``, ``osu_allgather``, ``osu_alltoall``, ``osu_bcast``,
   ``osu_reduce``; IMB's ``Allreduce``, ``Allgather``, ``Alltoall`` and ``Bcast`` fitted as
   OSU's, `AS_OSU`) of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
@@ -69,8 +74,8 @@ from scipy.optimize import minimize_scalar
 from sim.cluster import ASSUMED_MEMORY, build_cluster
 from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
-from sim.osu import build_parser as osu_parser
 from sim.osu import (
+    WINDOW,
     collective_calls,
     host_working_set,
     machine_options,
@@ -78,6 +83,7 @@ from sim.osu import (
     side_by_side,
     simulate_benchmark,
 )
+from sim.osu import build_parser as osu_parser
 from twinsgd.calibration.costfit import fit_segments
 from twinsgd.calibration.osu_tables import read_table
 from twinsgd.cli import OneLineParser
@@ -146,6 +152,7 @@ def fit_profile(tables, mpi="mpich", say=print):
                 f"{t.path}: not used (the NIC shows in osu_mbw_mr of R > 1 ranks on each of 2 "
                 f"hosts, FILE:2RxR, every pair crossing)"
             )
+    gaps = fit_gaps(by_bench, oneway, max(bandwidth_Bps, nic_Bps or 0.0), say)
     document = {
         "cluster": {
             "name": "fitted to OSU/IMB tables",
@@ -163,6 +170,7 @@ def fit_profile(tables, mpi="mpich", say=print):
     }
     if nic_Bps is not None:
         document["network"]["nic_bandwidth"] = f"{nic_Bps:.6g}B/s"
+    document["network"] |= {name: cost.to_dict() for name, cost in gaps.items()}
     collectives = []
     for t in tables:
         if t.bench in AS_OSU:
@@ -235,6 +243,76 @@ def fit_profile(tables, mpi="mpich", say=print):
         )
     say("an eager Send's overhead (LogP's o): not in these tables, not charged")
     return document
+
+
+GAP_SEGMENTS = 8  # a stream's gap by size: a library's protocol switches bend it more than t(n)
+
+
+def fit_gaps(by_bench, oneway, line_Bps, say=print):
+    """``{"gap": PiecewiseCost, "nic_gap": PiecewiseCost}`` where the tables (by benchmark)
+    determine them (`sim.network.RoutedNetwork`'s ``gap`` and ``nic_gap``), else ``{}``: a
+    rank's seconds a message of a stream from ``osu_bw``, the NIC's from ``osu_mbw_mr`` of
+    several pairs crossing at once (at each size the least over the tables and one pair's:
+    the NIC's best). Each is the per-message time that makes the simulated window take what
+    OSU timed (`window_gap`), at least the bytes' time at ``line_Bps`` (the link's or the
+    NIC's peak, the larger).
+
+    Both or neither: the gap splits a message's time between its sender and the NIC, and
+    without the NIC measured its share is a guess. Guessed as one pair's gap, AlaSKA's Intel
+    MPI alltoall, predicted from its allreduce, came out 30.8 % off; with the NIC of its
+    osu_mbw_mr, 7.4 % (4.3 % with neither: docs/osu.md, "A stream's gap")."""
+    crossing = [
+        t
+        for t in by_bench.get("osu_mbw_mr", [])
+        if t.hosts == 2 and 2 * t.ranks_per_host == t.ranks and t.ranks_per_host > 1
+    ]
+    if "osu_bw" not in by_bench or not crossing:
+        say(
+            "gap (a rank's seconds a message of a stream, LogGP's g): not fitted (it needs "
+            "osu_bw and osu_mbw_mr of several pairs crossing, the NIC's share); a message holds "
+            "its links n / beta(n) of the one-way model"
+        )
+        return {}
+    t = by_bench["osu_bw"][0]
+    gap = fit_segments(t.sizes, window_gap(t, oneway, line_Bps, pairs=1), max_segments=GAP_SEGMENTS)
+    say(
+        f"gap (a rank's seconds a message of a stream, LogGP's g): {len(gap.latency_s)} "
+        f"segment(s) fitted to the window of {t.path}, every point within "
+        f"{100 * gap.max_rel_error:.1f} %"
+    )
+    sizes = crossing[0].sizes
+    per_table = [
+        window_gap(t, oneway, line_Bps, t.ranks_per_host)
+        for t in crossing
+        if np.array_equal(t.sizes, sizes)
+    ]
+    one_pair = [gap.seconds(size) for size in sizes]  # a NIC passes one pair's
+    nic_gap = fit_segments(sizes, np.min([*per_table, one_pair], axis=0), max_segments=GAP_SEGMENTS)
+    say(
+        f"nic_gap (the NIC's seconds a message, shared by a host's ranks): "
+        f"{len(nic_gap.latency_s)} segment(s) fitted to the least over "
+        f"{', '.join(t.path for t in crossing)}, every point within "
+        f"{100 * nic_gap.max_rel_error:.1f} %"
+    )
+    return {"gap": gap, "nic_gap": nic_gap}
+
+
+def window_gap(table, oneway, line_Bps, pairs):
+    """Per size of a bandwidth table (``osu_bw``: one pair; ``osu_mbw_mr``: ``pairs`` crossing
+    through one NIC), the seconds a message holds what it streams through so that OSU's
+    window takes the time it measured: `sim.osu.WINDOW` messages a pair back to back, the last
+    landing its one-way time ``t(n)`` after it began, then a 4-byte reply. The window's
+    ``k = WINDOW * pairs`` messages pass one at a time, the senders' mean finish (what OSU
+    divides by) ``(k - (pairs + 1) / 2) g + t(n) + t(4)`` after the first began; solved for g,
+    and at least ``n / line_Bps``."""
+    n = table.sizes.astype(float)
+    window_s = WINDOW * pairs * table.seconds  # OSU's rate: n a message over these seconds
+    one_way = np.array([oneway.seconds(size) for size in n])
+    reply = oneway.seconds(4)
+    passing = WINDOW * pairs - (pairs + 1) / 2
+    gap = (window_s - one_way - reply) / passing
+    gap = np.where(gap > one_way, (window_s - reply) / (passing + 1), gap)  # the gap outlasts t
+    return np.maximum(gap, n / line_Bps)
 
 
 CHANNELS_TOLERANCE = 0.01  # mean |log error| a size by which fewer channels must fit better

@@ -90,6 +90,8 @@ class Cluster:
     profile_sha256: str | None  # the profile file's content hash (a copy is in the run folder)
     speeds: str
     stragglers: tuple | None
+    gap: object = None  # with costs: a rank's seconds a message of a stream (slowed), or None
+    nic_gap: object = None  # ... and its NIC's (`sim.network.RoutedNetwork`)
 
     @property
     def combine(self):
@@ -146,6 +148,8 @@ class Cluster:
             nic_bandwidth_Bps=(
                 self.nic_bandwidth_Bps if self.nic_bandwidth_Bps != self.bandwidth_Bps else None
             ),
+            gap=self.gap,
+            nic_gap=self.nic_gap,
         )
 
     def describe(self):
@@ -418,6 +422,8 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         profile_sha256=profile.sha256 if profile is not None else None,
         speeds=options.speeds,
         stragglers=options.stragglers,
+        gap=_slowed(profile.gap, slowdown) if costs and not shaping else None,
+        nic_gap=_slowed(profile.nic_gap, slowdown) if costs and not shaping else None,
     )
 
 

@@ -29,6 +29,12 @@ The format::
     overhead_s = 4.8e-7            # measured: LogP's o, a rank's seconds inside an eager Send
     call_overhead_s = 1.5e-6       # measured: what a step inside MPI's own collectives saves
 
+    [network.gap]                  # fitted to osu_bw: a rank's seconds a message in a stream
+                                   # of them (LogGP's g, a PiecewiseCost by size); with it a
+                                   # message between hosts keeps its sender g(n), its NICs
+    [network.nic_gap]              # nic_gap(n) (fitted to osu_mbw_mr; default g), and lands
+                                   # when the measured one way says (`RoutedNetwork`)
+
     [network.memory]               # between two ranks of one host (--memory-latency, ...)
     latency = "0.4us"              # a small message, one way
     bandwidth = "6GB/s"            # one copy
@@ -180,6 +186,8 @@ class ClusterProfile:
     busy: dict = field(default_factory=dict)  # model name -> BusyCores (a step as k compute)
     timed_on: tuple | None = None  # (H, W, C) of the images the models' steps were timed on
     costs: dict = field(default_factory=dict)  # message pattern -> PiecewiseCost (measured)
+    gap: PiecewiseCost | None = None  # a rank's seconds a message of a stream (osu_bw)
+    nic_gap: PiecewiseCost | None = None  # a host NIC's seconds a message (osu_mbw_mr)
     in_situ: dict = field(default_factory=dict)  # the same, measured as programs send
     in_situ_jitter: dict = field(default_factory=dict)  # pattern -> the spread of t/median
     send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
@@ -486,6 +494,8 @@ def load_profile(name_or_path):
                     if pattern in network.get("written", {})
                 },
             },
+            gap=PiecewiseCost.from_dict(network["gap"]) if "gap" in network else None,
+            nic_gap=PiecewiseCost.from_dict(network["nic_gap"]) if "nic_gap" in network else None,
             in_situ={
                 pattern: PiecewiseCost.from_dict(network["in_situ"][pattern])
                 for pattern in PATTERNS

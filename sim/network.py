@@ -264,6 +264,12 @@ def slowest_link(links, nbytes):
     return max(links, key=lambda link: (link[0] + nbytes / link[1], link[0], -link[1]))
 
 
+def _release(links):
+    """Give back ``links``, all held, last first (`Link.release`)."""
+    for link in reversed(links):
+        link.release()
+
+
 def _abandon(links, held, turn):
     """Undo an interrupted transfer that holds ``links[:held]``: give them back; if it was
     waiting for ``links[held]`` with the Event ``turn``, leave that queue, or give that link back
@@ -313,6 +319,21 @@ class RoutedNetwork:
         Per pattern of ``costs``, a `calibration.jitter.Jitter`: each message charged a measured
         cost takes it times one draw of the spread measured at its size (a profile's in-situ
         jitter).
+    gap : PiecewiseCost, optional
+        With ``costs``: LogGP's gap g(n), a rank's seconds a message in a stream of them (a
+        profile's ``[network.gap]``, fitted to ``osu_bw``'s window). A message between hosts
+        then keeps its sender ``g(n)`` and its route's links (the NICs) ``nic_gap(n)``, each from
+        when it has them all, and lands ``max(t(n), g(n), nic_gap(n))`` after that, t(n) its
+        pattern's measured ``alpha(n) + n / beta(n)``: an isolated message takes what the
+        latency table measured, a window of them streams at the bandwidth table's rate, and the
+        ranks of a host that send off it at once share their NIC at its own rate. Why: the slope
+        of a latency table is not the rate of a stream (AlaSKA's Open MPI: 4 KiB one way says
+        2.7 GB/s, ``osu_bw`` measured 9.4), nor is one pair's rate the NIC's (``osu_mbw_mr``:
+        1 KiB at 3.6 GB/s for one pair, 12.0 for eight), and both held the links ``n / beta(n)``.
+    nic_gap : PiecewiseCost, optional
+        With ``gap``: the NIC's seconds a message, shared by its host's ranks (a profile's
+        ``[network.nic_gap]``, fitted to ``osu_mbw_mr`` of several pairs); default ``gap``, a
+        NIC no faster than one pair.
     machine_copies : int, optional
         Every host is a rank of one machine (a one-machine profile's shared memory): a message
         between hosts is a copy through that machine's memory, which moves ``machine_copies``
@@ -368,11 +389,15 @@ class RoutedNetwork:
         memory=None,
         jitter=None,
         machine_copies=None,
+        gap=None,
+        nic_gap=None,
     ):
         hosts = list(hosts)
         _check_network(graph, hosts, latency_s, bandwidth_Bps)
         self.latency_s, self.bandwidth_Bps = latency_s, bandwidth_Bps
         self.costs, self.shaping = costs or {}, shaping
+        self.gap, self.nic_gap = gap, nic_gap if gap is not None else None
+        self._senders = {}  # rank -> the Link of its own sending (with ``gap``), made on first use
         self.jitter = jitter or {}  # pattern -> Jitter: measured costs times a drawn factor
         self.graph, self.hosts = graph, hosts
         number = {host: i for i, host in enumerate(dict.fromkeys(hosts))}
@@ -472,6 +497,16 @@ class RoutedNetwork:
                 hold_s, latency_s = hold_s * factor, latency_s * factor
         if sooner_s:
             latency_s = latency_s - sooner_s if sooner_s < latency_s else 0.0
+        if cost is not None and self.gap is not None:  # the sender and its NIC, each its own
+            yield from self._streamed(
+                route,
+                dest,
+                Message(source, tag, payload, None, taken),
+                nbytes,
+                hold_s + latency_s,
+                (in_flight, slot) if ordered else None,
+            )
+            return
         held, turn, links = 0, None, route.links  # the links taken are links[:held]
         try:
             for link in links:  # in the global order: no deadlock on cycles
@@ -509,6 +544,57 @@ class RoutedNetwork:
         message = Message(source, tag, payload, started, taken)
         if ordered:
             arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
+            arrival.callbacks.append(self._deliver)
+        else:
+            arrival = env.timeout(latency_s, message)
+            arrival.callbacks.append(self._landed[dest])
+
+    def _streamed(self, route, dest, message, nbytes, one_way_s, order):
+        """`transfer` of a message between hosts with a measured ``gap`` (LogGP's g): once it has
+        its sender (a `Link` of the rank's own: its messages go one at a time, however many it
+        has in flight) and its route's links (the NICs), first come first, the sender is held
+        ``g(n)`` and the NICs ``nic_gap(n)``, each let go at its own time (the NIC goes on with
+        another rank's message while this sender still posts, or this sender goes on while its
+        bytes still leave), and it lands ``one_way_s`` (what the latency table measured) after
+        it began, or when both have let go if later. ``message``: what lands, its start
+        filled in here; ``order``: (in_flight, slot) where `keep_order`, else None."""
+        env, nics = self.env, route.links
+        sender = self._senders.get(message.source)
+        if sender is None:
+            sender = self._senders[message.source] = Link()
+        links = (sender, *nics)  # the sender's first: every transfer takes it before any NIC
+        gap_s = self.gap.seconds(nbytes)
+        nic_s = self.nic_gap.seconds(nbytes) if self.nic_gap is not None else gap_s
+        held, turn, started = 0, None, None  # the links taken are links[:held]
+        try:
+            for link in links:  # in the global order: no deadlock on cycles
+                if link.free:
+                    link.free -= 1
+                else:
+                    turn = _Turn(env)
+                    link.waiting.append(turn)
+                    yield turn  # the transfer before it hands the link over
+                held += 1
+            started = env._now
+            if nic_s != gap_s:  # the NICs let go on their own time
+                env.timeout(nic_s).callbacks.append(lambda _: _release(nics))
+                held = 1
+            yield env.timeout(gap_s)
+        except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to give back
+            raise
+        except BaseException:  # interrupted (a fault, at a yield): leave the queue, give back
+            if started is None:  # while it waited for a link
+                _abandon(links, held, turn)
+            else:  # while its sender was held: what it still holds
+                _release(links[:held])
+            if order is not None:
+                self._land(*order, dest, _DROPPED)
+            raise
+        _release(links[:held])
+        message.started = started
+        latency_s = max(one_way_s, nic_s, gap_s) - gap_s
+        if order is not None:
+            arrival = env.timeout(latency_s, (*order, dest, message))
             arrival.callbacks.append(self._deliver)
         else:
             arrival = env.timeout(latency_s, message)
@@ -671,6 +757,8 @@ def make_network(
     nic_bandwidth_Bps=None,
     jitter=None,
     machine_copies=None,
+    gap=None,
+    nic_gap=None,
 ):
     """The network ``--network spec`` with n ranks on its first hosts, ``ranks_per_host`` a host
     (rank r on host ``r // ranks_per_host``, as ``srun``/``mpirun`` place ranks by default).
@@ -723,6 +811,8 @@ def make_network(
     machine_copies : int, optional
         Copies one machine's memory moves at once, when every host is a rank of it (see
         `RoutedNetwork`).
+    gap, nic_gap : PiecewiseCost, optional
+        A rank's and a NIC's seconds a message of a stream (see `RoutedNetwork`).
 
     Returns
     -------
@@ -775,4 +865,6 @@ def make_network(
         jitter=jitter,
         memory=memory,
         machine_copies=machine_copies,
+        gap=gap,
+        nic_gap=nic_gap,
     )

@@ -1153,3 +1153,112 @@ def test_sim_calibrate_profile_refits_poll_wait_and_keeps_the_rest(tmp_path):
         done = sim_calibrate("--profile", str(profile), "--from-osu", spec, "--out", str(out))
         lines = done.stderr.strip().splitlines()
         assert done.returncode == 2 and len(lines) == 1 and message in lines[0], done.stderr
+
+
+# LogGP's gap: T(n) = 5 us + n / 1 GB/s one way (the latency table), a rank's g(n) = 0.5 us +
+# n / 2 GB/s (a stream twice the latency table's slope), a NIC's h(n) = 0.1 us + n / 8 GB/s
+T_S, G_S, H_S = (5e-6, 1e9), (0.5e-6, 2e9), (0.1e-6, 8e9)
+
+
+def _seconds(cost, n):
+    return cost[0] + n / cost[1]
+
+
+def _gapped_cluster(tmp_path, bench, nic=True, eager=False, shape=()):
+    """`_measured_cluster` of T_S with ``[network.gap]`` G_S and, where ``nic``, nic_gap H_S;
+    no eager limit unless ``eager`` (as a profile fitted to OSU tables)."""
+    import tomli_w
+
+    oneway = _measured_cost(*T_S)
+    path = tmp_path / "gapped.toml"
+    network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s"}
+    network |= {"oneway": oneway, "sendrecv": oneway, "gap": _measured_cost(*G_S)}
+    network |= {"nic_gap": _measured_cost(*H_S)} if nic else {}
+    network |= {"eager_bytes": 1 << 20} if eager else {}
+    path.write_text(tomli_w.dumps({"cluster": {"name": "gapped"}, "network": network}))
+    args = build_parser().parse_args([bench, "--profile", str(path), *shape])
+    return build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+
+
+@pytest.mark.parametrize("eager", [False, True])
+@pytest.mark.parametrize("n", [8, 4096, 1 << 20])
+def test_a_window_streams_at_the_gap_and_its_last_message_lands_one_way_later(tmp_path, n, eager):
+    """osu_bw with a gap: the window's 64 messages leave the sender g(n) apart (eager ones too,
+    in flight together: a rank sends one at a time), the last lands T(n) after it left, then
+    the reply's T(4): 63 g + T(n) + T(4); not 64 n / beta + ..., the latency table's slope."""
+    seconds = simulate_benchmark("osu_bw", _gapped_cluster(tmp_path, "osu_bw", eager=eager), n)
+    expected = 63 * _seconds(G_S, n) + _seconds(T_S, n) + _seconds(T_S, 4)
+    assert seconds[0] == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize(("pairs", "n"), [(2, 64), (4, 64), (4, 1 << 20), (16, 1 << 20), (16, 64)])
+def test_pairs_crossing_at_once_share_their_nic_at_its_own_gap(tmp_path, pairs, n):
+    """osu_mbw_mr of ``pairs`` pairs, one host to the other: where pairs x h(n) < g(n) each pair
+    streams as alone (the NIC keeps up: 64 B, 2 and 4 pairs) once its first message had its
+    turn; else the NIC passes one message
+    each h(n), never idle, and the last lands T(n) after it began: (64 pairs - 1) h + T(n) +
+    T(4). Without nic_gap the NIC is one pair's: (64 pairs - 1) g + ..."""
+    shape = ("--ranks", str(2 * pairs), "--ranks-per-host", str(pairs))
+    g, h, t = _seconds(G_S, n), _seconds(H_S, n), _seconds(T_S, n) + _seconds(T_S, 4)
+    seconds = simulate_benchmark(
+        "osu_mbw_mr", _gapped_cluster(tmp_path, "osu_mbw_mr", shape=shape), n
+    )
+    if pairs * h < g:
+        expected = [63 * g + t + i * h for i in range(pairs)]  # pair i first waits i turns
+        assert seconds[:pairs] == pytest.approx(expected, rel=1e-9)
+    else:
+        assert max(seconds[:pairs]) == pytest.approx((64 * pairs - 1) * h + t, rel=1e-9)
+    one_pair_nic = _gapped_cluster(tmp_path, "osu_mbw_mr", nic=False, shape=shape)
+    seconds = simulate_benchmark("osu_mbw_mr", one_pair_nic, n)
+    assert max(seconds[:pairs]) == pytest.approx((64 * pairs - 1) * g + t, rel=1e-9)
+
+
+def test_the_gaps_fitted_to_bandwidth_tables_reproduce_them(tmp_path):
+    """osu_bw and osu_mbw_mr of 16 pairs simulated on the gapped profile, written as OSU's
+    tables beside its latency table: `fit_profile` finds g(n) and h(n) again (each within 3 %
+    where it decides the table), and the fitted profile simulates osu_bw, and osu_mbw_mr at 2
+    and 16 pairs, within 3 % at every size. Without osu_mbw_mr it fits neither, and says so."""
+    import tomli_w
+
+    from twinsgd.calibration.osu_tables import format_table
+
+    sizes = [2**k for k in range(0, 23, 2)]
+    truth = {}
+    for bench, pairs in (("osu_bw", 1), ("osu_mbw_mr", 2), ("osu_mbw_mr", 16)):
+        shape = ("--ranks", str(2 * pairs), "--ranks-per-host", str(pairs))
+        star = _gapped_cluster(tmp_path, bench, shape=shape if pairs > 1 else ())
+        truth[bench, pairs] = [
+            (n, osu_value(bench, simulate_benchmark(bench, star, n), n, 1)) for n in sizes
+        ]
+    files = {}
+    for (bench, pairs), rows in [*truth.items(), (("osu_latency", 1), None)]:
+        rows = rows or [(n, _seconds(T_S, n) * 1e6) for n in sizes]
+        files[bench, pairs] = tmp_path / f"{bench}_{pairs}.txt"
+        files[bench, pairs].write_text("\n".join(format_table(bench, "simulated", rows)) + "\n")
+    tables = [
+        read_table(str(files["osu_latency", 1])),
+        read_table(str(files["osu_bw", 1])),
+        read_table(f"{files['osu_mbw_mr', 16]}:32x16"),
+    ]
+    said = []
+    document = fit_profile(tables, say=said.append)
+    gap = PiecewiseCost.from_dict(document["network"]["gap"])
+    nic_gap = PiecewiseCost.from_dict(document["network"]["nic_gap"])
+    for n in sizes:
+        assert gap.seconds(n) == pytest.approx(_seconds(G_S, n), rel=0.03)
+        if 16 * _seconds(H_S, n) > _seconds(G_S, n):  # the NIC decides that table there
+            assert nic_gap.seconds(n) == pytest.approx(_seconds(H_S, n), rel=0.03)
+    path = tmp_path / "fitted.toml"
+    path.write_text(tomli_w.dumps(document))
+    for (bench, pairs), rows in truth.items():
+        shape = ["--ranks", str(2 * pairs), "--ranks-per-host", str(pairs)] if pairs > 1 else []
+        args = build_parser().parse_args([bench, "--profile", str(path), *shape])
+        fitted = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+        for n, value in rows:
+            simulated = osu_value(bench, simulate_benchmark(bench, fitted, n), n, 1)
+            assert simulated == pytest.approx(value, rel=0.03), (bench, pairs, n)
+    assert any(line.startswith("nic_gap (the NIC's seconds a message, shared") for line in said)
+    said.clear()
+    alone = fit_profile(tables[:2], say=said.append)
+    assert "gap" not in alone["network"] and "nic_gap" not in alone["network"]
+    assert any(line.startswith("gap (a rank's seconds a message") for line in said)
