@@ -3,7 +3,8 @@
 For each folder (default: the two of ``../shared/osu``, AlaSKA's Intel MPI and Open MPI on the
 same EDR nodes), each of its three collective tables (allreduce, allgather, alltoall; their job
 shape from the file name, ``osu_allreduce_np64_nodes2_ppn32.txt``: 64 ranks, 32 a host) is held
-in turn: `sim.calibrate` fits a profile to osu_latency, osu_bw and that table, then `sim.osu`'s
+in turn: `sim.calibrate` fits a profile to osu_latency, osu_bw and that table (and to the
+folder's osu_mbw_mr tables of several pairs where it has them: the gap), then `sim.osu`'s
 simulation of the other two is held against their measured tables. Prints, per folder and held
 collective, the median and worst |error| over sizes >= 64 KiB and the fit's wall seconds (its
 sizes simulated side by side on the machine's cores, `sim.calibrate`), then the size-by-size
@@ -36,6 +37,18 @@ def collective_table(folder, bench):
     return read_table(f"{path}:{shape[1]}x{shape[2]}")
 
 
+def mbw_mr_tables(folder):
+    """{pairs: OsuTable} of ``folder``'s ``osu_mbw_mr_np{R}_nodes2_ppn{P}.txt`` tables whose
+    pairs all cross (R = 2P, P > 1), read with their shapes: the NIC's (`sim.calibrate`)."""
+    tables = {}
+    for path in sorted(folder.glob("osu_mbw_mr_np*_nodes2_ppn*.txt")):
+        shape = re.fullmatch(r"osu_mbw_mr_np(\d+)_nodes2_ppn(\d+)\.txt", path.name)
+        ranks, per_host = int(shape[1]), int(shape[2])
+        if ranks == 2 * per_host and per_host > 1:
+            tables[per_host] = read_table(f"{path}:{ranks}x{per_host}")
+    return tables
+
+
 def held_out(folder, held, mpi):
     """(fitted memory path, the fit's wall seconds, {collective: [(size, measured s, simulated
     s)]}) for the profile fitted with ``held`` in, over the collectives' sizes >= FIT_MIN_BYTES."""
@@ -43,6 +56,7 @@ def held_out(folder, held, mpi):
         read_table(str(folder / "osu_latency_nodes2_ppn1.txt")),
         read_table(str(folder / "osu_bw_nodes2_ppn1.txt")),
         collective_table(folder, held),
+        *mbw_mr_tables(folder).values(),  # where given: the stream's gap and the NIC's
     ]
     start = perf_counter()
     profile = profile_of(fit_profile(tables, mpi, say=lambda _: None))

@@ -16,11 +16,10 @@ Run ``python benchmarks/osu_stream.py FOLDER[:MPI] ...`` (``MPI`` as ``sim.osu -
 project carries no such tables: docs/osu.md ("A stream's gap") says where AlaSKA's come from.
 """
 
-import re
 import sys
 
 import numpy as np
-from osu_holdout import folders_of  # (benchmarks/ is this script's path)
+from osu_holdout import folders_of, mbw_mr_tables  # (benchmarks/ is this script's path)
 
 from sim.calibrate import cluster_for, fit_profile, profile_of
 from sim.osu import osu_value, simulate_benchmark
@@ -31,14 +30,7 @@ WITHIN = 0.10
 
 def stream_tables(folder):
     """{pairs: OsuTable} of the folder's osu_bw (1) and osu_mbw_mr tables, with their shapes."""
-    tables = {1: read_table(str(folder / "osu_bw_nodes2_ppn1.txt"))}
-    for path in sorted(folder.glob("osu_mbw_mr_np*_nodes2_ppn*.txt")):
-        ranks, per_host = map(
-            int, re.fullmatch(r"osu_mbw_mr_np(\d+)_nodes2_ppn(\d+)\.txt", path.name).groups()
-        )
-        if ranks == 2 * per_host and per_host > 1:
-            tables[per_host] = read_table(f"{path}:{ranks}x{per_host}")
-    return tables
+    return {1: read_table(str(folder / "osu_bw_nodes2_ppn1.txt")), **mbw_mr_tables(folder)}
 
 
 def median_error(table, profile, mpi):

@@ -172,6 +172,7 @@ class Cluster:
             for ranks, cores in self.core_groups[:2]
         )
         costs = f"measured costs {'+'.join(sorted(self.costs))}" if self.costs else "alpha-beta"
+        costs += ", a stream's gap and its NIC's" if self.gap is not None else ""
         return (
             f"{placed}{f' ({turns})' if turns else ''}; {self.network}, "
             f"{1e6 * self.latency_s:g} us, {8 * self.bandwidth_Bps / 1e9:g} Gbit/s, {costs}"
