@@ -281,11 +281,11 @@ def fit_gaps(by_bench, oneway, line_Bps, say=print):
         f"{100 * gap.max_rel_error:.1f} %"
     )
     sizes = crossing[0].sizes
-    per_table = [
-        window_gap(t, oneway, line_Bps, t.ranks_per_host)
-        for t in crossing
-        if np.array_equal(t.sizes, sizes)
-    ]
+    for t in crossing:
+        if not np.array_equal(t.sizes, sizes):
+            say(f"{t.path}: not used for nic_gap (its sizes are not {crossing[0].path}'s)")
+    crossing = [t for t in crossing if np.array_equal(t.sizes, sizes)]
+    per_table = [window_gap(t, oneway, line_Bps, t.ranks_per_host) for t in crossing]
     one_pair = [gap.seconds(size) for size in sizes]  # a NIC passes one pair's
     nic_gap = fit_segments(sizes, np.min([*per_table, one_pair], axis=0), max_segments=GAP_SEGMENTS)
     say(
