@@ -143,13 +143,13 @@ class _OwnCode:
 
     ``pace``: the factor that puts code timed now at the calibration's speed (or None);
     ``cold_cost``: (seconds more, factor) of own code right after a large message, paid by the
-    first part after it; ``traced``: the node is drawn on the timeline (its charges are noted
-    as the program's own code, ``local``)."""
+    first part after it; ``trace``: the node's `sim.timeline.Trace` where it is drawn on the
+    timeline (its charges are noted as the program's own code, ``local``), else None."""
 
-    __slots__ = ("closed_s", "cold", "factor", "pace", "refill", "since", "traced")
+    __slots__ = ("closed_s", "cold", "factor", "pace", "refill", "since", "trace")
 
-    def __init__(self, pace, cold_cost, traced):
-        self.pace, (self.refill, self.factor), self.traced = pace, cold_cost, traced
+    def __init__(self, pace, cold_cost, trace):
+        self.pace, (self.refill, self.factor), self.trace = pace, cold_cost, trace
         self.since, self.closed_s, self.cold = 0.0, 0.0, False
 
     def begin(self, cold):
@@ -165,8 +165,8 @@ class _OwnCode:
         if self.cold:  # the first part after a large message pays its caches' refill
             seconds, self.cold = seconds * self.factor + self.refill, False
         log.charge("compute", seconds)
-        if self.traced:
-            log.note_local()  # the program's own code
+        if self.trace is not None:
+            self.trace.note_local()  # the program's own code
         return seconds
 
     def close_step(self, log):
@@ -533,7 +533,9 @@ class Simulator:
         pace = self.compute.pace  # own code timed now, put at the calibration's speed
         reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache
-        rank, env, current, traced = node.rank, self.env, self._current, node.rank in self.timeline
+        rank, env, current = node.rank, self.env, self._current
+        trace = self.timeline.traced.get(rank)  # its `sim.timeline.Trace` where it is drawn
+        traced = trace is not None
         try:
             self.faults.strike(rank)  # a fault at step 1 strikes before the program starts
         except Killed:
@@ -558,7 +560,7 @@ class Simulator:
         if not isinstance(closed_form, ClosedFormAllreduce):
             closed_form = None  # message-level collectives: the handler's generator
         start = 0.0
-        own = self._own[rank] = _OwnCode(pace, cold_cost, traced) if measured else None
+        own = self._own[rank] = _OwnCode(pace, cold_cost, trace) if measured else None
         while True:
             if measured:
                 own.begin(cold)
@@ -586,7 +588,7 @@ class Simulator:
                         yield closed_form.enter(node, op, start)
                         reply = closed_form.reduced(op, node.size)
                         if traced:
-                            log.trace("allreduce", start)
+                            trace.trace("allreduce", start)
                         continue
                     yield from self._wait_out(rank)
                     start = env._now
@@ -623,7 +625,7 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:
-                    log.trace(_EVENT_NAMES[type(op)], start)
+                    trace.trace(_EVENT_NAMES[type(op)], start)
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
                     program.close()

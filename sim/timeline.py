@@ -2,10 +2,10 @@
 spaced, each operation's charges laid end to end as its events, so a node's events tile its time.
 
 Kept out of the simulator's driver loop: a drawn node's run log notes each charge of the
-operation in progress (`TracedLog`), and the driver marks where each operation ends
-(`TracedLog.trace`); the charges are laid out as events in batches (`TracedLog.lay_out`), not
-per operation: on the message path a drawn node's operation costs two appends. Nodes not drawn
-cost nothing.
+operation in progress (a `run.runlog.RunLog` itself, into its ``noted`` list; any other log
+wrapped, `TracedLog`), and the driver marks where each operation ends (`Trace.trace`); the
+charges are laid out as events in batches (`Trace.lay_out`), not per operation: on the message
+path a drawn node's operation costs two appends. Nodes not drawn cost nothing.
 """
 
 import math
@@ -14,29 +14,17 @@ TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly
 LAYOUT_OPS = 4096  # operations noted before a drawn node's charges are laid out as events
 
 
-class TracedLog:
-    """A node's run log that also notes each charge (kind, seconds) and where each operation
-    ends, so the timeline can lay them end to end as that operation's events.
+class Trace:
+    """A drawn node's notes, laid out as its timeline's events.
 
     ``charges``: flat, kind then seconds, of the operations not yet laid out (and the one in
-    progress); ``ops``: (name, start s, end of its charges in ``charges``) of each operation
-    traced since; ``events``: those laid out, ``(name, kind, start s, end s)`` in order."""
+    progress), as the node's log notes them; ``ops``: (name, start s, end of its charges in
+    ``charges``) of each operation traced since; ``events``: those laid out, ``(name, kind,
+    start s, end s)`` in order."""
 
-    def __init__(self, log):
-        self._log, self.charges, self.ops, self._events = log, [], [], []
-        if hasattr(log, "end_step"):  # NOTE: once a step: no `__getattr__` call for it
-            self.end_step = log.end_step
-
-    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
-        self.charges += (kind, seconds)
-        self._log.charge(kind, seconds, bytes_sent, bytes_recv)
-
-    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
-        if wait > 0:  # (a charge of no time is no event: one pair fewer to lay out)
-            self.charges += ("wait", wait, "comm", comm)
-        else:
-            self.charges += ("comm", comm)
-        self._log.charge_collective(wait, comm, bytes_sent, bytes_recv)
+    def __init__(self, charges=None):
+        self.charges = [] if charges is None else charges
+        self.ops, self._events = [], []
 
     def note_local(self):
         """The last charge was the program's own code (``local``), not a compute operation."""
@@ -80,21 +68,56 @@ class TracedLog:
         del charges[:begin]  # the operation in progress keeps its charges
         self.ops.clear()
 
+
+class TracedLog(Trace):
+    """A node's log that does not note its charges itself (any log with ``charge`` and
+    ``charge_collective``; a `run.runlog.RunLog` does, `traced`), wrapped so that it does."""
+
+    def __init__(self, log):
+        super().__init__()
+        self._log = log
+        if hasattr(log, "end_step"):  # NOTE: once a step: no `__getattr__` call for it
+            self.end_step = log.end_step
+
+    def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
+        self.charges += (kind, seconds)
+        self._log.charge(kind, seconds, bytes_sent, bytes_recv)
+
+    def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+        if wait > 0:  # (a charge of no time is no event: one pair fewer to lay out)
+            self.charges += ("wait", wait, "comm", comm)
+        else:
+            self.charges += ("comm", comm)
+        self._log.charge_collective(wait, comm, bytes_sent, bytes_recv)
+
     def __getattr__(self, name):
         return getattr(self._log, name)
+
+
+def traced(log):
+    """(the log to charge in ``log``'s place, its `Trace`) for a drawn node: a log with a
+    ``noted`` list slot (`run.runlog.RunLog`) notes its own charges into the trace's list and
+    stays as it is; any other is wrapped (`TracedLog`)."""
+    if getattr(log, "noted", False) is None:
+        trace = Trace()
+        log.noted = trace.charges
+        return log, trace
+    wrapped = TracedLog(log)
+    return wrapped, wrapped
 
 
 class Timeline:
     """The drawn nodes' events, ``events[rank]``: ``(name, kind, start s, end s)`` in order.
 
-    Made with the list of every node's run log, whose drawn entries it replaces by `TracedLog`s.
+    Made with the list of every node's run log; ``traced[rank]`` is a drawn node's `Trace`, and
+    its entry in the list the log that notes its charges (`traced`).
     """
 
     def __init__(self, logs):
         every = max(1, math.ceil(len(logs) / TIMELINE_RANKS))
-        self.traced = {rank: TracedLog(logs[rank]) for rank in range(0, len(logs), every)}
-        for rank, log in self.traced.items():
-            logs[rank] = log
+        self.traced = {}
+        for rank in range(0, len(logs), every):
+            logs[rank], self.traced[rank] = traced(logs[rank])
 
     def __contains__(self, rank):
         return rank in self.traced

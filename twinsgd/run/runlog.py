@@ -99,6 +99,10 @@ class RunLog(Charges):
         # the step in progress; a rank whose rows are not written charges its totals directly
         self._current = _NEW_STEP.copy() if write_steps else self.totals
         self._summary_written = -math.inf  # time.monotonic() of the last summary.json
+        # where a simulated timeline draws this rank, the flat list its charges are noted in
+        # (kind, seconds, ...; `sim.timeline`), here rather than by a wrapper: one call a
+        # charge on the message path, not two
+        self.noted = None
 
     def charge(self, kind, seconds, bytes_sent=0, bytes_recv=0):
         """Add ``seconds`` of ``kind`` (compute, comm or wait) and bytes to the step in progress."""
@@ -107,6 +111,8 @@ class RunLog(Charges):
         if bytes_sent or bytes_recv:
             step["bytes_sent"] += bytes_sent
             step["bytes_recv"] += bytes_recv
+        if self.noted is not None:
+            self.noted += (kind, seconds)
 
     def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
         """`charge` of a collective's ``wait`` and ``comm`` seconds and its bytes, in one call
@@ -117,6 +123,8 @@ class RunLog(Charges):
         step["comm_s"] += comm
         step["bytes_sent"] += bytes_sent
         step["bytes_recv"] += bytes_recv
+        if self.noted is not None:  # (a wait of no time is no event: one pair fewer)
+            self.noted += ("wait", wait, "comm", comm) if wait > 0 else ("comm", comm)
 
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
