@@ -141,7 +141,7 @@ def fit_profile(tables, mpi="mpich", say=print):
         say(f"bidirectional bandwidth: read from {t.path}, not used (the links are full-duplex)")
     nic_Bps = None
     for t in by_bench.get("osu_mbw_mr", []):
-        if t.hosts == 2 and 2 * t.ranks_per_host == t.ranks and t.ranks_per_host > 1:
+        if crosses(t):
             nic_Bps = float(np.max(t.sizes / t.seconds))
             say(
                 f"NIC: {nic_Bps / 1e9:.4g} GB/s, the largest rate of {t.path}: its "
@@ -245,6 +245,12 @@ def fit_profile(tables, mpi="mpich", say=print):
     return document
 
 
+def crosses(table):
+    """Whether an ``osu_mbw_mr`` table's pairs all cross between two hosts at once (R > 1 ranks
+    on each: OSU pairs rank r with r + R), so it shows the NIC a host's ranks share."""
+    return table.hosts == 2 and 2 * table.ranks_per_host == table.ranks and table.ranks_per_host > 1
+
+
 GAP_SEGMENTS = 8  # a stream's gap by size: a library's protocol switches bend it more than t(n)
 
 
@@ -261,11 +267,7 @@ def fit_gaps(by_bench, oneway, line_Bps, say=print):
     without the NIC measured its share is a guess. Guessed as one pair's gap, AlaSKA's Intel
     MPI alltoall, predicted from its allreduce, came out 30.8 % off; with the NIC of its
     osu_mbw_mr, 7.4 % (4.3 % with neither: docs/osu.md, "A stream's gap")."""
-    crossing = [
-        t
-        for t in by_bench.get("osu_mbw_mr", [])
-        if t.hosts == 2 and 2 * t.ranks_per_host == t.ranks and t.ranks_per_host > 1
-    ]
+    crossing = [t for t in by_bench.get("osu_mbw_mr", []) if crosses(t)]
     if "osu_bw" not in by_bench or not crossing:
         say(
             "gap (a rank's seconds a message of a stream, LogGP's g): not fitted (it needs "

@@ -119,9 +119,6 @@ class Timeline:
         for rank in range(0, len(logs), every):
             logs[rank], self.traced[rank] = traced(logs[rank])
 
-    def __contains__(self, rank):
-        return rank in self.traced
-
     @property
     def events(self):
         """{rank: [(name, kind, start s, end s), ...]} of every drawn node, laid out."""
