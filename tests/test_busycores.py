@@ -170,3 +170,31 @@ def test_a_simulated_run_charges_each_ranks_compute_its_factor(tmp_path):
     plain = compute_per_rank(None, "plain")
     busy = compute_per_rank([FLAT, (1.5,) * len(GRID)], "busy")
     np.testing.assert_allclose(busy, 1.5 * plain, rtol=1e-9)
+
+
+def test_the_core_speed_probe_times_every_core_alone_in_pairs_and_all_at_once(tmp_path):
+    """scripts/core_speed_probe.py as a user runs it: a window's median step per core, each
+    pass over every core of the process's affinity; pairs of two; unpinned pairs on those cores."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "probe.json"
+    argv = [sys.executable, "scripts/core_speed_probe.py", "--window", "0.05", "--trials", "1"]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1"}
+    done = subprocess.run(
+        [*argv, "--out", out], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(out.read_text())
+    cores = sorted(os.sched_getaffinity(0))
+    assert probe["cores"] == cores
+    for row in [*probe["alone"], probe["alone_after"], *probe["all"]]:
+        assert len(row) == len(cores) and all(0 < s < 1 for s in row)
+    assert len(probe["pairs_half"]) == len(cores) // 2
+    assert all(len(times) == 2 for times in probe["pairs_next"].values())
+    ((a, core_a), (b, core_b)) = probe["unpinned"][0]
+    assert 0 < a < 1 and 0 < b < 1 and {core_a, core_b} <= set(cores)
+    assert done.stdout.count("alone, pass") == 2
+    bad = subprocess.run([*argv[:2], "--window", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
