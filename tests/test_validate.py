@@ -471,3 +471,25 @@ def test_each_calibrated_row_says_how_much_slower_its_runs_gradient_was(tmp_path
     (net / "profile.steps1-mlp" / "timeline.json").unlink()
     (net / "profile.steps-mlp" / "timeline.json").unlink()
     assert prediction_table.read_rows(net.parent)[0]["gradient_vs_calibration_pct"] is None
+
+
+def test_summary_gives_each_extrapolated_host_count_its_own_line_beside_the_pooled_one():
+    rows = [
+        {"network": "shm", "config": c, "hosts": h, "status": "ok", "error_pct": e}
+        | {"spread_pct": 2.0}
+        for c, h, e in [
+            ("ring", 2, 1.0),
+            ("ring", 4, -10.0),
+            ("ps", 4, 30.0),
+            ("ring", 16, 5.0),
+            ("ps", 16, -7.0),
+        ]
+    ]
+    rows.append({"network": "shm", "config": "ps", "hosts": 8, "status": "failed: x"})
+    assert validate.summary(rows)[1:] == [
+        "shm, 4, 8, 16 hosts (extrapolated from 2): median |error| 8.5 %, worst 30.0 % (ps), "
+        "4 of 5 rows; median spread 2.0 %",  # median of 10, 30, 5, 7
+        "shm, 4 hosts: median |error| 20.0 %, worst 30.0 % (ps), 2 of 2 rows; median spread 2.0 %",
+        "shm, 8 hosts: no rows measured (of 1)",
+        "shm, 16 hosts: median |error| 6.0 %, worst 7.0 % (ps), 2 of 2 rows; median spread 2.0 %",
+    ]

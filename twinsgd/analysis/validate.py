@@ -11,7 +11,8 @@ configuration x hosts: the measured median time per iteration (ms), the spread o
 measured, %), and the errors of compute and comm per iteration (%) and of wait (sim - measured,
 ms: the measured wait may be ~0). Then per network the median and worst |error|, apart for the
 rows at the calibration's host count (2) and the extrapolated ones (calibrated on 2 hosts only,
-predict 4), and the targets, each "met" or "missed".
+predict 4; and each host count apart where there are several), and the targets, each "met" or
+"missed".
 
 Examples
 --------
