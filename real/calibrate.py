@@ -159,6 +159,7 @@ from real.machine_bench import (
     measure_switch_s,
     measure_time_slice,
     start_window,
+    stop_workers,
     window,
 )
 from twinsgd.calibration.costfit import PiecewiseCost, fit_segments
@@ -935,10 +936,7 @@ def _stack_cpu(args, pair, work):
         windows = (partial(start_window, workers), partial(finish_window, workers))
         return stack_cpu(pair, args.quick, windows)
     finally:
-        for worker in workers:
-            worker.stdin.close()
-            worker.wait(timeout=60)
-            worker.stdout.close()
+        stop_workers(workers)
 
 
 def finishing_pass(sizes, past_messages_s, gamma):

@@ -238,10 +238,7 @@ def measure_busy_cores(model, dataset, batch, quick=False):
                 ratios[k].append(times.mean() / alone)
                 spread[k].extend(times / times.mean())
     finally:
-        for worker in workers:  # end of its input: it ends
-            worker.stdin.close()
-            worker.wait(timeout=60)
-            worker.stdout.close()
+        stop_workers(workers)
     return busy_cores_from_windows(ratios, spread)
 
 
@@ -254,6 +251,14 @@ def busy_worker(model, dataset, batch, seed, cpu=None):
     return subprocess.Popen(
         [sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
+
+
+def stop_workers(workers):
+    """End `busy_worker`s: the end of its input ends each; wait for it (60 s at most)."""
+    for worker in workers:
+        worker.stdin.close()
+        worker.wait(timeout=60)
+        worker.stdout.close()
 
 
 def step_fields(model, dataset, batch):

@@ -27,17 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from real.machine_bench import busy_worker, window
+from real.machine_bench import busy_worker, stop_workers, window
 from twinsgd.data import load_dataset
 
 MODEL, BATCH = "mlp", 100
-
-
-def _stop(workers):
-    for worker in workers:  # end of its input: it ends
-        worker.stdin.close()
-        worker.wait(timeout=60)
-        worker.stdout.close()
 
 
 def _core_of(pid):
@@ -77,7 +70,7 @@ def probe(seconds, trials):
         result["all"] = [window(pinned, seconds) for _ in range(3)]
         result["alone_after"] = [window([w], seconds)[0] for w in pinned]
     finally:
-        _stop(pinned)
+        stop_workers(pinned)
     result["unpinned"] = []
     for trial in range(trials):
         pair = [busy_worker(MODEL, dataset, BATCH, 100 + 2 * trial + i) for i in range(2)]
@@ -88,7 +81,7 @@ def probe(seconds, trials):
                 [[t, _core_of(w.pid)] for t, w in zip(times, pair, strict=True)]
             )
         finally:
-            _stop(pair)
+            stop_workers(pair)
     return result
 
 

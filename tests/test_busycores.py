@@ -174,13 +174,16 @@ def test_a_simulated_run_charges_each_ranks_compute_its_factor(tmp_path):
 
 def test_the_core_speed_probe_times_every_core_alone_in_pairs_and_all_at_once(tmp_path):
     """scripts/core_speed_probe.py as a user runs it: a window's median step per core, each
-    pass over every core of the process's affinity; pairs of two; unpinned pairs on those cores."""
+    pass over every core of the process's affinity; the pairs it names; unpinned pairs on those
+    cores; the printed report the JSON's numbers in ms."""
     import json
     import subprocess
     import sys
+    from pathlib import Path
 
     out = tmp_path / "probe.json"
-    argv = [sys.executable, "scripts/core_speed_probe.py", "--window", "0.05", "--trials", "1"]
+    script = Path(__file__).resolve().parent.parent / "scripts" / "core_speed_probe.py"
+    argv = [sys.executable, str(script), "--window", "0.05", "--trials", "1"]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1"}
     done = subprocess.run(
         [*argv, "--out", out], capture_output=True, text=True, env=env, timeout=120
@@ -188,13 +191,20 @@ def test_the_core_speed_probe_times_every_core_alone_in_pairs_and_all_at_once(tm
     assert done.returncode == 0, done.stderr
     probe = json.loads(out.read_text())
     cores = sorted(os.sched_getaffinity(0))
-    assert probe["cores"] == cores
+    n = len(cores)
+    assert probe["cores"] == cores and probe["window_s"] == 0.05
     for row in [*probe["alone"], probe["alone_after"], *probe["all"]]:
-        assert len(row) == len(cores) and all(0 < s < 1 for s in row)
-    assert len(probe["pairs_half"]) == len(cores) // 2
-    assert all(len(times) == 2 for times in probe["pairs_next"].values())
+        assert len(row) == n and all(0 < s < 1 for s in row)
+    assert list(probe["pairs_half"]) == [f"{cores[i]},{cores[i + n // 2]}" for i in range(n // 2)]
+    assert list(probe["pairs_next"]) == [
+        f"{cores[2 * i]},{cores[2 * i + 1]}" for i in range(n // 2)
+    ]
+    assert all(len(times) == 2 and min(times) > 0 for times in probe["pairs_next"].values())
     ((a, core_a), (b, core_b)) = probe["unpinned"][0]
     assert 0 < a < 1 and 0 < b < 1 and {core_a, core_b} <= set(cores)
-    assert done.stdout.count("alone, pass") == 2
+    lines = done.stdout.splitlines()
+    for i, alone in enumerate(probe["alone"]):
+        assert lines[1 + i] == f"alone, pass {i + 1}: " + " ".join(f"{1e3 * s:.2f}" for s in alone)
+    assert lines[-1] == f"unpinned pairs (ms@core): {1e3 * a:.2f}@{core_a} {1e3 * b:.2f}@{core_b}"
     bad = subprocess.run([*argv[:2], "--window", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
