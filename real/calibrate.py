@@ -28,11 +28,13 @@ What is measured, and why so
   training program pays (through shared memory here 1.4-1.7x the hot loop at 335 KB), and
   what ``sim.run`` charges its programs' messages; ``sim.osu`` keeps the hot models, as OSU's
   loops are hot. And the programs' own allreduce of 2 ranks, in situ (ring and mean, 64 KiB ..
-  16 MiB): what it pays past its two Sendrecvs (each repetition less twice a Sendrecv of half
-  its bytes timed just before it, at the machine's speed of that moment) and its add (gamma)
-  is ``[compute.finish]``, the pass that makes the mean over bytes half just received and the
+  16 MiB): its second step, from the end of the first, less its add, is what a step of a
+  program's collective right after another pays (``[network.in_situ.written.sendrecv]``, by
+  the half's size: the loop, the call, bytes just written); what it pays past that and a
+  Sendrecv of half its bytes timed just before it (at the machine's speed of that moment) is
+  ``[compute.finish]``, the pass that makes the mean over bytes half just received and the
   passes around the messages (through token buckets: what it pays outside its MPI calls, past
-  its add; `finishing_pass`).
+  its add, and no next step; `allreduce_steps`).
   And a compressed message's wire bytes written before a send and read after a receive, in
   situ (``[network.in_situ.wire]``, `netbench.wire_in_situ`): Python work on every compressed
   message, 10x its hot-loop time inside a run. And the seconds an eager ``Send`` holds its
@@ -87,6 +89,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
     [network.in_situ.oneway], [network.in_situ.sendrecv]   the same, in situ
     [network.in_situ.exchange]   gossip's exchange (Irecv, Isend, Waitall), in situ; not on
                        token buckets
+    [network.in_situ.written.sendrecv]   a step of a program's collective right after another
+                       (the ring's), by size, less its add; not on token buckets
     [network.in_situ.jitter]   min_bytes, oneway, sendrecv: per measured size (sizes),
                        101 quantiles of t / median (quantiles)
     [network.in_situ.wire]   write_s, write_s_per_byte, read_s: a compressed message's wire
@@ -410,9 +414,10 @@ def _measure(args, comm, work):
     )
     allreduce_sizes = [n for n in in_situ_sizes if n >= GAMMA_MIN_BYTES]
     outside = {}  # by size: each repetition's seconds outside its MPI calls
-    paired = {}  # ... and less twice the Sendrecv of n/2 timed in the same repetition
+    second = {}  # ... its second step, from the end of the first to its own end
+    paired = {}  # ... less that and a Sendrecv of n/2 timed in the same repetition
     allreduce_s = netbench.allreduce_in_situ(
-        network, allreduce_sizes, step, args.quick, outside, paired
+        network, allreduce_sizes, step, args.quick, outside, paired, second
     )
     wire = netbench.wire_in_situ(comm, step, args.quick)
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
@@ -470,6 +475,7 @@ def _measure(args, comm, work):
         "allreduce_s": allreduce_s,
         "allreduce_outside_s": [float(np.median(outside[n])) for n in allreduce_sizes],
         "allreduce_paired_s": [float(np.median(paired[n])) for n in allreduce_sizes],
+        "allreduce_second_s": [float(np.median(second[n])) for n in allreduce_sizes],
         "wire": wire,
         "wire_in_program": in_program,
         "incast_sizes": incast_sizes,
@@ -765,17 +771,11 @@ def _finish(args, measured, work, started):
         for pattern, samples in measured["in_situ_samples"].items()
     }
     shaper = _emulated_shaper()
-    finish = fit_segments(
-        measured["allreduce_sizes"],
-        finishing_pass(
-            measured["allreduce_sizes"],
-            # through token buckets the simulator prices the messages by the buckets' state
-            measured["allreduce_outside_s" if shaper is not None else "allreduce_paired_s"],
-            reduction,
-        ),
-        MAX_REL_ERROR,
-        MAX_SEGMENTS,
+    past_steps, next_step = allreduce_steps(measured, reduction, emulated=shaper is not None)
+    in_situ_written = (  # a step of a program's collective right after another
+        {"sendrecv": fit_segments(*next_step, MAX_REL_ERROR, MAX_SEGMENTS)} if next_step else {}
     )
+    finish = fit_segments(*past_steps, MAX_REL_ERROR, MAX_SEGMENTS)
     incast = _incast_check(measured, oneway)
     per_step = {name: step for name, (step, _, _) in measured["per_model"].items()}
     per_model = {name: sample for name, (_, sample, _) in measured["per_model"].items()}
@@ -821,6 +821,11 @@ def _finish(args, measured, work, started):
             **({"written": {p: c.to_dict() for p, c in written.items()}} if written else {}),
             "in_situ": {
                 **{pattern: cost.to_dict() for pattern, cost in in_situ.items()},
+                **(
+                    {"written": {p: c.to_dict() for p, c in in_situ_written.items()}}
+                    if in_situ_written
+                    else {}
+                ),
                 "jitter": {
                     "min_bytes": JITTER_MIN_BYTES,
                     **{pattern: spread for pattern, spread in jitter.items() if spread},
@@ -939,35 +944,56 @@ def _stack_cpu(args, pair, work):
         stop_workers(workers)
 
 
-def finishing_pass(sizes, past_messages_s, gamma):
-    """What the programs' allreduce of 2 ranks pays past its messages and its add, by size:
-    ``past_messages_s`` less the add (floored at `MIN_FINISH_S`; the add as the simulator
-    charges it, gamma a byte or a cost by size, `combined_s`): the division into the mean over
-    bytes half just received, and the passes around the messages. The simulator charges it
-    once an allreduce of a mean (`[compute.finish]`), whatever the rank count.
+def allreduce_steps(measured, gamma, emulated):
+    """What the programs' allreduce of 2 ranks in situ (`netbench.allreduce_in_situ`) gives
+    the simulator, as (sizes, seconds) to fit: ``[compute.finish]``, what it pays past its
+    steps and its add (the division into the mean over bytes half just received, the passes
+    around the messages), charged once an allreduce of a mean whatever the rank count; and
+    ``[network.in_situ.written.sendrecv]``, a step of a program's collective right after
+    another (by the half's size, less its add: the simulator adds it), or None.
 
-    ``past_messages_s``, per size: where the simulator prices the allreduce's two Sendrecvs at
-    the in-situ Sendrecv (shared memory), the allreduce less twice a Sendrecv of n/2 timed in
-    the same repetition (`netbench.allreduce_in_situ`'s ``paired``; its second Sendrecv, right
-    after the first, costs less than an in-situ one, 20-130 us at 64 KiB-1 MiB here, and that
-    is charged here too); through token buckets, where the simulator prices the messages by the
-    buckets' state, the seconds spent outside its MPI calls: the second step starts on the
-    buckets the first drained, which the in-situ Sendrecv (its buckets refilled by a compute
-    step) never sees, so the remainder would charge the drain twice (on 2 emulated 1 Gbit/s
-    hosts 0.9 ms of a 670 KB allreduce's 4.9, against 0.1-0.2 ms of work outside MPI).
+    On shared memory or a real network the first step is priced as the in-situ Sendrecv, and
+    every later one as the second step measured here: its loop, the call, its bytes just
+    written. Right after the first, at 2 ranks 16-core Xeon 2026-12-04, a 16-rank ring's 29
+    later steps of 42 KB took 24-25 us each, where the in-situ Sendrecv (a compute step before
+    it) costs 34 us; charged at that, the ring's communication came out 34-37 % too slow at
+    16 ranks, 5-19 % at 4-8. The finishing pass is the allreduce less both, each timed in the
+    same repetition (the machine's speed moves 1.4-1.6x within seconds here).
 
-    8 us past the messages, less the add of 500 bytes at 2 ns a byte:
+    Through token buckets (``emulated``), where the simulator prices the messages by the
+    buckets' state, the finishing pass is the seconds spent outside its MPI calls less the
+    add, and there is no next step: the second step starts on the buckets the first drained,
+    which the in-situ Sendrecv (its buckets refilled by a compute step) never sees, so a
+    remainder past the messages would charge the drain twice (on 2 emulated 1 Gbit/s hosts 0.9
+    ms of a 670 KB allreduce's 4.9, against 0.1-0.2 ms of work outside MPI)."""
+    sizes = measured["allreduce_sizes"]
+    halves = [n // 2 for n in sizes]
+    if emulated:
+        rest = less_add(halves, measured["allreduce_outside_s"], gamma)
+        return (sizes, growing(sizes, rest)), None
+    next_s = less_add(halves, measured["allreduce_second_s"], gamma)
+    return (sizes, growing(sizes, measured["allreduce_paired_s"])), (
+        halves,
+        growing(halves, next_s),
+    )
 
-    >>> [round(x, 9) for x in finishing_pass([1000], [8e-6], 2e-9)]
-    [7e-06]
+
+def less_add(halves, seconds, gamma):
+    """``seconds`` by size less the add of a received half of ``halves`` bytes, as the
+    simulator charges it (gamma a byte or a cost by size, `combined_s`)."""
+    return [float(t - combined_s(gamma, h)) for h, t in zip(halves, seconds, strict=True)]
+
+
+def growing(sizes, seconds):
+    """``seconds`` by size (ascending) made fit for a cost model: each at least `MIN_FINISH_S`
+    (a residual may come out <= 0), never less than at a smaller size (the running maximum),
+    plus 1e-15 s a byte so that every segment fitted to it has a bandwidth > 0.
+
+    >>> [round(t, 12) for t in growing([1000, 2000, 4000], [8e-6, 5e-6, -1.0])]
+    [8.000001e-06, 8.000002e-06, 8.000004e-06]
     """
-    rest = [
-        max(MIN_FINISH_S, float(left - combined_s(gamma, n / 2)))
-        for n, left in zip(sizes, past_messages_s, strict=True)
-    ]
-    # a pass over more bytes never takes less (sizes ascending): the running maximum, plus a
-    # floor of 1e-15 s a byte so that every segment fitted to it has a bandwidth > 0
-    return [float(r + 1e-15 * n) for n, r in zip(sizes, np.maximum.accumulate(rest), strict=True)]
+    floored = np.maximum.accumulate([max(MIN_FINISH_S, float(t)) for t in seconds])
+    return [float(t + 1e-15 * n) for n, t in zip(sizes, floored, strict=True)]
 
 
 def eager_send_cost(nbytes, seconds):

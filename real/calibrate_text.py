@@ -134,12 +134,18 @@ def summary_lines(
         if jitter.get(pattern):
             by_size = Jitter.from_table(jitter[pattern])
             means = [by_size.mean_at(size) for size, _ in by_size.bands]
-            out, reps = map(sum, zip(*measured["jitter_left_out"][pattern].values(), strict=True))
+            dropped, reps = map(
+                sum, zip(*measured["jitter_left_out"][pattern].values(), strict=True)
+            )
             spread = (
                 f"; jitter by size from {bytes_text(jitter_min_bytes)}: at {bytes_text(probe)} "
                 f"mean {by_size.mean_at(probe):.2f}, p90 {by_size.quantiles_at(probe)[90]:.2f} x "
                 f"the median (means {min(means):.2f}-{max(means):.2f} over sizes"
-                + (f"; {out} of {reps} repetitions a disturbance made long left out" if out else "")
+                + (
+                    f"; {dropped} of {reps} repetitions a disturbance made long left out"
+                    if dropped
+                    else ""
+                )
                 + ")"
             )
         lines.append(

@@ -317,23 +317,30 @@ def eager_limit(comm, late_s=0.02):
     return limit if comm.rank == 0 else None
 
 
-def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None):
+def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None, second=None):
     """Seconds of the programs' own allreduce of n bytes between ranks 0 and 1, in situ (the
     module's docstring): the ring (`real.backend.ring_allreduce_mpi`, a ``Sendrecv`` each way,
     the add of the received half) and the division into the mean, as the real backend's comm
     times them. What is left past its messages and its add is the work programs pay around
     them (`real.calibrate`). ``outside`` (a dict): gets, by size, the seconds each repetition
     spent outside its MPI calls (the slicing, the add, the division: Python's and numpy's
-    work). ``paired`` (a dict): gets, by size, each repetition's allreduce less twice an
+    work). ``second`` (a dict): gets, by size, each repetition's seconds from the end of its
+    first ``Sendrecv`` to the end of its second: the ring's next step as a program runs it,
+    right after the last, with the add of what it received between (the program's loop, the
+    add, the call; the bytes it sends were just written). ``paired`` (a dict, with
+    ``second``): gets, by size, each repetition's allreduce less that next step and less an
     in-situ ``Sendrecv`` of n/2 bytes each way timed in the same repetition just before it
-    (its own compute step and barrier first, as `exchange` in situ times it): both at the
-    machine's speed of that moment. This machine's moves 1.4-1.6x within seconds, and with the
-    Sendrecv taken from the separate `exchange` phase the remainder came out at 59 and 431 us
-    for 1 MiB in two calibrations of one day (2026-12-02), -175 to +706 us for 4 MiB in three
-    rounds of a minute. Collective; on rank 0, None elsewhere (with ``outside`` or ``paired``,
-    each size's median repetition of the allreduce alone)."""
-    if outside is None and paired is None:
+    (its own compute step and barrier first, as `exchange` in situ times it, as the first
+    step runs): all at the machine's speed of that moment. This machine's moves 1.4-1.6x
+    within seconds, and with the Sendrecv taken from the separate `exchange` phase the
+    remainder came out at 59 and 431 us for 1 MiB in two calibrations of one day
+    (2026-12-02), -175 to +706 us for 4 MiB in three rounds of a minute. Collective; on rank
+    0, None elsewhere (with ``outside`` or ``paired``, each size's median repetition of the
+    allreduce alone)."""
+    if outside is None and paired is None and second is None:
         return _on_pair(comm, sizes, quick, _ring_mean, halve=False, step=step)
+    if paired is not None and second is None:
+        raise ValueError("paired needs second: the allreduce less its two steps")
     own = {}  # every allreduce's seconds, by size
 
     def ring_mean(pair, buf, inbox):
@@ -352,23 +359,30 @@ def allreduce_in_situ(comm, sizes, step, quick=False, outside=None, paired=None)
         own.setdefault(buf.nbytes, []).append(seconds)
         if outside is not None:
             outside.setdefault(buf.nbytes, []).append(seconds - timed.inside_s)
+        if second is not None:  # 2 ranks: two Sendrecvs
+            first_end, second_end = timed.ends
+            second.setdefault(buf.nbytes, []).append(second_end - first_end)
         if paired is not None:
-            paired.setdefault(buf.nbytes, []).append(seconds - 2 * exchanged_s)
+            rest = seconds - exchanged_s - (second_end - first_end)
+            paired.setdefault(buf.nbytes, []).append(rest)
 
     _on_pair(comm, sizes, quick, ring_mean, halve=False, step=step)
     return [float(np.median(own[n])) for n in sizes] if comm.rank == 0 else None
 
 
 class _TimedSendrecv:
-    """``comm``, whose ``Sendrecv`` calls add their seconds to ``inside_s``."""
+    """``comm``, whose ``Sendrecv`` calls add their seconds to ``inside_s`` and their ends
+    (`time.perf_counter`) to ``ends``."""
 
     def __init__(self, comm):
-        self._comm, self.inside_s = comm, 0.0
+        self._comm, self.inside_s, self.ends = comm, 0.0, []
 
     def Sendrecv(self, *args, **kwargs):
         t0 = time.perf_counter()
         self._comm.Sendrecv(*args, **kwargs)
-        self.inside_s += time.perf_counter() - t0
+        t1 = time.perf_counter()
+        self.inside_s += t1 - t0
+        self.ends.append(t1)
 
     def __getattr__(self, name):
         return getattr(self._comm, name)

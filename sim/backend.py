@@ -1018,8 +1018,9 @@ class Simulator:
         program = allreduce_program(op.algo, op.buf, node.rank, node.size, self.mpi)
         if op.algo == "mpi":  # MPI's Allreduce: one call of the library
             yield from self._collective(node, program, library=True)
-        else:  # our own algorithm: every step a call of its own
-            yield from self._collective(node, program)
+        else:  # our own algorithm: every step a call of its own, each after the first
+            # sending what it has just added or received (priced so where measured)
+            yield from self._collective(node, program, writes="after_receive")
         finishing = self._finishing(op, node.size)
         if finishing:  # comm, as the real backend's clock counts it
             yield from self._comm_for(node, finishing)

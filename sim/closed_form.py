@@ -109,7 +109,7 @@ class ClosedFormAllreduce:
         self._calls = [0] * len(logs)  # collectives entered per node, to match them up
         self._pending = {}  # collectives in progress: number -> (bufs, done)
         self._bytes = {}  # (algorithm, n, itemsize, size) -> [(sent, received)] by rank
-        self._links = {}  # nbytes -> (alpha, beta), worked out once
+        self._links = {}  # (nbytes, pattern) -> (alpha, beta), worked out once
         self._seconds = {}  # (algo, op, nbytes, itemsize, size) -> its time, worked out once
 
     def __call__(self, node, op, entered=None):
@@ -178,17 +178,18 @@ class ClosedFormAllreduce:
         key = (op.algo, op.op, nbytes, itemsize, size)  # (Rabenseifner's: O(p log p) to work out)
         seconds = self._seconds.get(key)
         if seconds is None:
+            later = self._later_pattern(op.algo, size)
             seconds = self._seconds[key] = priced_allreduce_s(
                 op.algo,
                 op.buf,
                 size,
                 self.mpi,
-                self._link(nbytes, size),
+                self._link(nbytes, size, later),
                 self.gamma,
                 self.library_gamma,
                 self.call_s,
                 self.finishing(op, size),
-            )
+            ) + self._first_step_more_s(nbytes, size, later)
         return seconds, self._bytes_by_rank(op.algo, op.buf.size, itemsize, size)
 
     def _bytes_by_rank(self, algorithm, n, itemsize, size):
@@ -201,11 +202,33 @@ class ClosedFormAllreduce:
             ]
         return table
 
-    def _link(self, nbytes, size):
+    def _later_pattern(self, algo, size):
+        """The measured pattern our own algorithm's steps after the first are priced at, as
+        the message level prices them (`Simulator._collective`): a step right after another,
+        sending bytes just written (``sendrecv-written``), where the network has it; else
+        every step's (and MPI's own call's: one call, its steps priced as measured for it)."""
+        if algo != "mpi" and size > 1 and "sendrecv-written" in self.network.costs:
+            return "sendrecv-written"
+        return "sendrecv"
+
+    def _first_step_more_s(self, nbytes, size, later):
+        """What the first step of an allreduce of ``nbytes`` over ``size`` ranks costs more
+        than the ``later`` pattern's steps, at the ring's chunk (as every step is priced here,
+        `_link`): exact for the ring, in the closed form's approximation for the others."""
+        if later == "sendrecv":
+            return 0.0
+        chunk = nbytes / size
+        (alpha, beta), (later_alpha, later_beta) = (
+            self._link(nbytes, size),
+            self._link(nbytes, size, later),
+        )
+        return (alpha + chunk / beta) - (later_alpha + chunk / later_beta)
+
+    def _link(self, nbytes, size, pattern="sendrecv"):
         """The (alpha s, beta B/s) charged an allreduce of ``nbytes`` over ``size`` ranks: the
         slowest step of a ring over the ranks in order for its chunks
-        (`RoutedNetwork.ring_link`), worked out once per size."""
-        link = self._links.get(nbytes)
+        (`RoutedNetwork.ring_link`) at the measured ``pattern``, worked out once per size."""
+        link = self._links.get((nbytes, pattern))
         if link is None:
-            link = self._links[nbytes] = self.network.ring_link(nbytes / size)
+            link = self._links[nbytes, pattern] = self.network.ring_link(nbytes / size, pattern)
         return link

@@ -50,6 +50,9 @@ The format::
     [network.in_situ.oneway]       # the same two measured in situ (a compute step before
     [network.in_situ.sendrecv]     # each message, as programs send): what programs pay
     [network.in_situ.exchange]     # ... and gossip's exchange (Irecv, Isend, Waitall)
+    [network.in_situ.written.sendrecv]  # a step of a program's own collective right after
+                                   # another (the ring's: the loop, the call, bytes just
+                                   # written), less its add; the first step is in situ
     [network.in_situ.jitter]       # min_bytes, and per pattern the quantiles of a message's
                                    # time over the median, per measured size ({sizes,
                                    # quantiles}; or 101 for all sizes): a message takes
@@ -497,9 +500,16 @@ def load_profile(name_or_path):
             gap=PiecewiseCost.from_dict(network["gap"]) if "gap" in network else None,
             nic_gap=PiecewiseCost.from_dict(network["nic_gap"]) if "nic_gap" in network else None,
             in_situ={
-                pattern: PiecewiseCost.from_dict(network["in_situ"][pattern])
-                for pattern in PATTERNS
-                if pattern in network.get("in_situ", {})
+                **{
+                    pattern: PiecewiseCost.from_dict(network["in_situ"][pattern])
+                    for pattern in PATTERNS
+                    if pattern in network.get("in_situ", {})
+                },
+                **{  # a step of a program's collective right after another
+                    f"{pattern}-written": PiecewiseCost.from_dict(table)
+                    for pattern, table in network.get("in_situ", {}).get("written", {}).items()
+                    if pattern in PATTERNS
+                },
             },
             in_situ_jitter=_jitter(network.get("in_situ", {}).get("jitter", {})),
             wire=WireCost.from_dict(network["in_situ"]["wire"])

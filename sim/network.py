@@ -646,15 +646,16 @@ class RoutedNetwork:
             return cost.alpha_s(nbytes) + nbytes / cost.beta_Bps(nbytes)
         return route.latency_s + nbytes / route.bandwidth_Bps
 
-    def ring_link(self, nbytes):
+    def ring_link(self, nbytes, pattern="sendrecv"):
         """(alpha s, beta B/s) of the slowest step of a ring over the ranks in order (rank r to
         r + 1) for messages of ``nbytes``, each step's pairs all moving at once with nothing
         else on the links: what the closed-form collectives charge. A pair inside one host
         shares the host's memory with the host's other pairs of that step
-        (`MemoryPath.concurrent_Bps`); a pair between hosts costs the measured Sendrecv model's
-        segment for ``nbytes`` where the network has one (its ``size`` copies sharing the
-        machine's ``machine_copies``, where given). Token buckets have no closed form: a
-        network with ``shaping`` refuses (ValueError)."""
+        (`MemoryPath.concurrent_Bps`); a pair between hosts costs the measured model of
+        ``pattern`` (a Sendrecv; ``sendrecv-written``: a step right after another, where the
+        network has it) at its segment for ``nbytes`` where the network has one (its ``size``
+        copies sharing the machine's ``machine_copies``, where given). Token buckets have no
+        closed form: a network with ``shaping`` refuses (ValueError)."""
         if self.shaping is not None:
             raise ValueError(
                 "--collectives closed-form: the profile's token-bucket NICs (an emulated "
@@ -666,7 +667,7 @@ class RoutedNetwork:
         pairs = [(r, (r + 1) % size) for r in range(size)]
         copies = Counter(host_of[r] for r, d in pairs if host_of[r] == host_of[d])
         links = set()
-        measured = self.costs.get("sendrecv")  # a ring step is a Sendrecv
+        measured = self.costs.get(pattern)  # a ring step is a Sendrecv
         for r, d in pairs:
             route = self.route(r, d)
             if host_of[r] == host_of[d]:

@@ -179,3 +179,57 @@ def test_an_add_in_c_costs_at_least_nothing():
     assert InLibrary(REDUCTION, 0.2e-6).seconds(4096) == pytest.approx(
         REDUCTION.seconds(4096) - 0.2e-6, rel=1e-12
     )
+
+
+# a program's Sendrecv after its own code, and one right after another (bytes just written)
+FIRST, NEXT = PiecewiseCost.constant(20e-6, 2e9), PiecewiseCost.constant(8e-6, 1e9)
+
+
+def _measured_ring(algo, size, n, collectives, costs):
+    """`_simulated` on a star whose Sendrecvs cost as ``costs`` says (a profile's, measured),
+    gamma a byte; (end, each rank's `ChargeLog`)."""
+
+    def program(rank):
+        yield Allreduce(np.full(n, float(rank), np.float32), op="sum", algo=algo)
+
+    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    logs = [ChargeLog() for _ in range(size)]
+    sim = Simulator(
+        nodes, logs, ALPHA, BETA, ComputeModel(seconds_per_sample=0.0), collectives,
+        costs=costs, gamma=GAMMA,
+    )  # fmt: skip
+    sim.run([program(r) for r in range(size)])
+    return sim.env.now, logs
+
+
+@pytest.mark.parametrize("size", [2, 4, 16])
+@pytest.mark.parametrize("collectives", ["message", "closed-form"])
+def test_our_ring_pays_its_first_step_in_situ_and_every_later_one_as_measured_after_another(
+    size, collectives
+):
+    """A program's ring allreduce: its first Sendrecv right after the program's own code
+    (the in-situ cost), each of its 2(p-1) - 1 later ones right after the last, sending what
+    it has just added or received (``sendrecv-written``), and p-1 adds at gamma; at both
+    levels, all of it comm. Without the later steps' cost, all 2(p-1) at the first's."""
+    n = 1000 * size  # float32: 4,000 bytes a chunk
+    chunk = 4 * n / size
+    steps = 2 * (size - 1)
+    adds = (size - 1) * chunk * GAMMA
+    first, later = 20e-6 + chunk / 2e9, 8e-6 + chunk / 1e9
+    both = {"sendrecv": FIRST, "sendrecv-written": NEXT}
+    end, logs = _measured_ring("ring", size, n, collectives, both)
+    assert end == pytest.approx(first + (steps - 1) * later + adds, rel=1e-9)
+    for log in logs:
+        assert log.seconds["comm"] == pytest.approx(end, rel=1e-9)
+    end, _ = _measured_ring("ring", size, n, collectives, {"sendrecv": FIRST})
+    assert end == pytest.approx(steps * first + adds, rel=1e-9)
+
+
+def test_mpi_s_own_allreduce_keeps_its_steps_at_the_measured_sendrecv():
+    """MPI's Allreduce is one call of the library: its steps are not a program's, and a
+    program's step after another does not price them (recursive doubling of 8 bytes: one
+    Sendrecv at 2 ranks)."""
+    both = {"sendrecv": FIRST, "sendrecv-written": NEXT}
+    for collectives in ("message", "closed-form"):
+        end, _ = _measured_ring("mpi", 2, 2, collectives, both)
+        assert end == pytest.approx(20e-6 + 8 / 2e9 + 8 * GAMMA, rel=1e-9)

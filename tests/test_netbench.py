@@ -48,14 +48,21 @@ def test_the_allreduce_less_its_two_sendrecvs_is_taken_within_each_repetition(mo
     same repetition, its remainder past them is 0 at whatever speed the machine ran, while the
     allreduce alone moves with the speed (1.0x, 1.5x, 1.2x from repetition to repetition).
     Against a Sendrecv timed in another phase the remainder took the speeds' difference (59
-    and 431 us for 1 MiB in two calibrations of one day, 2026-12-02)."""
+    and 431 us for 1 MiB in two calibrations of one day, 2026-12-02). Its second step, from
+    the end of the first, is its own Sendrecv's time at that repetition's speed."""
     machine = _Machine()
     monkeypatch.setattr(netbench.time, "perf_counter", lambda: machine.now)
     sizes = [65536, 262144]
-    outside, paired = {}, {}
-    medians = netbench.allreduce_in_situ(machine, sizes, machine.step, True, outside, paired)
+    outside, paired, second = {}, {}, {}
+    medians = netbench.allreduce_in_situ(
+        machine, sizes, machine.step, True, outside, paired, second
+    )
     for nbytes, median in zip(sizes, medians, strict=True):
         assert paired[nbytes] == pytest.approx([0.0] * len(paired[nbytes]), abs=1e-15)
         assert outside[nbytes] == pytest.approx([0.0] * len(outside[nbytes]), abs=1e-15)
         assert median == pytest.approx(1.2e-9 * nbytes, rel=1e-12)  # the middle speed's
+        speeds = {round(s / (0.5e-9 * nbytes), 9) for s in second[nbytes]}
+        assert speeds == {1.0, 1.5, 1.2}  # each repetition's half at its own speed
     assert len(paired[65536]) > 3
+    with pytest.raises(ValueError, match="paired needs second"):
+        netbench.allreduce_in_situ(machine, sizes, machine.step, True, None, {})
