@@ -1,9 +1,10 @@
 #!/bin/bash
 # Issue 24's check on a lent 16-core machine (`device`; ../shared/SIXTEEN-CORES.md): calibrated on
-# 2 ranks, shared memory at 2, 4, 8, 16 ranks, then scripts/core_speed_probe.py. Everything it
-# keeps goes to $OUT within device's limits (8 files): machine.txt, validate.log, validation.md,
+# 2 ranks, shared memory at 2, 4, 8, 16 ranks, then scripts/exchange_probe.py at 2, 4, 8 and 16
+# ranks (scripts/core_speed_probe.py ran in its place on 2026-12-04). Everything it keeps goes to
+# $OUT within device's limits (8 files): machine.txt, validate.log, validation.md,
 # validation.csv, profile.toml, val.tgz (the run folders without weights), probe.txt and
-# probe.json.
+# probe.json (a JSON line per job).
 #
 # Here, once (the wheels for that machine's Python 3.12, into an ignored folder):
 #   echo /.whl/ >> .git/info/exclude
@@ -29,5 +30,8 @@ echo "validate rc=$? in $(( $(date +%s) - start )) s" >> "$OUT/machine.txt"
 [ -f /tmp/val/validation.md ] || python3 -m twinsgd.analysis.validate --from /tmp/val >> "$OUT/validate.log" 2>&1
 cp /tmp/val/validation.md /tmp/val/validation.csv /tmp/val/shm/profile.toml "$OUT/" 2>/dev/null
 tar czf "$OUT/val.tgz" --exclude=model.npz -C /tmp val
-timeout 120 python3 scripts/core_speed_probe.py --out "$OUT/probe.json" > "$OUT/probe.txt" 2>&1
+for ranks in 2 4 8 16; do
+  timeout 60 mpiexec -n "$ranks" python3 scripts/exchange_probe.py --out "$OUT/probe.json" \
+    >> "$OUT/probe.txt" 2>&1
+done
 ls -la "$OUT"

@@ -66,3 +66,49 @@ def test_the_allreduce_less_its_two_sendrecvs_is_taken_within_each_repetition(mo
     assert len(paired[65536]) > 3
     with pytest.raises(ValueError, match="paired needs second"):
         netbench.allreduce_in_situ(machine, sizes, machine.step, True, None, {})
+
+
+@pytest.mark.mpi
+def test_the_exchange_probe_times_one_to_three_messages_on_two_ranks_and_a_ring_on_more(
+    tmp_path,
+):
+    """scripts/exchange_probe.py as a user runs it: with 2 ranks, 1, 2 and 3 messages each way
+    with the one partner; with 3, the ring's two neighbours; every rank's median exchange, in
+    the printed line (us) as in the JSON line appended per job; a bad count, one line, exit 2."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    mpiexec = str(Path(sys.executable).parent / "mpiexec")
+    script = str(root / "scripts" / "exchange_probe.py")
+    out = tmp_path / "x.jsonl"
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    printed = []
+    for ranks in (2, 3):
+        argv = [mpiexec, "-n", str(ranks), sys.executable, script, "--bytes", "4096"]
+        done = subprocess.run(
+            [*argv, "--reps", "3", "--out", str(out)],
+            capture_output=True, text=True, env=env, timeout=120,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        printed += done.stdout.splitlines()
+    jobs = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [job["ranks"] for job in jobs] == [2, 3]
+    assert list(jobs[0]["cases"]) == [f"{k} message(s) each way, one partner" for k in (1, 2, 3)]
+    assert list(jobs[1]["cases"]) == ["ring: left and right neighbour"]
+    lines = iter(printed)
+    for job in jobs:
+        assert job["bytes"] == 4096 and job["reps"] == 3
+        for name, every in job["cases"].items():
+            assert len(every) == job["ranks"] and all(0 < s < 1 for s in every)
+            assert next(lines) == (
+                f"{job['ranks']} ranks, {name}: median {1e6 * float(np.median(every)):.1f} us; "
+                "by rank " + " ".join(f"{1e6 * s:.0f}" for s in every)
+            )
+    bad = subprocess.run(
+        [sys.executable, script, "--reps", "0"], capture_output=True, text=True, timeout=60
+    )
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--reps >= 1" in bad.stderr
