@@ -954,11 +954,11 @@ def allreduce_steps(measured, gamma, emulated):
 
     On shared memory or a real network the first step is priced as the in-situ Sendrecv, and
     every later one as the second step measured here: its loop, the call, its bytes just
-    written. Right after the first, at 2 ranks 16-core Xeon 2026-12-04, a 16-rank ring's 29
-    later steps of 42 KB took 24-25 us each, where the in-situ Sendrecv (a compute step before
-    it) costs 34 us; charged at that, the ring's communication came out 34-37 % too slow at
-    16 ranks, 5-19 % at 4-8. The finishing pass is the allreduce less both, each timed in the
-    same repetition (the machine's speed moves 1.4-1.6x within seconds here).
+    written. On a 16-core Xeon (2026-12-04) a 16-rank ring's steps of 42 KB took 24-30 us
+    each, where the in-situ Sendrecv (a compute step before it) cost 34-38 us; with every step
+    charged at that, the ring's communication came out 34-37 % too slow at 16 ranks and
+    14-19 % at 8 (docs/validation.md). The finishing pass is the allreduce less both, each
+    timed in the same repetition (the machine's speed moves 1.4-1.6x within seconds here).
 
     Through token buckets (``emulated``), where the simulator prices the messages by the
     buckets' state, the finishing pass is the seconds spent outside its MPI calls less the
