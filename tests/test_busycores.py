@@ -208,3 +208,37 @@ def test_the_core_speed_probe_times_every_core_alone_in_pairs_and_all_at_once(tm
     assert lines[-1] == f"unpinned pairs (ms@core): {1e3 * a:.2f}@{core_a} {1e3 * b:.2f}@{core_b}"
     bad = subprocess.run([*argv[:2], "--window", "0"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_the_load_memory_probe_times_one_core_through_the_others_load(tmp_path):
+    """scripts/load_memory_probe.py as a user runs it: the watcher's median step for every
+    bin of every phase, the others' own while busy, printed in ms as the JSON has them; a bad
+    bin count, one line, exit 2."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    out = tmp_path / "probe.json"
+    script = Path(__file__).resolve().parent.parent / "scripts" / "load_memory_probe.py"
+    argv = [sys.executable, str(script), "--bin", "0.03", "--before", "2", "--busy", "2"]
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "TWINSGD_OFFLINE": "1"}
+    done = subprocess.run(
+        [*argv, "--after", "3", "--out", out], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    probe = json.loads(out.read_text())
+    cores = sorted(os.sched_getaffinity(0))
+    assert probe["cores"] == cores and probe["bin_s"] == 0.03
+    assert probe["phases"] == {"before": 2, "busy": 2, "after": 3}
+    assert len(probe["watcher_s"]) == 7 and all(0 < s < 1 for s in probe["watcher_s"])
+    assert len(probe["others_s"]) == len(cores) - 1
+    lines = done.stdout.splitlines()
+    bins = [f"{1e3 * s:.2f}" for s in probe["watcher_s"]]
+    assert lines[1:4] == [
+        "before: " + " ".join(bins[:2]),
+        "busy: " + " ".join(bins[2:4]),
+        "after: " + " ".join(bins[4:]),
+    ]
+    bad = subprocess.run([*argv[:2], "--busy", "0"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
