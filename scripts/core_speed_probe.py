@@ -110,10 +110,14 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.window <= 0 or args.trials < 0:
         parser.exit(2, "core_speed_probe: --window must be > 0 and --trials >= 0\n")
-    result = probe(args.window, args.trials)
+    return print_and_keep(probe(args.window, args.trials), report, args.out)
+
+
+def print_and_keep(result, report, out=None):
+    """Print ``report(result)`` and, with ``out``, keep ``result`` there as JSON; 0."""
     print(report(result))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    if out:
+        Path(out).write_text(json.dumps(result, indent=1) + "\n")
     return 0
 
 

@@ -18,7 +18,6 @@ the slowdown lasts decides how a measurement can cancel it.
 """
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
@@ -26,9 +25,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
 from real.machine_bench import busy_worker, finish_window, start_window, stop_workers, window
+from scripts.core_speed_probe import BATCH, MODEL, print_and_keep
 from twinsgd.data import load_dataset
-
-MODEL, BATCH = "mlp", 100
 
 
 def probe(bin_s, before, busy, after):
@@ -85,11 +83,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.bin <= 0 or min(args.before, args.busy, args.after) < 1:
         parser.exit(2, "load_memory_probe: --bin must be > 0 and the bin counts >= 1\n")
-    result = probe(args.bin, args.before, args.busy, args.after)
-    print(report(result))
-    if args.out:
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+    return print_and_keep(probe(args.bin, args.before, args.busy, args.after), report, args.out)
 
 
 if __name__ == "__main__":

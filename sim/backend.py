@@ -65,6 +65,10 @@ from twinsgd.programs.ops import (
 _BARRIER_TAG = -1000  # tag of the empty messages of a simulated timed entry
 
 
+_WRITTEN_PATTERN = {  # a measured pattern -> the same with bytes just written (`_carry`)
+    pattern: f"{pattern}-written" for pattern in ("oneway", "sendrecv", "exchange")
+}
+
 COLD_BYTES = 64 * 1024  # an operation that moves this much leaves the next own code cold
 
 
@@ -345,7 +349,8 @@ class Simulator:
         # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
         # while it is inside a call of the MPI library, else 0)
         self._sooner = [0.0] * len(nodes)
-        # each rank's messages carry bytes just written inside an MPI call (`LibraryCall`)
+        # each rank's messages carry bytes a collective has just written (`LibraryCall`,
+        # our own collectives' steps after the first)
         self._written = [False] * len(nodes)
         # inside a collective entered through the barrier: every second is comm, as the real
         # backend's clock counts it (its barrier's time the wait, the call's whole time comm)
@@ -739,9 +744,11 @@ class Simulator:
         """The network's transfer (a generator) of ``payload`` from ``node`` to ``dest``: its
         bytes, a snapshot of it (or ``snapshot``), how much sooner than measured it lands
         (sent from inside an MPI call), and by which measured pattern (the ``-written`` one
-        for bytes an MPI call has just written, where the network has it)."""
-        if self._written[node.rank] and f"{pattern}-written" in self.network.costs:
-            pattern = f"{pattern}-written"
+        for bytes a collective has just written, where the network has it)."""
+        if self._written[node.rank]:  # NOTE: no string made per message (the message path)
+            written = _WRITTEN_PATTERN[pattern]
+            if written in self.network.costs:
+                pattern = written
         return self.network.transfer(
             node.rank,
             dest,
