@@ -10,7 +10,7 @@
 #   echo /.whl/ >> .git/info/exclude
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux1_x86_64 \
-#     -d .whl mpich==5.0.2 mpi4py==4.1.2 simpy==4.1.2 tomli-w pyroute2==0.9.7
+#     -d .whl mpich==5.0.2 mpi4py==4.1.2 simpy==4.1.2 tomli-w pyroute2==0.9.7 orjson
 # Then `device` run: command `bash scripts/sixteen_cores.sh`, carry [".whl"], timeout_s 560
 # (2026-12-04: validate took 244-260 s, a fresh machine ~30 s to start).
 # VAL_S: validate's limit in seconds (default 420); the table is rebuilt from what finished.

@@ -16,12 +16,15 @@ import errno
 import json
 import math
 import os
+import re
 import tempfile
 import time
 import zipfile
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 METRICS_COLUMNS = (
     "epoch",
@@ -293,14 +296,34 @@ def _lines(rows):
     """CSV lines of rows of values, all of one length: each field is ``str`` of its value (a
     float's is its shortest repr, which round-trips exactly); None and NaN are empty fields.
 
-    Formatted a column at a time, in C loops (a simulated run writes millions of rows), each
-    distinct value's text made once where values repeat (`_column_texts`).
+    A simulated run writes millions of rows, so they are formatted in C: all at once by orjson
+    where every value is a float, an int of 64 bits or None (`_python_floats`); else a column
+    at a time (`_column_texts`).
 
-    >>> _lines([[1, 0.1, None, float("nan"), "x"], [2, -0.0, 3, 0.0, "y"]])
-    '1,0.1,,,x\\n2,-0.0,3,0.0,y\\n'
+    >>> _lines([[1, 0.1, None, float("nan"), 2.5e-06], [2, -0.0, 3, 0.0, 1.5e-05]])
+    '1,0.1,,,2.5e-06\\n2,-0.0,3,0.0,1.5e-05\\n'
+    >>> _lines([[1, "x", True], [2, "y", float("inf")]])
+    '1,x,True\\n2,y,inf\\n'
     """
     if not rows:
         return ""
+    try:
+        text = orjson.dumps(rows).decode()
+    except TypeError:  # (orjson's error is one) numpy's scalars, ints past 64 bits
+        return _lines_by_column(rows)
+    if '"' in text or "true" in text or "false" in text or "{" in text:  # strings, bools,
+        return _lines_by_column(rows)  # dicts: str's own forms
+    if text.count("[") != len(rows) + 1:  # a list in a field
+        return _lines_by_column(rows)
+    if "null" in text and not _INFINITIES.isdisjoint(chain.from_iterable(rows)):
+        return _lines_by_column(rows)  # (orjson writes an infinity as null, as it does NaN)
+    text = _python_floats(text)
+    return text[2:-2].replace("],[", "\n").replace("null", "") + "\n"
+
+
+def _lines_by_column(rows):
+    """`_lines` a column at a time (`_column_texts`), for values orjson does not write as
+    ``str`` does."""
     texts = [_column_texts(column) for column in zip(*rows, strict=True)]
     return "\n".join(map(",".join, zip(*texts, strict=True))) + "\n"
 
@@ -309,19 +332,16 @@ def _column_texts(column):
     """The fields of a column: ``str`` of each value, None and NaN empty.
 
     Each distinct value's text is made once where the column is of one type, int or float, and
-    its values repeat: a float's shortest repr costs some thousands of instructions, and a
-    simulated run's rows repeat their values (the nodes of one collective end their steps at
-    one time, with the same comm; ranks, steps and bytes repeat; a ghost's loss is NaN in every
-    row). A dict would take 1 for 1.0, so a column of mixed types is formatted value by value;
-    and 0.0 and -0.0 are one key of it, so the zeros of the other sign than the one kept get
-    their own text back. (Emptied per column, not by a pattern over the whole text: that pass
-    was 16 % of a 2,000-node ghost run's instructions, 2026-12-03.)"""
+    its values repeat: a float's shortest repr costs some thousands of instructions. A dict
+    would take 1 for 1.0, so a column of mixed types is formatted value by value; and 0.0 and
+    -0.0 are one key of it, so the zeros of the other sign than the one kept get their own text
+    back."""
     kinds = set(map(type, column))
     if kinds != _INT and kinds != _FLOAT:
         return _emptied(list(map(str, column)))
     distinct = set(column)
-    if 2 * len(distinct) > len(column):  # mostly distinct (times of a message's step): a
-        texts = list(map(str, column))  # dict would cost more than it saves, a third of a str
+    if 2 * len(distinct) > len(column):  # mostly distinct: a dict would cost more than it saves
+        texts = list(map(str, column))
         return _emptied(texts) if kinds == _FLOAT else texts
     text = {value: str(value) if value == value else "" for value in distinct}  # NaN: ""
     texts = list(map(text.__getitem__, column))
@@ -340,6 +360,31 @@ def _emptied(texts):
         return ["" if text == "None" or text == "nan" else text for text in texts]
     return texts
 
+
+def _python_floats(text):
+    """orjson's ``text`` with its floats in ``str``'s forms.
+
+    orjson writes a float's shortest digits by Ryu (the same digits as ``str``; 35-45 ns a
+    value where ``str`` takes 700-1,400: the simulator writes a steps.csv row per node-step,
+    and its floats were 16 % of a message-level run's instructions, 2026-12-04), in forms of
+    its own in two places: an exponent of one digit (``1e-8``, where ``str`` writes ``1e-08``),
+    and 1e-05 <= |x| < 1e-04 in fixed notation (``0.000015``, where ``str`` writes
+    ``1.5e-05``). Every other form is already ``str``'s: fixed from 1e-04 to below 1e+16,
+    ``1e+16`` and ``1e-10`` beyond, ``-0.0``."""
+    if "0.0000" in text:  # (each pass only where its literal occurs: one costs 0.3 us a value)
+        text = _FIXED_E05_DIGITS.sub(r"\1.\2e-05", text)
+        text = _FIXED_E05_DIGIT.sub(r"\1e-05", text)
+    if "e-" in text:
+        text = _ONE_DIGIT_EXPONENT.sub("e-0", text)
+    return text
+
+
+_INFINITIES = frozenset((math.inf, -math.inf))
+# orjson's forms that str writes otherwise; each begins with its literal, which the regular
+# expression engine finds at C speed, and looks behind it for a field's start ([, a comma, a sign)
+_FIXED_E05_DIGITS = re.compile(r"0\.0000(?<=[\[,-]0\.0000)([1-9])(\d+)")  # 0.000015: 1.5e-05
+_FIXED_E05_DIGIT = re.compile(r"0\.0000(?<=[\[,-]0\.0000)([1-9])(?=[,\]])")  # 0.00001: 1e-05
+_ONE_DIGIT_EXPONENT = re.compile(r"e-(?=\d[,\]])")  # 1.5e-8: 1.5e-08
 
 _INT, _FLOAT = {int}, {float}
 
