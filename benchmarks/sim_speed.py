@@ -69,6 +69,7 @@ from time import perf_counter, process_time
 from types import SimpleNamespace
 
 import numpy as np
+import orjson
 import simpy
 
 from sim.backend import Simulator
@@ -671,7 +672,8 @@ def main(argv=None):
     messages, rounds = (5_000, 1) if args.quick else (20_000, 5)
     print(
         f"python {sys.version.split()[0]}, simpy {simpy.__version__}, numpy {np.__version__}, "
-        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+        f"orjson {orjson.__version__} (steps.csv's rows), {os.cpu_count()} CPUs, "
+        f"load average {os.getloadavg()[0]:.2f}"
     )
     t0, cpu0 = perf_counter(), process_time()
     bare_event_s = message_level(messages, rounds)
