@@ -864,15 +864,14 @@ class Simulator:
         message began to move (a peer not ready), comm for the rest; each second once, however
         many transfers overlapped in it. Not ``split`` (after an entry barrier's wait, as the
         real backend times it), or a step of a collective entered through one: all comm."""
-        if not (split and messages) or self._entered[node.rank]:  # nothing to wait for
-            waited = 0.0
-            received = sum(m.payload.nbytes for m in messages)
-        elif len(messages) == 1:  # NOTE: a Sendrecv's own branch, for speed (`_recv` has it
+        waits = split and not self._entered[node.rank]  # else nothing to wait for
+        if len(messages) == 1:  # NOTE: a Sendrecv's own branch, for speed (`_recv` has it
             # inline: 3,300 instructions of a ping-pong message's 128,000, 2026-12-02)
             (message,) = messages
-            waited, received = max(0.0, message.started - t0), message.payload.nbytes
+            waited = max(0.0, message.started - t0) if waits else 0.0
+            received = message.payload.nbytes
         else:
-            waited = max([0.0, *(m.started - t0 for m in messages)])
+            waited = max([0.0, *(m.started - t0 for m in messages)]) if waits else 0.0
             received = sum(m.payload.nbytes for m in messages)
         self.logs[node.rank].charge_collective(waited, self.env._now - t0 - waited, sent, received)
 
