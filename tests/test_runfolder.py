@@ -76,6 +76,14 @@ def test_rows_of_numbers_are_written_as_str_writes_them(rows):
         assert _lines(rows) == _str_lines(rows)
 
 
+def test_rows_of_other_lengths_are_refused_as_the_columns_refuse_them():
+    """Rows of numbers all of one length, as the column-wise formatter requires: a short or a
+    long row is a ValueError, not a line of another width."""
+    for rows in ([[1, 2.5], [3]], [[1.5], [2, 3]], [[1, 2], [3, 4], [5, 6, 7]]):
+        with pytest.raises(ValueError):
+            _lines(rows)
+
+
 def _str_lines(rows):
     """What ``"%s,%s" % row`` wrote, row by row, with the fields None or nan empty."""
     fields = [[str(v) for v in row] for row in rows]

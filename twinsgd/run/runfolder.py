@@ -313,7 +313,8 @@ def _lines(rows):
         return _lines_by_column(rows)
     if '"' in text or "true" in text or "false" in text or "{" in text:  # strings, bools,
         return _lines_by_column(rows)  # dicts: str's own forms
-    if text.count("[") != len(rows) + 1:  # a list in a field
+    # a list in a field, or rows of other lengths (which the columns refuse: ValueError)
+    if text.count("[") != len(rows) + 1 or text.count(",") != len(rows) * len(rows[0]) - 1:
         return _lines_by_column(rows)
     if "null" in text and not _INFINITIES.isdisjoint(chain.from_iterable(rows)):
         return _lines_by_column(rows)  # (orjson writes an infinity as null, as it does NaN)
