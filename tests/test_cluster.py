@@ -399,11 +399,15 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     profile = load_profile(str(out))
     assert profile.ranks_per_host == 2 and profile.memory is not None
     assert profile.memory.bandwidth_Bps > 125e6  # the namespace's own loopback, not the link
-    assert 100e6 < profile.nic_bandwidth_Bps < 250e6  # two senders share 1 Gbit/s (+ burst)
+    assert 100e6 < profile.nic_bandwidth_Bps < 150e6  # two senders share 1 Gbit/s
     stack = tomllib.loads(out.read_text())["network"]["stack"]  # the kernel's CPU a TCP byte
     assert profile.stack_cpu == (stack["send_s_per_byte"], stack["recv_s_per_byte"])
     assert min(profile.stack_cpu) >= 0 and stack["bytes"] >= 2 * 4 * 2**20
-    assert stack["busy_send_s_per_byte"] + stack["busy_recv_s_per_byte"] > 0
+    assert (
+        stack["lost_s_per_byte"] == pytest.approx(sum(profile.stack_cpu))
+        and stack["lost_s_per_byte"] > 0
+    )
+    assert stack["busy_send_s_per_byte"] >= 0 and stack["busy_recv_s_per_byte"] >= 0  # ticks
     table = read_table(f"{out.with_suffix('.osu_allreduce.txt')}:4x2")
     assert table.bench == "osu_allreduce" and table.sizes[-1] == 4**10
     assert "sim.osu osu_allreduce" in done.stdout and "--ranks 4 --ranks-per-host 2" in done.stdout
