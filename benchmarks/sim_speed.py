@@ -77,7 +77,7 @@ from sim.compute import ComputeModel
 from twinsgd.programs.node import Step
 from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
 from twinsgd.run.runfolder import RunFolder
-from twinsgd.run.runlog import Charges, RunLog
+from twinsgd.run.runlog import Charges, RunLog, chrome_trace_json
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s
@@ -202,8 +202,11 @@ def simulate_case(case, messages, runlog):
         logs = _runlogs(folder, size) if runlog else [_CountingLog() for _ in range(size)]
         sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
         sim.run([program(node, rounds) for node in nodes])
-        if runlog:
+        if runlog:  # the bookkeeping sim.run does: steps.csv's rows, and timeline.json
             logs[0].steps.close()
+            logs[0].finish(
+                "done", timeline=chrome_trace_json(sim.timeline.events, case, "simulated")
+            )
             sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
         else:
             sent = sum(log.messages for log in logs)

@@ -40,7 +40,7 @@ from twinsgd.run.checkpoint import Checkpointer, keep_logs_until, load, restore,
 from twinsgd.run.config import add_config_arguments, parse_config
 from twinsgd.run.faults import InjectedFault
 from twinsgd.run.runfolder import RunFolder, claim_run_folder
-from twinsgd.run.runlog import RunLog, chrome_trace, failure_status, progress_bar, run_header
+from twinsgd.run.runlog import RunLog, chrome_trace_json, failure_status, progress_bar, run_header
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +133,7 @@ def main(argv=None):
         log.finish(
             "done",
             model.named_arrays(),
-            chrome_trace(dict(enumerate(timeline)), cfg.algorithm, "wall"),
+            chrome_trace_json(dict(enumerate(timeline)), cfg.algorithm, "wall"),
         )
         print(_report(log.summary(), folder.path))
     else:

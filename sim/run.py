@@ -46,7 +46,7 @@ from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import (
     DISK_FULL,
     RunLog,
-    chrome_trace,
+    chrome_trace_json,
     failure_status,
     progress_bar,
     run_header,
@@ -355,7 +355,7 @@ def run_simulation(run):
     log.finish(
         "done",
         nodes[reporter].model.named_arrays(),
-        chrome_trace(simulator.timeline.events, cfg.algorithm, "simulated"),
+        chrome_trace_json(simulator.timeline.events, cfg.algorithm, "simulated"),
     )
     return folder.read_json("summary.json")
 

@@ -162,7 +162,11 @@ class RunFolder:
     def write_json(self, name, document, indent=2):
         """Replace ``name`` with ``document`` as JSON (indented, unless ``indent`` is None: a
         large machine-read file such as timeline.json), atomically."""
-        data = (json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n").encode()
+        self.write_data(name, json_bytes(document, indent))
+
+    def write_data(self, name, data):
+        """Replace ``name`` with the bytes ``data`` atomically (where the disk is full, in place:
+        `_rewrite_in_place`); `write_json` with the document already written as JSON."""
         try:
             self._replace(name, lambda fh: fh.write(data))
         except OSError as err:
@@ -380,6 +384,22 @@ def _python_floats(text):
     return text
 
 
+def float_texts(values):
+    """``repr`` of each float of the list ``values`` (finite; what `json.dumps` writes for it),
+    formatted all at once in C (orjson, `_python_floats`): a simulated timeline writes two
+    floats an event, a few events a message. ValueError for an infinity or NaN.
+
+    >>> float_texts([0.1, 1.5e-05, -0.0, 1e16, 2.5e-08, 3.0])
+    ['0.1', '1.5e-05', '-0.0', '1e+16', '2.5e-08', '3.0']
+    """
+    if not values:
+        return []
+    text = orjson.dumps(values).decode()
+    if "null" in text:
+        raise ValueError("float_texts: an infinity or NaN has no JSON number")
+    return _python_floats(text)[1:-1].split(",")
+
+
 _INFINITIES = frozenset((math.inf, -math.inf))
 # orjson's forms that str writes otherwise; each begins with its literal, which the regular
 # expression engine finds at C speed, and looks behind it for a field's start ([, a comma, a sign)
@@ -388,6 +408,12 @@ _FIXED_E05_DIGIT = re.compile(r"0\.0000(?<=[\[,-]0\.0000)([1-9])(?=[,\]])")  # 0
 _ONE_DIGIT_EXPONENT = re.compile(r"e-(?=\d[,\]])")  # 1.5e-8: 1.5e-08
 
 _INT, _FLOAT = {int}, {float}
+
+
+def json_bytes(document, indent=None):
+    """``document`` as strict JSON and a newline, encoded: numpy scalars plain, NaN and
+    infinities null (`_jsonable`), indented by ``indent`` (None: one line)."""
+    return (json.dumps(_jsonable(document), indent=indent, allow_nan=False) + "\n").encode()
 
 
 def _jsonable(value):
