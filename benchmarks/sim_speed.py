@@ -4,17 +4,18 @@
     python benchmarks/sim_speed.py --quick    (smaller counts: a smoke run of 10-20 s)
 
 1. Message level. `sim.backend.Simulator` runs node programs on bare nodes, as tests/test_sim.py
-   does (``--compute profile`` at 0 s per sample: all the time is the machinery's): ping-pong
-   pairs; an incast of 31 senders into rank 0, which receives from any source (contention: they
-   queue at its NIC); ring allreduces, ``Allreduce(buf, op="sum", algo="ring")``, 2(p-1) messages
-   per rank. Every message is 32 bytes. Each case runs with a log that only counts messages, and
-   with a real `run.runlog.RunLog` (bookkeeping on): every node closes a step, a steps.csv
-   row, per message it sends (ring: per allreduce). The peer is a bare SimPy loop of the same
-   shape: senders ``yield timeout(nbytes / beta)``, ``yield timeout(latency)``, ``store.put(m)``;
-   receivers ``yield store.get()``. All sides alternate in rounds, so machine noise falls on each
-   of them; the table shows the median round, and the SimPy events scheduled per message (read
-   from SimPy's event counter: the one figure here that noise cannot move).
-   Target: >= 50k messages/s with contention and bookkeeping on, and >= 0.5 x the bare loop.
+   does (``--compute profile`` at 0 s per sample: all the time is the machinery's): ping-pong pairs;
+   an incast of 31 senders into rank 0, which receives from any source (contention: they queue at
+   its NIC); ring allreduces, ``Allreduce(buf, op="sum", algo="ring")``, 2(p-1) messages per rank.
+   Every message is 32 bytes. Each case runs with a log that only counts messages, and with a real
+   `run.runlog.RunLog` (bookkeeping on): every node closes a step, a steps.csv row, per message it
+   sends (ring: per allreduce), and timeline.json is written at the end for the drawn nodes (all 32
+   or fewer here), as `sim.run` writes it. The peer is a bare SimPy loop of the same shape: senders
+   ``yield timeout(nbytes / beta)``, ``yield timeout(latency)``, ``store.put(m)``; receivers ``yield
+   store.get()``. All sides alternate in rounds, so machine noise falls on each of them; the table
+   shows the median round, and the SimPy events scheduled per message (read from SimPy's event
+   counter: the one figure here that noise cannot move). Target: >= 50k messages/s with contention
+   and bookkeeping on, and >= 0.5 x the bare loop.
 2. Where the time goes: cProfile over one pass of the RunLog cases, and over scale (a) on the
    event engine's closed form at 2,000 nodes in process; the top functions by own time and the
    own time of all functions summed by group (SimPy core, network model, backend handlers, node
