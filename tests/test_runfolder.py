@@ -10,7 +10,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from twinsgd.run.runfolder import STEPS_COLUMNS, CsvLog, RunFolder, _lines, claim_run_folder
+from twinsgd.run.runfolder import (
+    STEPS_COLUMNS,
+    CsvLog,
+    RunFolder,
+    _lines,
+    claim_run_folder,
+    rounded,
+)
 from twinsgd.run.runlog import RunLog
 
 
@@ -204,3 +211,27 @@ def test_overwriting_a_run_folder_leaves_none_of_the_earlier_runs_markers(tmp_pa
         (run / name).write_text("{}")
     claim_run_folder(run, "x", overwrite=True)
     assert sorted(p.name for p in run.iterdir()) == []
+
+
+def _near_half(k, ndigits, ulps):
+    """(k + 1/2) / 10**ndigits moved ``ulps`` units in the last place: where the product's
+    rounding could carry numpy's rint across the half that Python's round sees."""
+    x = (k + 0.5) / 10**ndigits
+    return float(x + ulps * np.spacing(x))
+
+
+_NEAR_HALF = st.builds(
+    _near_half, st.integers(-(10**12), 10**12), st.sampled_from([0, 1, 3, 6]), st.integers(-4, 4)
+)
+
+
+@settings(max_examples=500)
+@given(
+    st.lists(st.one_of(_NEAR_HALF, st.floats(allow_nan=False), st.floats(-1e4, 1e4)), max_size=30),
+    st.sampled_from([0, 1, 3, 6]),
+)
+def test_rounded_is_pythons_round_of_each(values, ndigits):
+    """`rounded` (numpy's rint, Python's round near a half) gives ``round(x, ndigits)`` of
+    every value, the sign of a zero included."""
+    got = rounded(np.array(values, dtype=np.float64), ndigits)
+    assert [repr(x) for x in got] == [repr(round(x, ndigits)) for x in values]

@@ -18,12 +18,13 @@ import math
 import platform
 import sys
 import time
+from itertools import repeat
 
 import numpy as np
 
 import twinsgd
 from twinsgd.cli import progress_shown
-from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS, float_texts, json_bytes
+from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS, float_texts, json_bytes, rounded
 
 KINDS = ("compute", "comm", "wait")
 _KEY = {kind: f"{kind}_s" for kind in KINDS}
@@ -366,19 +367,21 @@ def chrome_trace_json(per_rank, algorithm, clock):
     Why: a simulated run draws up to `sim.timeline.TIMELINE_RANKS` nodes, and on the message
     level a drawn node's message is two or three events: made as dicts and dumped, they cost
     10 us a ping-pong message (32 ranks, all drawn; 2026-12-04), as much as simulating it. Here
-    the floats are formatted all at once in C (`float_texts`) and each event is one f-string.
+    the times are rounded (`rounded`) and written (`float_texts`) all at once, and an event is
+    its rank's, name's and kind's text joined to its two numbers.
     """
     ranks = sorted(per_rank)
-    values = []
-    for rank in ranks:
-        for _, _, start, end in per_rank[rank]:
-            values.append(round(start * 1e6, 3))
-            values.append(round((end - start) * 1e6, 3))
+    events = [event for rank in ranks for event in per_rank[rank]]
     try:
-        texts = iter(float_texts(values))
-    except (ValueError, TypeError):  # not finite (null), numpy's scalars: as write_json has them
+        if events:
+            _, _, starts, ends = zip(*events, strict=True)
+            start = np.array(starts, dtype=np.float64)
+            span = np.array(ends, dtype=np.float64) - start
+            texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
+        else:
+            texts = []
+    except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
-    quoted = {}  # name or kind -> its JSON string
     parts = [
         json.dumps(
             {
@@ -391,17 +394,19 @@ def chrome_trace_json(per_rank, algorithm, clock):
         )
         for rank in ranks
     ]
+    heads = {}  # (rank, name, kind) -> an event's text up to its start's number
+    pieces, n = [], len(events)
     for rank in ranks:
         tid = int(rank)
         for name, kind, _, _ in per_rank[rank]:
-            if name not in quoted:
-                quoted[name] = json.dumps(name)
-            if kind not in quoted:
-                quoted[kind] = json.dumps(kind)
-            parts.append(
-                f'{{"name": {quoted[name]}, "cat": {quoted[kind]}, "ph": "X", "pid": 0, '
-                f'"tid": {tid}, "ts": {next(texts)}, "dur": {next(texts)}}}'
-            )
+            head = heads.get((tid, name, kind))
+            if head is None:
+                head = heads[tid, name, kind] = (
+                    f'{{"name": {json.dumps(name)}, "cat": {json.dumps(kind)}, "ph": "X", '
+                    f'"pid": 0, "tid": {tid}, "ts": '
+                )
+            pieces.append(head)
+    parts += map("".join, zip(pieces, texts[:n], repeat(', "dur": '), texts[n:], repeat("}")))
     other = json.dumps({"algorithm": algorithm, "clock": clock})
     text = (
         f'{{"traceEvents": [{", ".join(parts)}], "displayTimeUnit": "ms", "otherData": {other}}}\n'
