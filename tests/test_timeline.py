@@ -90,8 +90,9 @@ _EVENT = st.tuples(
 @settings(max_examples=300)
 @given(st.dictionaries(st.integers(0, 300), st.lists(_EVENT, max_size=20), max_size=6))
 def test_timeline_json_is_the_chrome_traces_json_byte_for_byte(per_rank):
-    """`chrome_trace_json` (floats formatted in C, an f-string an event) writes the bytes
-    `RunFolder.write_json` wrote for `chrome_trace`'s document: json.dumps on one line."""
+    """`chrome_trace_json` (times rounded and written all at once, an event joined from its
+    head and its two numbers) writes the bytes `RunFolder.write_json` wrote for `chrome_trace`'s
+    document: json.dumps on one line."""
     expected = json_bytes(chrome_trace(per_rank, "gossip", "simulated"))
     assert chrome_trace_json(per_rank, "gossip", "simulated") == expected
     if per_rank and any(per_rank.values()):  # an infinity (null) and numpy's floats alike

@@ -401,16 +401,19 @@ def float_texts(values):
 
 
 def rounded(values, ndigits):
-    """``[round(x, ndigits) for x in values]`` (a float64 array) at numpy's speed, the same
-    floats: ``rint(x * 10**ndigits) / 10**ndigits``, and ``round`` itself where that can
-    differ. The product's rounding never carries it across a half (the half, below 2**52, is
-    a float itself, nearer than anything past it), only onto one, where the exact product
-    may lie either side: those, and products past 2**52 or not finite, go to ``round``. The
-    division is correctly rounded, as is ``round``'s conversion back from its digits.
+    """``[round(x, ndigits) for x in values]`` (a float64 array; 0 <= ndigits <= 22, where
+    10**ndigits is a float exactly) at numpy's speed, the same floats: ``rint(x * 10**ndigits) /
+    10**ndigits``, and ``round`` itself where that can differ. The product's rounding never
+    carries it across a half (the half, below 2**52, is a float itself, nearer than anything
+    past it), only onto one, where the exact product may lie either side: those, and products
+    past 2**52 or not finite, go to ``round``. The division is correctly rounded, as is
+    ``round``'s conversion back from its digits.
 
     >>> rounded(np.array([0.0625, 1.0005, -0.0004, 2.675, 123.4567891]), 3)
     [0.062, 1.0, -0.0, 2.675, 123.457]
     """
+    if not 0 <= ndigits <= 22:
+        raise ValueError(f"rounded: ndigits must be 0-22 (10**ndigits exact), got {ndigits}")
     scale = 10.0**ndigits
     with np.errstate(over="ignore", invalid="ignore"):  # (an infinity: in doubt, NaN's off_half)
         scaled = values * scale
