@@ -204,7 +204,6 @@ def simulate_case(case, messages, runlog):
         sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
         sim.run([program(node, rounds) for node in nodes])
         if runlog:  # the bookkeeping sim.run does: steps.csv's rows, and timeline.json
-            logs[0].steps.close()
             logs[0].finish(
                 "done", timeline=chrome_trace_json(sim.timeline.events, case, "simulated")
             )

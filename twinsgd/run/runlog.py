@@ -372,28 +372,20 @@ def chrome_trace_json(per_rank, algorithm, clock):
     """
     ranks = sorted(per_rank)
     events = [event for rank in ranks for event in per_rank[rank]]
+    if not events:  # the frame alone
+        return json_bytes(chrome_trace(per_rank, algorithm, clock))
     try:
-        if events:
-            _, _, starts, ends = zip(*events, strict=True)
-            start = np.array(starts, dtype=np.float64)
-            span = np.array(ends, dtype=np.float64) - start
-            texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
-        else:
-            texts = []
+        _, _, starts, ends = zip(*events, strict=True)
+        start = np.array(starts, dtype=np.float64)
+        span = np.array(ends, dtype=np.float64) - start
+        texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
     except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
-    parts = [
-        json.dumps(
-            {
-                "name": "thread_name",
-                "ph": "M",
-                "pid": 0,
-                "tid": int(rank),
-                "args": {"name": f"rank {rank}"},
-            }
-        )
-        for rank in ranks
-    ]
+    # the document around the events, `chrome_trace`'s own (its ranks' names, otherData), with a
+    # mark where the events go
+    frame = chrome_trace(dict.fromkeys(ranks, ()), algorithm, clock)
+    frame["traceEvents"].append(_EVENTS_MARK)
+    before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
     heads = {}  # (rank, name, kind) -> an event's text up to its start's number
     pieces, n = [], len(events)
     for rank in ranks:
@@ -406,12 +398,11 @@ def chrome_trace_json(per_rank, algorithm, clock):
                     f'"pid": 0, "tid": {tid}, "ts": '
                 )
             pieces.append(head)
-    parts += map("".join, zip(pieces, texts[:n], repeat(', "dur": '), texts[n:], repeat("}")))
-    other = json.dumps({"algorithm": algorithm, "clock": clock})
-    text = (
-        f'{{"traceEvents": [{", ".join(parts)}], "displayTimeUnit": "ms", "otherData": {other}}}\n'
-    )
-    return text.encode()
+    joined = map("".join, zip(pieces, texts[:n], repeat(', "dur": '), texts[n:], repeat("}")))
+    return (before + ", ".join(joined) + after).encode()
+
+
+_EVENTS_MARK = "\x00events\x00"  # no rank's name or run's algorithm holds it
 
 
 def progress_bar(total):
