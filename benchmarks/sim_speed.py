@@ -73,7 +73,7 @@ import numpy as np
 import orjson
 import simpy
 
-from sim.backend import Simulator
+from sim.backend import Simulator, rare_collections
 from sim.compute import ComputeModel
 from twinsgd.programs.node import Step
 from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
@@ -199,7 +199,8 @@ def simulate_case(case, messages, runlog):
     program, size, per_round = CASES[case]
     rounds = max(1, messages // per_round)
     nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
-    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder:
+    with tempfile.TemporaryDirectory(prefix="twinsgd-simspeed-") as folder, rare_collections():
+        # (the collector called rarely throughout, as in sim.run)
         logs = _runlogs(folder, size) if runlog else [_CountingLog() for _ in range(size)]
         sim = Simulator(nodes, logs, ALPHA_S, BETA_BPS, ComputeModel(seconds_per_sample=0.0))
         sim.run([program(node, rounds) for node in nodes])

@@ -102,3 +102,69 @@ def test_timeline_json_is_the_chrome_traces_json_byte_for_byte(per_rank):
             per_rank[rank][0] = (name, kind, start, end)
             expected = json_bytes(chrome_trace(per_rank, "gossip", "wall"))
             assert chrome_trace_json(per_rank, "gossip", "wall") == expected
+
+
+def _laid_out_one_at_a_time(batches):
+    """The timeline's events by definition, a charge at a time: each operation's charges end
+    to end from its start, charges of no time left out, the program's own code (``local``) an
+    event of its own name, and an event that begins where the last one of its name and kind
+    ends extending it. ``batches``: lists of operations (name, start, [(kind, seconds), ...])."""
+    events = []
+    for batch in batches:
+        for name, start, charges in batch:
+            for kind, seconds in charges:
+                if not seconds > 0:
+                    continue
+                event_name, kind = ("local", "compute") if kind == "local" else (name, kind)
+                end = start + seconds
+                last = events[-1] if events else None
+                if last and last[3] == start and last[1] == kind and last[0] == event_name:
+                    events[-1] = (event_name, kind, last[2], end)
+                else:
+                    events.append((event_name, kind, start, end))
+                start = end
+    return events
+
+
+_CHARGE = st.tuples(
+    st.sampled_from(["compute", "comm", "wait", "local"]),
+    st.one_of(st.sampled_from([0.0, -0.5, 0.25, 0.5, 1e-7]), st.floats(0.0, 10.0)),
+)
+_OPERATION = st.tuples(  # a start of None: where the operation before ended (a stretch)
+    st.sampled_from(["send", "recv", "compute"]),
+    st.one_of(st.none(), st.none(), st.sampled_from([0.0, 0.5]), st.floats(0.0, 10.0)),
+    st.lists(_CHARGE, max_size=6),
+)
+
+
+def _started(batches):
+    """``batches`` with each start of None made the end of the operation before's charges."""
+    clock, out = 0.0, []
+    for batch in batches:
+        out.append([])
+        for name, start, charges in batch:
+            start = clock if start is None else start
+            out[-1].append((name, start, charges))
+            clock = start
+            for _, seconds in charges:
+                clock = clock + seconds if seconds > 0 else clock
+    return out
+
+
+@settings(max_examples=300)
+@given(st.lists(st.lists(_OPERATION, max_size=8), min_size=1, max_size=4))
+def test_laying_out_in_batches_gives_the_events_of_one_charge_at_a_time(batches):
+    """`Trace.lay_out` (numpy, each operation's k-th charges together) lays out, batch after
+    batch, the very events and times of adding one charge at a time; a charge noted after the
+    last operation traced waits for its operation."""
+    batches = _started(batches)
+    trace = Trace()
+    for batch in batches:
+        for name, start, charges in batch:
+            for kind, seconds in charges:
+                trace.charges += (kind, seconds)
+            trace.trace(name, start)
+        trace.lay_out()
+    trace.charges += ("comm", 0.5)  # the operation in progress
+    assert trace.events == _laid_out_one_at_a_time(batches)
+    assert trace.charges == ["comm", 0.5]

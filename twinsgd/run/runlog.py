@@ -19,6 +19,7 @@ import platform
 import sys
 import time
 from itertools import repeat
+from operator import itemgetter
 
 import numpy as np
 
@@ -374,10 +375,9 @@ def chrome_trace_json(per_rank, algorithm, clock):
     events = [event for rank in ranks for event in per_rank[rank]]
     if not events:  # the frame alone
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
-    try:
-        _, _, starts, ends = zip(*events, strict=True)
-        start = np.array(starts, dtype=np.float64)
-        span = np.array(ends, dtype=np.float64) - start
+    try:  # NOTE: C-level maps, not zip(*events): that passes 60,000 arguments (30 ms)
+        start = np.array(list(map(_START, events)), dtype=np.float64)
+        span = np.array(list(map(_END, events)), dtype=np.float64) - start
         texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
     except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
@@ -386,20 +386,39 @@ def chrome_trace_json(per_rank, algorithm, clock):
     frame = chrome_trace(dict.fromkeys(ranks, ()), algorithm, clock)
     frame["traceEvents"].append(_EVENTS_MARK)
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
-    heads = {}  # (rank, name, kind) -> an event's text up to its start's number
-    pieces, n = [], len(events)
-    for rank in ranks:
-        tid = int(rank)
-        for name, kind, _, _ in per_rank[rank]:
-            head = heads.get((tid, name, kind))
-            if head is None:
-                head = heads[tid, name, kind] = (
-                    f'{{"name": {json.dumps(name)}, "cat": {json.dumps(kind)}, "ph": "X", '
-                    f'"pid": 0, "tid": {tid}, "ts": '
-                )
-            pieces.append(head)
-    joined = map("".join, zip(pieces, texts[:n], repeat(', "dur": '), texts[n:], repeat("}")))
-    return (before + ", ".join(joined) + after).encode()
+    n = len(events)
+    pieces = [None] * (5 * n)  # per event: its head, start, ', "dur": ', span, '}, '
+    pieces[0::5] = [
+        head
+        for rank in ranks
+        for head in map(_Heads(rank).__getitem__, map(_NAME_KIND, per_rank[rank]))
+    ]
+    pieces[1::5] = texts[:n]
+    pieces[2::5] = repeat(', "dur": ', n)
+    pieces[3::5] = texts[n:]
+    pieces[4::5] = repeat("}, ", n)
+    pieces[-1] = "}"
+    return (before + "".join(pieces) + after).encode()
+
+
+_NAME_KIND, _START, _END = itemgetter(0, 1), itemgetter(2), itemgetter(3)
+
+
+class _Heads(dict):
+    """(name, kind) -> the text of an event of one rank up to its start's number, made on the
+    first look-up (a run's events have a few names and kinds)."""
+
+    def __init__(self, rank):
+        super().__init__()
+        self.tid = int(rank)
+
+    def __missing__(self, key):
+        name, kind = key
+        head = self[key] = (
+            f'{{"name": {json.dumps(name)}, "cat": {json.dumps(kind)}, "ph": "X", '
+            f'"pid": 0, "tid": {self.tid}, "ts": '
+        )
+        return head
 
 
 _EVENTS_MARK = "\x00events\x00"  # no rank's name or run's algorithm holds it
