@@ -206,7 +206,7 @@ def simulate_case(case, messages, runlog):
         sim.run([program(node, rounds) for node in nodes])
         if runlog:  # the bookkeeping sim.run does: steps.csv's rows, and timeline.json
             logs[0].finish(
-                "done", timeline=chrome_trace_json(sim.timeline.events, case, "simulated")
+                "done", timeline=chrome_trace_json(sim.timeline.columns, case, "simulated")
             )
             sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
         else:

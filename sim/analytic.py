@@ -168,7 +168,7 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
         log.fail(failure_status(err))
         raise
     _keep_totals(log, totals, sampled, bytes_of, node.total_steps, size, every, sent_per_step)
-    events = {rank: traced.events for rank, traced in drawn.items()}
+    events = {rank: traced.columns for rank, traced in drawn.items()}
     log.finish(
         "done", model.named_arrays(), chrome_trace_json(events, node.cfg.algorithm, "simulated")
     )

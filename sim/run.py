@@ -355,7 +355,7 @@ def run_simulation(run):
     log.finish(
         "done",
         nodes[reporter].model.named_arrays(),
-        chrome_trace_json(simulator.timeline.events, cfg.algorithm, "simulated"),
+        chrome_trace_json(simulator.timeline.columns, cfg.algorithm, "simulated"),
     )
     return folder.read_json("summary.json")
 

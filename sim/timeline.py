@@ -13,6 +13,8 @@ from operator import itemgetter
 
 import numpy as np
 
+from twinsgd.run.runlog import EventColumns
+
 TIMELINE_RANKS = 64  # timeline.json draws at most about this many nodes, evenly spaced
 LAYOUT_OPS = 4096  # operations noted before a drawn node's charges are laid out as events
 
@@ -27,7 +29,7 @@ class Trace:
 
     def __init__(self, charges=None):
         self.charges = [] if charges is None else charges
-        self.ops, self._events = [], []
+        self.ops, self._chunks = [], []  # laid out: EventColumns of each batch
 
     def note_local(self):
         """The last charge was the program's own code (``local``), not a compute operation."""
@@ -42,9 +44,15 @@ class Trace:
 
     @property
     def events(self):
-        """Every traced operation's events so far, laid out."""
+        """Every traced operation's events so far, laid out: ``(name, kind, start s, end s)``."""
+        return list(self.columns)
+
+    @property
+    def columns(self):
+        """Every traced operation's events so far, laid out, as `EventColumns` (what
+        timeline.json is written from: no tuple an event)."""
         self.lay_out()
-        return self._events
+        return EventColumns.joined(self._chunks)
 
     def lay_out(self):
         """Lay the charges of the traced operations end to end as their events, each from its
@@ -94,28 +102,22 @@ class Trace:
             & (kinds[1:] == kinds[:-1])
             & (event_names[1:] == event_names[:-1])
         )
-        events = self._events
-        last = events[-1] if events else None
+        chunks = self._chunks
+        last = chunks[-1] if chunks else None  # its last event: the one laid out before
         goes_on[0] = (
             last is not None
-            and last[3] == begin[0]
-            and last[1] == kinds[0]
-            and last[0] == event_names[0]
+            and last.ends[-1] == begin[0]
+            and last.kinds[-1] == kinds[0]
+            and last.names[-1] == event_names[0]
         )
         heads = np.flatnonzero(~goes_on)  # the first event of each stretch
         tails = np.append(heads[1:], len(kept))[: len(heads)] - 1  # ... and its last
         if goes_on[0]:  # the first stretch extends the last event laid out before
-            first_tail = heads[0] - 1 if len(heads) else len(kept) - 1
-            events[-1] = (last[0], last[1], last[2], float(finish[first_tail]))
-        events.extend(
-            zip(
-                event_names[heads].tolist(),
-                kinds[heads].tolist(),
-                begin[heads].tolist(),
-                finish[tails].tolist(),
-                strict=True,
+            last.ends[-1] = finish[heads[0] - 1 if len(heads) else len(kept) - 1]
+        if len(heads):
+            chunks.append(
+                EventColumns(event_names[heads], kinds[heads], begin[heads], finish[tails])
             )
-        )
 
 
 class TracedLog(Trace):
@@ -172,3 +174,8 @@ class Timeline:
     def events(self):
         """{rank: [(name, kind, start s, end s), ...]} of every drawn node, laid out."""
         return {rank: log.events for rank, log in self.traced.items()}
+
+    @property
+    def columns(self):
+        """{rank: `EventColumns`} of every drawn node, laid out (for `chrome_trace_json`)."""
+        return {rank: log.columns for rank, log in self.traced.items()}

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sim.timeline import Timeline, Trace, TracedLog, traced
 from twinsgd.run.runfolder import RunFolder, json_bytes
-from twinsgd.run.runlog import Charges, RunLog, chrome_trace, chrome_trace_json
+from twinsgd.run.runlog import Charges, EventColumns, RunLog, chrome_trace, chrome_trace_json
 
 
 class _Kept(Charges):
@@ -95,6 +95,9 @@ def test_timeline_json_is_the_chrome_traces_json_byte_for_byte(per_rank):
     document: json.dumps on one line."""
     expected = json_bytes(chrome_trace(per_rank, "gossip", "simulated"))
     assert chrome_trace_json(per_rank, "gossip", "simulated") == expected
+    as_columns = {rank: EventColumns.of(events) for rank, events in per_rank.items()}
+    assert chrome_trace_json(as_columns, "gossip", "simulated") == expected  # the timeline's
+    assert all(list(as_columns[r]) == [tuple(e) for e in per_rank[r]] for r in per_rank)
     if per_rank and any(per_rank.values()):  # an infinity (null) and numpy's floats alike
         rank = next(r for r, events in per_rank.items() if events)
         name, kind, start, _ = per_rank[rank][0]
@@ -166,5 +169,5 @@ def test_laying_out_in_batches_gives_the_events_of_one_charge_at_a_time(batches)
             trace.trace(name, start)
         trace.lay_out()
     trace.charges += ("comm", 0.5)  # the operation in progress
-    assert trace.events == _laid_out_one_at_a_time(batches)
+    assert trace.events == _laid_out_one_at_a_time(batches) == list(trace.columns)
     assert trace.charges == ["comm", 0.5]

@@ -18,6 +18,7 @@ import math
 import platform
 import sys
 import time
+from dataclasses import dataclass
 from itertools import repeat
 from operator import itemgetter
 
@@ -364,20 +365,22 @@ def chrome_trace(per_rank, algorithm, clock):
 def chrome_trace_json(per_rank, algorithm, clock):
     """timeline.json's bytes: `chrome_trace`'s document as `RunFolder.write_json` writes it on
     one line (``json.dumps``, a newline), byte for byte, made without a dict an event.
+    ``per_rank``: {rank: a list of (name, kind, start s, end s), or `EventColumns`}.
 
     Why: a simulated run draws up to `sim.timeline.TIMELINE_RANKS` nodes, and on the message
     level a drawn node's message is two or three events: made as dicts and dumped, they cost
     10 us a ping-pong message (32 ranks, all drawn; 2026-12-04), as much as simulating it. Here
-    the times are rounded (`rounded`) and written (`float_texts`) all at once, and an event is
-    its rank's, name's and kind's text joined to its two numbers.
+    the times are rounded (`rounded`) and written (`float_texts`) all at once, from arrays
+    (the simulator's timeline lays its events out as arrays: no float an event to gather), and
+    an event is its rank's, name's and kind's text joined to its two numbers.
     """
     ranks = sorted(per_rank)
-    events = [event for rank in ranks for event in per_rank[rank]]
-    if not events:  # the frame alone
-        return json_bytes(chrome_trace(per_rank, algorithm, clock))
-    try:  # NOTE: C-level maps, not zip(*events): that passes 60,000 arguments (30 ms)
-        start = np.array(list(map(_START, events)), dtype=np.float64)
-        span = np.array(list(map(_END, events)), dtype=np.float64) - start
+    try:
+        columns = [EventColumns.of(per_rank[rank]) for rank in ranks]
+        start = np.concatenate([c.starts for c in columns])
+        if not len(start):  # the frame alone
+            return json_bytes(chrome_trace(per_rank, algorithm, clock))
+        span = np.concatenate([c.ends for c in columns]) - start
         texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
     except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
@@ -386,12 +389,12 @@ def chrome_trace_json(per_rank, algorithm, clock):
     frame = chrome_trace(dict.fromkeys(ranks, ()), algorithm, clock)
     frame["traceEvents"].append(_EVENTS_MARK)
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
-    n = len(events)
+    n = len(start)
     pieces = [None] * (5 * n)  # per event: its head, start, ', "dur": ', span, '}, '
     pieces[0::5] = [
         head
-        for rank in ranks
-        for head in map(_Heads(rank).__getitem__, map(_NAME_KIND, per_rank[rank]))
+        for rank, c in zip(ranks, columns, strict=True)
+        for head in map(_Heads(rank).__getitem__, zip(c.names.tolist(), c.kinds.tolist()))  # noqa: B905 (one length)
     ]
     pieces[1::5] = texts[:n]
     pieces[2::5] = repeat(', "dur": ', n)
@@ -401,7 +404,67 @@ def chrome_trace_json(per_rank, algorithm, clock):
     return (before + "".join(pieces) + after).encode()
 
 
-_NAME_KIND, _START, _END = itemgetter(0, 1), itemgetter(2), itemgetter(3)
+@dataclass(slots=True)
+class EventColumns:
+    """A rank's timeline events as columns: ``names`` and ``kinds`` (object arrays of str),
+    ``starts`` and ``ends`` (float64 arrays, s), one entry an event. Iterating gives the events
+    as ``(name, kind, start s, end s)`` tuples, as a list of them would."""
+
+    names: np.ndarray
+    kinds: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __iter__(self):
+        return zip(
+            self.names.tolist(),
+            self.kinds.tolist(),
+            self.starts.tolist(),
+            self.ends.tolist(),
+            strict=True,
+        )
+
+    def __len__(self):
+        return len(self.starts)
+
+    @classmethod
+    def of(cls, events):
+        """``events`` as columns: itself if columns already, else a list of event tuples'.
+        TypeError or ValueError where a time is not a number."""
+        if isinstance(events, cls):
+            return events
+        events = list(events)
+        return cls(
+            _objects(map(_NAME, events)),
+            _objects(map(_KIND, events)),
+            np.array(list(map(_START, events)), dtype=np.float64),
+            np.array(list(map(_END, events)), dtype=np.float64),
+        )
+
+    @classmethod
+    def joined(cls, chunks):
+        """The columns of ``chunks`` (EventColumns) one after another."""
+        if not chunks:
+            return cls(_objects([]), _objects([]), np.empty(0), np.empty(0))
+        if len(chunks) == 1:
+            return chunks[0]
+        return cls(
+            np.concatenate([c.names for c in chunks]),
+            np.concatenate([c.kinds for c in chunks]),
+            np.concatenate([c.starts for c in chunks]),
+            np.concatenate([c.ends for c in chunks]),
+        )
+
+
+def _objects(values):
+    """A 1-d object array of ``values`` (str stay str, not numpy's fixed-width text)."""
+    values = list(values)
+    array = np.empty(len(values), dtype=object)
+    array[:] = values
+    return array
+
+
+_NAME, _KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
 
 
 class _Heads(dict):
