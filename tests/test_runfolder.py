@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from twinsgd.run.runfolder import (
     STEPS_COLUMNS,
+    FLUSH_ROWS,
     CsvLog,
     RunFolder,
     _lines,
@@ -235,3 +236,22 @@ def test_rounded_is_pythons_round_of_each(values, ndigits):
     every value, the sign of a zero included."""
     got = rounded(np.array(values, dtype=np.float64), ndigits)
     assert [repr(x) for x in got] == [repr(round(x, ndigits)) for x in values]
+
+
+def test_rows_written_one_at_a_time_reach_the_file_every_flush_rows(tmp_path):
+    """`CsvLog.write_values` holds rows back for ``flush_s`` (here an hour) but never more than
+    `FLUSH_ROWS` of them: the last row of each batch of that many lands it on disk."""
+    log = CsvLog(tmp_path / "steps.csv", ("a", "b"), flush_s=3600.0)
+
+    def lines():
+        return (tmp_path / "steps.csv").read_text().splitlines()
+
+    for i in range(FLUSH_ROWS - 1):
+        log.write_values((i, 0.5))
+    assert lines() == ["a,b"]
+    log.write_values((FLUSH_ROWS - 1, 0.5))
+    assert len(lines()) == 1 + FLUSH_ROWS and lines()[-1] == f"{FLUSH_ROWS - 1},0.5"
+    log.write_values((FLUSH_ROWS, 0.25))
+    assert len(lines()) == 1 + FLUSH_ROWS
+    log.close()
+    assert lines()[-1] == f"{FLUSH_ROWS},0.25"
