@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from twinsgd.run.runfolder import (
-    STEPS_COLUMNS,
     FLUSH_ROWS,
+    STEPS_COLUMNS,
     CsvLog,
     RunFolder,
     _lines,
