@@ -4,8 +4,9 @@ spaced, each operation's charges laid end to end as its events, so a node's even
 Kept out of the simulator's driver loop: a drawn node's run log notes each charge of the
 operation in progress (a `run.runlog.RunLog` itself, into its ``noted`` list; any other log
 wrapped, `TracedLog`), and the driver marks where each operation ends (`Trace.trace`); the
-charges are laid out as events in batches (`Trace.lay_out`), not per operation: on the message
-path a drawn node's operation costs two appends. Nodes not drawn cost nothing.
+charges are laid out as events in batches (`Trace.lay_out`, in numpy, kept as arrays), not per
+operation: on the message path a drawn node's operation costs two appends. Nodes not drawn cost
+nothing.
 """
 
 import math
@@ -24,8 +25,9 @@ class Trace:
 
     ``charges``: flat, kind then seconds, of the operations not yet laid out (and the one in
     progress), as the node's log notes them; ``ops``: (name, start s, end of its charges in
-    ``charges``) of each operation traced since; ``events``: those laid out, ``(name, kind,
-    start s, end s)`` in order."""
+    ``charges``) of each operation traced since; ``columns``: those laid out, as
+    `run.runlog.EventColumns` (``events``: the same as ``(name, kind, start s, end s)``), in
+    order."""
 
     def __init__(self, charges=None):
         self.charges = [] if charges is None else charges

@@ -391,11 +391,10 @@ def chrome_trace_json(per_rank, algorithm, clock):
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
     n = len(start)
     pieces = [None] * (5 * n)  # per event: its head, start, ', "dur": ', span, '}, '
-    pieces[0::5] = [
-        head
-        for rank, c in zip(ranks, columns, strict=True)
-        for head in map(_Heads(rank).__getitem__, zip(c.names.tolist(), c.kinds.tolist()))  # noqa: B905 (one length)
-    ]
+    heads = []
+    for rank, c in zip(ranks, columns, strict=True):
+        heads += map(_Heads(rank).__getitem__, zip(c.names.tolist(), c.kinds.tolist(), strict=True))
+    pieces[0::5] = heads
     pieces[1::5] = texts[:n]
     pieces[2::5] = repeat(', "dur": ', n)
     pieces[3::5] = texts[n:]
@@ -443,11 +442,9 @@ class EventColumns:
 
     @classmethod
     def joined(cls, chunks):
-        """The columns of ``chunks`` (EventColumns) one after another."""
+        """The columns of ``chunks`` (EventColumns) one after another, a copy."""
         if not chunks:
             return cls(_objects([]), _objects([]), np.empty(0), np.empty(0))
-        if len(chunks) == 1:
-            return chunks[0]
         return cls(
             np.concatenate([c.names for c in chunks]),
             np.concatenate([c.kinds for c in chunks]),
