@@ -162,11 +162,12 @@ class RunFolder:
     def write_json(self, name, document, indent=2):
         """Replace ``name`` with ``document`` as JSON (indented, unless ``indent`` is None: a
         large machine-read file such as timeline.json), atomically."""
-        self.write_data(name, json_bytes(document, indent))
+        self.write_bytes(name, json_bytes(document, indent))
 
-    def write_data(self, name, data):
+    def write_bytes(self, name, data):
         """Replace ``name`` with the bytes ``data`` atomically (where the disk is full, in place:
-        `_rewrite_in_place`); `write_json` with the document already written as JSON."""
+        `_rewrite_in_place`): a document already written as JSON (timeline.json), a copy of the
+        run's profile."""
         try:
             self._replace(name, lambda fh: fh.write(data))
         except OSError as err:
@@ -184,10 +185,6 @@ class RunFolder:
             _write_all(fd, data, self.path / name)
         finally:
             os.close(fd)
-
-    def write_bytes(self, name, data):
-        """Replace ``name`` with ``data``, atomically (a copy of the run's profile)."""
-        self._replace(name, lambda fh: fh.write(data))
 
     def read_json(self, name):
         """The JSON document ``name`` as written (NaN as None, numpy scalars plain)."""

@@ -281,7 +281,7 @@ class RunLog(Charges):
         if arrays is not None:
             self.folder.save_arrays("model.npz", arrays)
         if timeline is not None:  # `chrome_trace_json`'s bytes
-            self.folder.write_data("timeline.json", timeline)
+            self.folder.write_bytes("timeline.json", timeline)
         self.header["status"] = status
         self.folder.write_json("summary.json", self.summary())
         self.folder.write_json("config.json", self.header)
