@@ -71,6 +71,8 @@ The format::
     [network.shaper]               # an emulated cluster's token buckets (real.cluster):
     rates_Bps = [1.25e8, 1.25e8]   # per host, as configured
     bursts_bytes = [125000.0, 125000.0]
+    head_start_bytes = 600000.0    # optional: a flow on an idle NIC goes first for these
+                                   # bytes (`Shaping.head_start_bytes`; default TCP's, measured)
     [network.stack]                # measured over TCP: the kernel's CPU seconds a byte on
     send_s_per_byte = 6.5e-10      # the sender's core and on the receiver's, taken from the
     recv_s_per_byte = 3.0e-10      # compute there while bytes move (`sim.cores.StackCpu`)
@@ -137,7 +139,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sim.network import MemoryPath
-from sim.shaping import ShapedPattern, Shaping
+from sim.shaping import TCP_HEAD_START_BYTES, ShapedPattern, Shaping
 from twinsgd.calibration.busycores import BusyCores
 from twinsgd.calibration.costfit import PiecewiseCost
 from twinsgd.calibration.jitter import Jitter
@@ -196,6 +198,7 @@ class ClusterProfile:
     send: object = None  # an eager Send's seconds in its sender, in situ (PiecewiseCost) or None
     probe: object = None  # a program's Recv (probe first), by size: a `ProbeCost`, or None
     shaper: tuple = ()  # (rate_Bps, burst_bytes) of each emulated host's token buckets
+    head_start_bytes: float = TCP_HEAD_START_BYTES  # `Shaping.head_start_bytes` (shaper's)
     stack_cpu: tuple | None = None  # the kernel's CPU seconds a byte sent and received (TCP)
     eager_bytes: int = 0  # the largest Send that returns before its receiver is there (measured)
     send_overhead_s: float = 0.0  # LogP's o: the sender's seconds inside an eager Send (measured)
@@ -242,7 +245,9 @@ class ClusterProfile:
             efficiency = min(1.0, _past_the_burst_Bps(cost, burst) / rate)
             patterns[name] = ShapedPattern(float(cost.alpha_s(8.0)) * slowdown, efficiency)
         burst_cost = oneway if slowdown == 1.0 else Slowed(oneway, slowdown)
-        return Shaping(self.shaper, float(line) / slowdown, patterns, burst_cost)
+        return Shaping(
+            self.shaper, float(line) / slowdown, patterns, burst_cost, self.head_start_bytes
+        )
 
     def check_timed_on(self, model, input_shape):
         """ValueError if this profile timed ``model``'s steps on images of another shape than
@@ -522,6 +527,10 @@ def load_profile(name_or_path):
             if "probe" in network.get("in_situ", {})
             else None,
             shaper=_shaper(network.get("shaper")),
+            head_start_bytes=_number(
+                (network.get("shaper") or {}).get("head_start_bytes", TCP_HEAD_START_BYTES),
+                "[network.shaper] head_start_bytes",
+            ),
             stack_cpu=_stack(network.get("stack")),
             eager_bytes=int(_number(network.get("eager_bytes", 0), "[network] eager_bytes")),
             send_overhead_s=_number(network.get("overhead_s", 0.0), "[network] overhead_s"),

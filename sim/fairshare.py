@@ -18,6 +18,18 @@ time and lets its push overlap the rest (a parameter server at 4 hosts simulated
 fast). And a gossip node's two exchanges run side by side on the wire, one after the other
 behind a held NIC under FIFO (+51 %).
 
+A flow that finds its sender's NIC idle goes first (`Shaping.head_start_bytes`): for its first
+bytes it takes whatever its buckets pass, and flows that start behind it on that NIC take only
+what it leaves (its window of bytes is queued ahead of theirs in the NIC's FIFO), then all share
+max-min fairly. Those flows begin to move, and their receivers see their messages, only then.
+Why: TCP over tbf does not share a fan-out as equals. A server's blocking Sends of 670 KB to
+three emulated 1 Gbit/s hosts (each into the kernel in 0.2 ms) reached their receivers
+complete at 8.9, 15.3 and 15.9 ms (medians of 25), the second and third first seen 3.4 and 4.6
+ms after the first: about 600 KB of the first flow, the 125 KB burst included, went ahead;
+under max-min fairness all three end together at 16 ms, and a synchronous server's workers at
+4 hosts were simulated +14 % slow in total, their communication +46 % (2026-12-05,
+docs/validation.md).
+
 Units: bucket bytes (frames) for tokens and rates; a flow of n payload bytes of a pattern with
 efficiency e carries ``n / e`` bucket bytes.
 """
@@ -30,13 +42,15 @@ _DONE = 1e-9  # a flow with this many bucket bytes left (relative to its size) h
 
 
 class _Flow:
-    __slots__ = ("buckets", "cap", "done", "ends", "rate", "remaining", "size")
+    __slots__ = ("began", "buckets", "cap", "done", "ends", "head", "rate", "remaining", "size")
 
-    def __init__(self, buckets, size, done, cap, ends):
+    def __init__(self, buckets, size, done, cap, ends, head):
         self.buckets, self.size, self.remaining, self.done = buckets, size, size, done
         self.ends = ends  # (source host, dest host)
         self.cap = cap  # its own line rate, bucket bytes a second
         self.rate = 0.0
+        self.head = head  # still going first out of its sender's NIC (`FluidStar`)
+        self.began = None  # when it first moved (s)
 
 
 class FluidStar:
@@ -56,9 +70,9 @@ class FluidStar:
     >>> plain = ShapedPattern(alpha_s=0.0, efficiency=1.0)
     >>> star = FluidStar(env, Shaping(((100.0, 1e-9),), 100.0, {"oneway": plain}))
     >>> ends = [star.transfer(s, 0, 100.0, "oneway") for s in (1, 2)]  # two into one
-    >>> env.run()
-    >>> [round(e.value, 9) for e in ends]  # side by side at 50 B/s each, both done at 2 s
-    [2.0, 2.0]
+    >>> began = env.run(until=ends[0])  # side by side at 50 B/s each: both done at 2 s
+    >>> env.now, began, ends[1].value  # both began to move at once, at 0 s
+    (2.0, 0, 0)
     """
 
     def __init__(self, env, shaping):
@@ -73,6 +87,7 @@ class FluidStar:
         self._first = next(iter(shaping.patterns.values()))
         self._caps = {}  # nbytes -> a flow's own line rate, bucket bytes a second
         self._changed = None  # the event of who waits for the rates to change (`changed`)
+        self._leading = []  # the flows going first with flows behind them (`_share`)
         self.sent = {}  # host -> bucket bytes it has sent up to ``_last`` (`moved`)
         self.received = {}  # host -> bucket bytes it has received up to ``_last``
         env.process(self._run())
@@ -100,8 +115,9 @@ class FluidStar:
         return sent, self.received.get(host, 0.0) + into * elapsed, out, into
 
     def transfer(self, source, dest, nbytes, pattern):
-        """An event that succeeds, with the time, when ``nbytes`` of payload from rank
-        ``source`` to rank ``dest`` have all passed both buckets."""
+        """An event that succeeds when ``nbytes`` of payload from rank ``source`` to rank
+        ``dest`` have all passed both buckets, its value the time they began to move (later
+        than now behind a flow that goes first)."""
         shaped = self.shaping.patterns[pattern]
         done = Event(self.env)
         self._advance()
@@ -109,7 +125,11 @@ class FluidStar:
         cap = self._caps.get(nbytes)
         if cap is None:
             cap = self._caps[nbytes] = self.shaping.payload_Bps(nbytes) / self._first.efficiency
-        self._flows.append(_Flow(buckets, nbytes / shaped.efficiency, done, cap, (source, dest)))
+        idle = self.shaping.head_start_bytes > 0 and all(
+            flow.buckets[0] is not buckets[0] for flow in self._flows
+        )
+        flow = _Flow(buckets, nbytes / shaped.efficiency, done, cap, (source, dest), idle)
+        self._flows.append(flow)
         self._poke()
         return done
 
@@ -141,36 +161,38 @@ class FluidStar:
             self._advance()
 
     def _share(self):
-        """Max-min fair rates by progressive filling over the flows' two buckets and their own
-        line rates. A bucket with tokens passes the fastest line rate of its flows, one
-        without its shaped rate."""
+        """Rates by progressive filling over the flows' two buckets and their own line rates,
+        max-min fair, in two rounds: the flows behind one that goes first out of their NIC
+        (`Shaping.head_start_bytes`) are filled second, from what the others leave. A bucket
+        with tokens passes the fastest line rate of its flows, one without its shaped rate."""
         fastest = {}
         for flow in self._flows:
             for bucket in flow.buckets:
                 if fastest.get(bucket, 0.0) < flow.cap:
                     fastest[bucket] = flow.cap
+        head_start = self.shaping.head_start_bytes
+        for flow in self._flows:  # a head that has moved its head start goes on as an equal
+            if flow.head and flow.size - flow.remaining >= head_start * (1 - 1e-12):
+                flow.head = False
+        led = {id(flow.buckets[0]) for flow in self._flows if flow.head}
+        behind = [f for f in self._flows if not f.head and id(f.buckets[0]) in led]
+        ahead = {id(flow.buckets[0]) for flow in behind}
+        self._leading = [f for f in self._flows if f.head and id(f.buckets[0]) in ahead]
         left = {}  # constraint (a bucket's id, or a flow's) -> [capacity left, flows unfixed]
         for flow in self._flows:
             flow.rate = None
-            left[id(flow)] = [flow.cap, 1]
+            left[id(flow)] = [flow.cap, 0]
             for bucket in flow.buckets:
-                entry = left.get(id(bucket))
-                if entry is None:
+                if id(bucket) not in left:
                     tokens = bucket.tokens > _DONE * bucket.burst_bytes
-                    entry = left[id(bucket)] = [fastest[bucket] if tokens else bucket.rate_Bps, 0]
-                entry[1] += 1
-        active = list(self._flows)
-        while active:
-            share = min(cap / n for cap, n in left.values() if n)
-            tight = {key for key, (cap, n) in left.items() if n and cap / n <= share * (1 + 1e-12)}
-            frozen = [f for f in active if id(f) in tight or any(id(b) in tight for b in f.buckets)]
-            for flow in frozen:
-                flow.rate = share
-                for key in (id(flow), *map(id, flow.buckets)):
-                    entry = left[key]
-                    entry[0] -= share
-                    entry[1] -= 1
-            active = [f for f in active if f.rate is None]
+                    left[id(bucket)] = [fastest[bucket] if tokens else bucket.rate_Bps, 0]
+        later = {id(flow) for flow in behind}
+        _fill([f for f in self._flows if id(f) not in later], left)
+        _fill(behind, left)
+        now = self.env.now
+        for flow in self._flows:
+            if flow.began is None and flow.rate > 0:
+                flow.began = now
 
     def _next_event_s(self):
         """Seconds to the next flow done or bucket emptied (the rates change then); at least
@@ -179,6 +201,10 @@ class FluidStar:
         less than the clock can add to its time (1e-15 s is nothing to a clock at 1,000 s),
         and the simulation would stand still."""
         soonest = min(flow.remaining / flow.rate for flow in self._flows if flow.rate > 0)
+        head_start = self.shaping.head_start_bytes
+        for flow in self._leading:  # its head start moved, the flows behind it share
+            if flow.rate > 0:
+                soonest = min(soonest, (head_start - (flow.size - flow.remaining)) / flow.rate)
         for bucket, through in self._through().items():
             drain = through - bucket.rate_Bps
             if bucket.tokens > _DONE * bucket.burst_bytes and drain > 0:
@@ -217,7 +243,28 @@ class FluidStar:
         still = []
         for flow in self._flows:
             if flow.remaining <= _DONE * max(flow.size, 1.0):
-                flow.done.succeed(self.env.now)
+                flow.done.succeed(self.env.now if flow.began is None else flow.began)
             else:
                 still.append(flow)
         self._flows = still
+
+
+def _fill(flows, left):
+    """Progressive filling of ``flows`` (their rates None) over ``left``: constraint id ->
+    [capacity left, flows unfixed], its counts 0 on entry and on return; each flow grows at
+    the same pace until one of its constraints is full."""
+    for flow in flows:
+        for key in (id(flow), *map(id, flow.buckets)):
+            left[key][1] += 1
+    active = flows
+    while active:
+        share = max(0.0, min(cap / n for cap, n in left.values() if n))  # (crumbs below 0)
+        tight = {key for key, (cap, n) in left.items() if n and cap / n <= share * (1 + 1e-12)}
+        frozen = [f for f in active if id(f) in tight or any(id(b) in tight for b in f.buckets)]
+        for flow in frozen:
+            flow.rate = share
+            for key in (id(flow), *map(id, flow.buckets)):
+                entry = left[key]
+                entry[0] -= share
+                entry[1] -= 1
+        active = [f for f in active if f.rate is None]

@@ -310,9 +310,10 @@ class RoutedNetwork:
     shaping : sim.shaping.Shaping, optional
         Token-bucket shaped NICs (an emulated cluster's ``tc tbf``): a message is a fluid flow
         through the sender's bucket out and the receiver's bucket in, sharing them max-min fairly
-        with the other messages in flight (`sim.fairshare.FluidStar`: TCP's sharing, not FIFO
-        links), and arrives its pattern's alpha after its last byte. Wins over ``costs`` and the
-        links' bandwidth. Both are of messages between hosts.
+        with the other messages in flight, the first out of an idle NIC ahead for its head
+        start (`sim.fairshare.FluidStar`: TCP's sharing, not FIFO links), and arrives its
+        pattern's alpha after its last byte. Wins over ``costs`` and the links' bandwidth.
+        Both are of messages between hosts.
     memory : MemoryPath, optional
         The path between two ranks of one host (needed when ``hosts`` repeats a node).
     jitter : dict, optional
@@ -468,10 +469,10 @@ class RoutedNetwork:
             if in_flight is None:
                 in_flight = self._in_flight[pair] = deque()
             in_flight.append(slot)
-        if self.fluid is not None and between_hosts:  # shaped NICs, shared max-min fairly
-            started, shaped = env._now, self.shaping.patterns[pattern]
-            try:
-                yield self.fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
+        if self.fluid is not None and between_hosts:  # shaped NICs, shared (`sim.fairshare`)
+            shaped = self.shaping.patterns[pattern]
+            try:  # (it began to move later behind a flow that goes first)
+                started = yield self.fluid.transfer(host_of[source], host_of[dest], nbytes, pattern)
             except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to undo
                 raise
             except BaseException:

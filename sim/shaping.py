@@ -25,6 +25,13 @@ from dataclasses import dataclass, field
 
 FASTEST_BPS = 1e11  # a message within a burst moves at most this fast (its fit can say faster)
 
+# Bucket bytes of a TCP flow queued ahead in its sender's NIC when it found the NIC idle
+# (`Shaping.head_start_bytes`), measured on real.cluster's 1 Gbit/s tbf (Linux 6.x, MPICH over
+# UCX's TCP, 2026-12-05): a rank's blocking Sends of 670 KB to three hosts, the second and third
+# receivers' first bytes 3.4-4.6 ms after the first's at 125 MB/s, the 125 KB burst ahead of
+# that; 335 KB and 1.34 MB alike (the first flow's whole 335 KB went ahead).
+TCP_HEAD_START_BYTES = 600_000.0
+
 
 @dataclass(frozen=True, slots=True)
 class ShapedPattern:
@@ -47,13 +54,17 @@ class Shaping:
     bytes per second while a bucket holds tokens (the machine's own speed: one number for every
     pattern); ``patterns``: pattern name -> `ShapedPattern` (``oneway``, ``sendrecv``);
     ``burst_cost``: the one-way cost model (``seconds(n)``) whose sizes up to the smallest
-    burst give a message that fits in one its own rate (`payload_Bps`), or None (line_Bps).
+    burst give a message that fits in one its own rate (`payload_Bps`), or None (line_Bps);
+    ``head_start_bytes``: the bucket bytes a flow that finds its sender's NIC idle moves before
+    the flows that start behind it get more than it leaves (TCP's window, queued ahead of
+    theirs in the NIC's FIFO: `sim.fairshare`; 0: max-min fair from the start).
     """
 
     hosts: tuple
     line_Bps: float
     patterns: dict = field(default_factory=dict)
     burst_cost: object = None
+    head_start_bytes: float = 0.0
 
     def payload_Bps(self, nbytes):
         """Payload bytes a second of a message of ``nbytes`` while its buckets hold tokens:

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sim.backend import Simulator
 from sim.compute import ComputeModel
 from sim.fairshare import FluidStar
-from sim.shaping import ShapedPattern, Shaping
+from sim.shaping import TCP_HEAD_START_BYTES, ShapedPattern, Shaping
 from twinsgd.programs.ops import Recv, Send, SendRecv
 from twinsgd.run.runlog import Charges
 
@@ -148,6 +148,8 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     """The line rate is the one-way model's within half a burst; each pattern's efficiency the
     median rate of its sizes past twice the burst over the configured rate (a last segment
     that sags does not set it); its alpha a small message's time."""
+    import tomllib
+
     import tomli_w
 
     from sim.cluster_profile import load_profile
@@ -190,6 +192,16 @@ def test_a_profile_of_an_emulated_cluster_gives_its_buckets_and_patterns(tmp_pat
     # 9 sizes past twice the burst (2**18 .. 2**26) 5 keep the Sendrecv's 116 MB/s, 4 sag
     assert oneway.efficiency == pytest.approx(119.5e6 / RATE)
     assert sendrecv.efficiency == pytest.approx(116e6 / RATE)
+    assert shaping.head_start_bytes == TCP_HEAD_START_BYTES  # none given: TCP's, measured
+
+    document = tomllib.loads(path.read_text())
+    document["network"]["shaper"]["head_start_bytes"] = 0
+    path.write_text(tomli_w.dumps(document))
+    assert load_profile(str(path)).shaping().head_start_bytes == 0.0  # max-min fair
+    document["network"]["shaper"]["head_start_bytes"] = -1.0
+    path.write_text(tomli_w.dumps(document))
+    with pytest.raises(ValueError, match=r"\[network.shaper\] head_start_bytes must be"):
+        load_profile(str(path))
 
 
 def test_a_message_within_a_burst_moves_as_the_one_way_measurement_moved_its_size():
@@ -222,9 +234,9 @@ def test_a_message_within_a_burst_moves_as_the_one_way_measurement_moved_its_siz
         if empty:
             for bucket in star._nic(0) + star._nic(1):
                 bucket.tokens = 0.0
-        done = star.transfer(0, 1, nbytes, "oneway")
-        env.run()
-        return done.value
+        star.transfer(0, 1, nbytes, "oneway")
+        env.run()  # (until its end: nothing else is scheduled)
+        return env.now
 
     assert through(4096) == pytest.approx(4096 / 4e9, rel=1e-9)
     assert through(200_000) == pytest.approx(_by_hand(BURST, 200_000), rel=1e-9)
@@ -314,3 +326,78 @@ def test_messages_in_flight_share_a_nic_and_finish_together():
     expected = covered / line + (both - covered) / rate + ALPHA
     assert times[1] == pytest.approx(expected, rel=1e-9)
     assert times[2] == pytest.approx(expected, rel=1e-9)
+
+
+# A fan-out from one NIC, head start on: 100 B/s buckets (no burst to speak of), 60 B ahead.
+FAN = Shaping(((100.0, 1e-9),), 100.0, {"oneway": ShapedPattern(0.0, 1.0)}, head_start_bytes=60.0)
+
+
+def _fan_out(flows, shaping=FAN):
+    """Start ``flows`` ((source, dest, bytes), ...) at time 0 in order; for each, (the time
+    it began to move, the time it ended)."""
+    env = simpy.Environment()
+    star, times = FluidStar(env, shaping), {}
+
+    def one(source, dest, nbytes):
+        began = yield star.transfer(source, dest, nbytes, "oneway")
+        times[source, dest] = (began, env.now)
+
+    for flow in flows:
+        env.process(one(*flow))
+    env.run()
+    return times
+
+
+def test_a_flow_on_an_idle_nic_goes_first_for_its_head_start_then_all_share():
+    """Three 100 B messages out of one NIC at once (a server's replies): the first moves alone
+    until its 60 B head start has passed (0.6 s), then the three share 100 B/s (the first's 40
+    B left take 1.2 s more), then the two left share it (their 60 B each, 1.2 s): by hand."""
+    times = _fan_out([(0, 1, 100.0), (0, 2, 100.0), (0, 3, 100.0)])
+    assert times[0, 1] == pytest.approx((0.0, 1.8), rel=1e-9)
+    assert times[0, 2] == pytest.approx((0.6, 3.0), rel=1e-9)
+    assert times[0, 3] == pytest.approx((0.6, 3.0), rel=1e-9)
+    fair = _fan_out([(0, 1, 100.0), (0, 2, 100.0)], Shaping(FAN.hosts, 100.0, FAN.patterns))
+    assert fair == {(0, 1): (0.0, 2.0), (0, 2): (0.0, 2.0)}  # head start 0: max-min fair
+
+
+def test_flows_behind_a_head_take_what_it_leaves_of_their_nic():
+    """Work-conserving: 0 -> 1 and 2 -> 1 each go first out of their own NIC but share 1's way
+    in at 50 B/s; 0 -> 3, behind 0's head, moves at once with the 50 B/s it leaves (a gossip
+    node's two exchanges, each neighbour's NIC busy with its own head)."""
+    times = _fan_out([(0, 1, 100.0), (2, 1, 100.0), (0, 3, 100.0)])
+    assert times[0, 3][0] == 0.0  # it began at once, not after the 60 B
+    assert times[0, 1] == pytest.approx((0.0, 2.0), rel=1e-9)
+    assert times[0, 3] == pytest.approx((0.0, 2.0), rel=1e-9)
+
+
+def test_a_receiver_waits_for_a_message_behind_a_head_until_it_begins_to_move():
+    """Through the simulator: rank 0's eager sends of 100 B to 1 and 2 at once; rank 2's
+    receive waits until its message begins to move behind the first's head start (0.6 s), then
+    communicates until it lands (2.0 s, the bytes of both through 100 B/s)."""
+    charged = {1: {}, 2: {}}
+
+    class Log(_Log):
+        def __init__(self, rank):
+            self.rank = rank
+
+        def charge_collective(self, wait, comm, bytes_sent, bytes_recv):
+            if self.rank in charged and bytes_recv:
+                charged[self.rank].update(wait=wait, comm=comm)
+
+    def program(rank):
+        buf = np.zeros(25, np.float32)  # 100 B
+        if rank == 0:
+            yield Send(dest=1, payload=buf, buffered=True)
+            yield Send(dest=2, payload=buf, buffered=True)
+        else:
+            yield Recv(source=0, buf=buf)
+
+    nodes = [SimpleNamespace(rank=r, size=3, reporter=0) for r in range(3)]
+    sim = Simulator(
+        nodes, [Log(r) for r in range(3)], 0.0, 1e9, ComputeModel(0.0), shaping=FAN, eager_bytes=200
+    )
+    sim.run([program(r) for r in range(3)])
+    assert charged[2]["wait"] == pytest.approx(0.6, rel=1e-9)
+    assert charged[2]["wait"] + charged[2]["comm"] == pytest.approx(2.0, rel=1e-9)
+    assert charged[1]["wait"] == 0.0
+    assert charged[1]["wait"] + charged[1]["comm"] == pytest.approx(1.4, rel=1e-9)
