@@ -27,9 +27,9 @@ FASTEST_BPS = 1e11  # a message within a burst moves at most this fast (its fit 
 
 # Bucket bytes of a TCP flow queued ahead in its sender's NIC when it found the NIC idle
 # (`Shaping.head_start_bytes`), measured on real.cluster's 1 Gbit/s tbf (Linux 6.x, MPICH over
-# UCX's TCP, 2026-12-05): a rank's blocking Sends of 670 KB to three hosts, the second and third
-# receivers' first bytes 3.4-4.6 ms after the first's at 125 MB/s, the 125 KB burst ahead of
-# that; 335 KB and 1.34 MB alike (the first flow's whole 335 KB went ahead).
+# UCX's TCP, 2026-12-05): a rank's blocking Sends of 670 KB or 1.34 MB to two or three hosts,
+# the next receiver's first bytes 3.4-3.9 ms after the first's in three runs of four (425-490
+# KB at 125 MB/s), the 125 KB burst ahead of that (at 335 KB the first's whole message went).
 TCP_HEAD_START_BYTES = 600_000.0
 
 
