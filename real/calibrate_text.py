@@ -233,6 +233,12 @@ def summary_lines(
             f"{1e9 * stack['busy_send_s_per_byte']:.2f} and "
             f"{1e9 * stack['busy_recv_s_per_byte']:.2f}; [network.stack])"
         )
+    if measured.get("fan_out_gap_s") is not None:
+        lines.append(
+            f"a fan-out of {bytes_text(measured['fan_out_bytes'])} to two hosts: the second "
+            f"receiver saw its message {seconds_text(measured['fan_out_gap_s'])} after the "
+            f"first (the first flow's window ahead: [network.shaper] head_start_bytes)"
+        )
     lines.append(
         f"own code right after a {bytes_text(measured['cold_own_bytes'])} message: "
         f"{seconds_text(measured['cold_own_s'])} more than warm (cold_own_s)"

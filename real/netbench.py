@@ -211,6 +211,48 @@ def incast(comm, sizes, quick=False, refill_s=0.0):
     return _interleaved(comm, sizes, quick, batch, refill_s=refill_s)
 
 
+def fan_out_gap(comm, hosts, nbytes=2**20, repetitions=20, refill_s=0.0):
+    """Seconds between the first two receivers' first sight of their messages when rank 0
+    sends ``nbytes`` to one rank on each of two other hosts with blocking Sends back to back,
+    as a synchronous server replies: the median over ``repetitions`` (after 3 not kept). Each
+    receiver spins in ``Iprobe`` from leaving a barrier; its time is from there. Over TCP the
+    first flow's window, queued ahead in the sender's NIC, goes first (`sim.fairshare`); an
+    equal share would have both seen at once. ``hosts``: every rank's host (`placement`);
+    ``refill_s``: a pause before each repetition (token buckets refilled). Collective; rank 0
+    gets the seconds, the others None; None everywhere with fewer than 3 hosts."""
+    others = [hosts.index(h) for h in dict.fromkeys(hosts) if h != hosts[0]]  # each's first
+    group = [0, *others[:2]]
+    if len(group) < 3:
+        return None
+    fan = comm.Split(
+        0 if comm.rank in group else MPI.UNDEFINED,
+        group.index(comm.rank) if comm.rank in group else 0,
+    )
+    gap = None
+    if fan != MPI.COMM_NULL:
+        buf, gaps = written(nbytes), []
+        for k in range(repetitions + 3):
+            fan.Barrier()
+            time.sleep(refill_s)
+            fan.Barrier()
+            t0, seen = time.perf_counter(), 0.0
+            if fan.rank == 0:
+                for dest in (1, 2):
+                    fan.Send(buf, dest=dest, tag=_TAG)
+            else:
+                while not fan.Iprobe(source=0, tag=_TAG):
+                    pass
+                seen = time.perf_counter() - t0
+                fan.Recv(buf, source=0, tag=_TAG)
+            times = fan.gather(seen, root=0)
+            if fan.rank == 0 and k >= 3:
+                gaps.append(abs(times[2] - times[1]))
+        fan.Free()
+        gap = float(np.median(gaps)) if comm.rank == 0 else None
+    comm.Barrier()
+    return gap
+
+
 def send_overhead(comm, count=200):
     """LogP's o: mean seconds rank 0 spends in one 8-byte blocking ``Send`` to rank 1, which
     completes without waiting for the receiver (eager protocol), over ``count`` back-to-back

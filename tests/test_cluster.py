@@ -423,6 +423,33 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
         assert "a rank polling among" in done.stdout
 
 
+_FAN_OUT = """
+from mpi4py import MPI
+from real import netbench
+comm = MPI.COMM_WORLD
+hosts, _, _ = netbench.placement(comm)
+gap = netbench.fan_out_gap(comm, hosts, 670760, repetitions=10, refill_s=0.03)
+if comm.rank == 0:
+    print(gap)
+"""
+
+
+def test_a_fan_out_over_tcp_shows_its_first_flow_ahead_of_the_next():
+    """3 emulated 1 Gbit/s hosts: rank 0's blocking Sends of 670 KB to the other two, back to
+    back; the second receiver sees its message milliseconds after the first (the first flow's
+    window goes ahead in the sender's NIC: 4.1-4.9 ms here, 2026-12-05), where an equal share
+    would show both within a barrier's skew. On 2 hosts there is no fan-out to time."""
+    done = cli(
+        "run", "--hosts", "3", "--bandwidth", "1Gbit", "-n", "3", "--",
+        PY, "-c", _FAN_OUT, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert 1e-3 < float(done.stdout.split()[-1]) < 12e-3
+    two = cli("run", "--hosts", "2", "--bandwidth", "1Gbit", "-n", "3", "--", PY, "-c", _FAN_OUT)
+    assert two.returncode == 0, two.stderr[-2000:]
+    assert two.stdout.split()[-1] == "None"
+
+
 def test_run_places_the_ranks_in_blocks_as_the_simulator_does():
     """rank K on host K // ceil(N / hosts), the simulator's rank r on host r // ranks_per_host:
     a 2 x 2 run's measured table and its simulation put the same ranks together."""
