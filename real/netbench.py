@@ -249,7 +249,7 @@ def fan_out_gap(comm, hosts, nbytes=2**20, repetitions=20, refill_s=0.0):
                 gaps.append(abs(times[2] - times[1]))
         fan.Free()
         gap = float(np.median(gaps)) if comm.rank == 0 else None
-    comm.Barrier()
+    quiet_barrier(comm)  # the others wait here, sleeping
     return gap
 
 
