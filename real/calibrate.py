@@ -388,11 +388,12 @@ def _measure(args, comm, work):
     sizes = QUICK_SIZES if args.quick else SIZES
     hosts, inter, intra = netbench.placement(comm)
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
-    refill_s = _refill_s(_emulated_shaper())  # each batch from full token buckets
+    shaper = _emulated_shaper()  # an emulated cluster's token buckets, or None
+    refill_s = _refill_s(shaper)  # each batch from full token buckets
     oneway = netbench.ping_pong(network, sizes, args.quick, refill_s=refill_s)
     both_ways = netbench.exchange(network, sizes, args.quick, refill_s=refill_s)
     written = None  # the same with the bytes written just before (MPI's collectives' steps)
-    if _emulated_shaper() is None:  # (token buckets: the simulator prices those flows alone)
+    if shaper is None:  # (token buckets: the simulator prices those flows alone)
         written = {
             "oneway": netbench.ping_pong(network, sizes, args.quick, rewrite=True),
             "sendrecv": netbench.exchange(network, sizes, args.quick, rewrite=True),
@@ -403,7 +404,7 @@ def _measure(args, comm, work):
     netbench.ping_pong(network, in_situ_sizes, args.quick, step, in_situ_samples["oneway"])
     netbench.exchange(network, in_situ_sizes, args.quick, step, in_situ_samples["sendrecv"])
     probe = netbench.probe_delay(network, in_situ_sizes, step, args.quick)  # a program's Recv
-    if _emulated_shaper() is None:  # gossip's exchange (token buckets price flows alike)
+    if shaper is None:  # gossip's exchange (token buckets price flows alike)
         in_situ_samples["exchange"] = {}
         netbench.nonblocking_exchange(
             network, in_situ_sizes, args.quick, step, in_situ_samples["exchange"]
@@ -425,7 +426,7 @@ def _measure(args, comm, work):
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
     cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
-    stack = _stack_cpu(args, network, work) if _emulated_shaper() is not None else None
+    stack = _stack_cpu(args, network, work) if shaper is not None else None
     past = comm.bcast(_past_the_cores(where) if comm.rank == 0 else None, root=0)
     beside_pollers = netbench.beside_pollers(network, 8, args.quick) if past else None
     network.Free()
@@ -440,7 +441,7 @@ def _measure(args, comm, work):
     incast = netbench.incast(comm, incast_sizes, args.quick, refill_s)
     fan_out_gap_s = (  # 3 emulated hosts or more: a fan-out's head start, at a gradient's size
         netbench.fan_out_gap(comm, hosts, cold_bytes, refill_s=refill_s)
-        if _emulated_shaper() is not None
+        if shaper is not None
         else None
     )
     overhead_s = netbench.send_overhead(comm)

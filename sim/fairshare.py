@@ -175,9 +175,11 @@ class FluidStar:
             if flow.head and flow.size - flow.remaining >= head_start * (1 - 1e-12):
                 flow.head = False
         led = {id(flow.buckets[0]) for flow in self._flows if flow.head}
-        behind = [f for f in self._flows if not f.head and id(f.buckets[0]) in led]
+        first, behind = [], []  # filled in that order
+        for flow in self._flows:
+            (behind if not flow.head and id(flow.buckets[0]) in led else first).append(flow)
         ahead = {id(flow.buckets[0]) for flow in behind}
-        self._leading = [f for f in self._flows if f.head and id(f.buckets[0]) in ahead]
+        self._leading = [f for f in first if f.head and id(f.buckets[0]) in ahead]
         left = {}  # constraint (a bucket's id, or a flow's) -> [capacity left, flows unfixed]
         for flow in self._flows:
             flow.rate = None
@@ -186,8 +188,7 @@ class FluidStar:
                 if id(bucket) not in left:
                     tokens = bucket.tokens > _DONE * bucket.burst_bytes
                     left[id(bucket)] = [fastest[bucket] if tokens else bucket.rate_Bps, 0]
-        later = {id(flow) for flow in behind}
-        _fill([f for f in self._flows if id(f) not in later], left)
+        _fill(first, left)
         _fill(behind, left)
         now = self.env.now
         for flow in self._flows:

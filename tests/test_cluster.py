@@ -403,6 +403,8 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     stack = tomllib.loads(out.read_text())["network"]["stack"]  # the kernel's CPU a TCP byte
     assert profile.stack_cpu == (stack["send_s_per_byte"], stack["recv_s_per_byte"])
     assert min(profile.stack_cpu) >= 0 and stack["bytes"] >= 2 * 4 * 2**20
+    shaper = tomllib.loads(out.read_text())["network"]["shaper"]
+    assert "head_start_bytes" not in shaper  # 2 hosts: no fan-out out of one NIC to time
     assert (
         stack["lost_s_per_byte"] == pytest.approx(sum(profile.stack_cpu))
         and stack["lost_s_per_byte"] > 0
@@ -423,31 +425,29 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
         assert "a rank polling among" in done.stdout
 
 
-_FAN_OUT = """
-from mpi4py import MPI
-from real import netbench
-comm = MPI.COMM_WORLD
-hosts, _, _ = netbench.placement(comm)
-gap = netbench.fan_out_gap(comm, hosts, 670760, repetitions=10, refill_s=0.03)
-if comm.rank == 0:
-    print(gap)
-"""
+def test_calibrating_three_hosts_measures_a_fan_outs_head_start(tmp_path):
+    """3 emulated 1 Gbit/s hosts: real.calibrate times rank 0's blocking Sends of the MLP's
+    gradient (670 KB) to the other two; the second receiver sees its message milliseconds
+    after the first (the first flow's window goes ahead in the sender's NIC: 4.1-5.4 ms here,
+    2026-12-05; an equal share would show both within a barrier's skew), which the profile
+    keeps as the 125 KB burst and that gap at 125 MB/s, and the simulator reads."""
+    sys.path.insert(0, str(ROOT))
+    from sim.cluster_profile import load_profile
 
-
-def test_a_fan_out_over_tcp_shows_its_first_flow_ahead_of_the_next():
-    """3 emulated 1 Gbit/s hosts: rank 0's blocking Sends of 670 KB to the other two, back to
-    back; the second receiver sees its message milliseconds after the first (the first flow's
-    window goes ahead in the sender's NIC: 4.1-4.9 ms here, 2026-12-05), where an equal share
-    would show both within a barrier's skew. On 2 hosts there is no fan-out to time."""
+    out = tmp_path / "three.toml"
     done = cli(
         "run", "--hosts", "3", "--bandwidth", "1Gbit", "-n", "3", "--",
-        PY, "-c", _FAN_OUT, timeout=120,
+        PY, "-m", "real.calibrate", "--quick", "--models", "mlp", "--train-steps", "0",
+        "--out", str(out),
+        timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
-    assert 1e-3 < float(done.stdout.split()[-1]) < 12e-3
-    two = cli("run", "--hosts", "2", "--bandwidth", "1Gbit", "-n", "3", "--", PY, "-c", _FAN_OUT)
-    assert two.returncode == 0, two.stderr[-2000:]
-    assert two.stdout.split()[-1] == "None"
+    shaper = tomllib.loads(out.read_text())["network"]["shaper"]
+    gap_ms = float(shaper["head_start_source"].split("message ")[1].split(" ms")[0])
+    assert 1.0 < gap_ms < 12.0
+    assert shaper["head_start_bytes"] == pytest.approx(125_000 + 125e6 * gap_ms / 1e3, rel=1e-2)
+    assert load_profile(str(out)).shaping().head_start_bytes == shaper["head_start_bytes"]
+    assert "the second receiver saw its message" in done.stdout
 
 
 def test_run_places_the_ranks_in_blocks_as_the_simulator_does():
