@@ -42,9 +42,9 @@ from twinsgd.programs.ops import (
     SendRecv,
 )
 from twinsgd.run.faults import InjectedFault
+from twinsgd.run.runlog import MIN_LOCAL_EVENT_S
 
 TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's entry
-MIN_EVENT_S = 1e-5  # the program's own code is drawn in the timeline only when it takes longer
 
 
 def exchange_arrays(comm, payloads, bufs, tag):
@@ -301,7 +301,7 @@ class Driver:
 
     def _charge(self, kind, t0, t1, name, sent=0, received=0):
         self.log.charge(kind, t1 - t0, sent, received)
-        if name != "local" or t1 - t0 > MIN_EVENT_S:
+        if name != "local" or t1 - t0 > MIN_LOCAL_EVENT_S:
             self.events.append((name, kind, t0 - self.start, t1 - self.start))
         self.mark = t1
 

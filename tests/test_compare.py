@@ -177,3 +177,89 @@ def test_config_json_names_the_commit_the_code_ran_from(tmp_path):
         check=True,
     ).stdout.strip()
     assert commit in (head, f"{head}+dirty")
+
+
+def _timeline(folder, per_rank):
+    """Write ``per_rank`` ({rank: [(name, kind, start s, end s), ...]}) as ``folder``'s
+    timeline.json, as both backends write it."""
+    from twinsgd.run.runlog import chrome_trace_json
+
+    folder.mkdir()
+    (folder / "timeline.json").write_bytes(chrome_trace_json(per_rank, "x", "wall"))
+
+
+def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
+    """By hand: rank 0's own code after its Send is 30 + 20 us joined (a step's end split it);
+    5 us after its gradient is under what a measured run draws, so left out everywhere; its
+    Recv's wait is its own event before the Recv, which the own code still follows. Gradients
+    1 and 3 ms: median 2 ms, and 3 ms is 1.5x it (long). A simulated rank's 7 us of compute
+    inside its Send (waiting for a core) is apart."""
+    import numpy as np
+
+    from twinsgd.analysis import own_code
+
+    us = 1e-6
+
+    def laid(*events):  # (name, kind, us) end to end from 0
+        ends = np.cumsum([e[2] for e in events]) * us
+        return [(n, k, end - d * us, end) for (n, k, d), end in zip(events, ends, strict=True)]
+
+    rank_0 = laid(
+        ("compute", "compute", 1000),
+        ("local", "compute", 5),
+        ("send to 1", "comm", 95),
+        ("local", "compute", 30),
+        ("local", "compute", 20),
+        ("wait", "wait", 50),
+        ("recv from 1", "comm", 100),
+        ("local", "compute", 100),
+    )
+    rank_1 = laid(
+        ("compute", "compute", 3000),
+        ("send", "compute", 7),
+        ("send", "comm", 93),
+        ("recv", "comm", 100),
+        ("local", "compute", 40),
+    )
+    _timeline(tmp_path / "run", {0: rank_0, 1: rank_1})
+    after, gradients, inside, ranks = own_code.pieces(tmp_path / "run")
+    assert ranks == 2 and inside == pytest.approx(7 * us)
+    assert {k: [round(s / us, 6) for s in v] for k, v in after.items()} == {
+        "send": [50.0],
+        "recv": [100.0, 40.0],
+    }
+    assert sorted(round(g / us, 6) for g in gradients) == [1000.0, 3000.0]
+    rows = {
+        line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
+        for line in own_code.table([tmp_path / "run"], [2]).splitlines()[2:]
+    }
+    assert rows["after recv: us a step (median piece)"] == ["35.0 (70.0)"]  # 140 us / 2 / 2
+    assert rows["after send: us a step (median piece)"] == ["12.5 (50.0)"]
+    assert rows["gradient: median (us)"] == ["2000.0"]
+    assert rows["gradients at 1.5x the median or more (%)"] == ["50.0"]
+    assert rows["compute inside operations: us a step"] == ["1.8"]  # 7 us / 2 / 2
+
+
+def test_compare_own_code_sets_two_runs_pieces_side_by_side(tmp_path, capsys):
+    """Two simulated runs, one at half speed: their gradients (16 samples x 1 ms) are 16 and
+    32 ms, the ratio 2.00."""
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "fast", "--latency", "1us")
+    _sim(tmp_path / "slow", "--latency", "1us", "--speeds", "0.5x")
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / "fast"), str(tmp_path / "slow"), "--own-code"]) == 0
+    out = capsys.readouterr().out
+    assert "| gradient: median (us) | 16000.0 | 32000.0 | 2.00 |" in out
+    assert "| gradients at 1.5x the median or more (%) | 0.0 | 0.0 | - |" in out
+
+
+def test_compare_own_code_without_a_timeline_is_one_line_and_exit_2(tmp_path, capsys):
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "a")
+    (tmp_path / "a" / "timeline.json").unlink()
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        compare.main([str(tmp_path / "a"), "--own-code"])
+    assert stop.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "timeline.json: not a timeline (FileNotFoundError" in lines[0]

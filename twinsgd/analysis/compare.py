@@ -6,6 +6,8 @@ the same machine) read the same way: time per iteration and its split into compu
 (per node, means over nodes), bytes per iteration, the final losses and accuracy, and whether the
 final weights are the same bit for bit (they are for synchronous algorithms with the project's
 own collectives). Prints a Markdown table; the last column is the last run over the first.
+With ``--own-code``, a second table: the compute piece by piece, read from the runs'
+timeline.json (`twinsgd.analysis.own_code`).
 
 Exit status: 0; 2 if a folder is not a finished run folder or its files do not read (one line on
 stderr); 1 if the table cannot be written (a full disk: one line).
@@ -21,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twinsgd.analysis import own_code
 from twinsgd.cli import OneLineParser
 
 logger = logging.getLogger(__name__)
@@ -186,9 +189,18 @@ def main(argv=None):
         description="Run folders side by side (the first as reference).",
     )
     parser.add_argument("runs", nargs="+", metavar="RUN", help="run folders")
+    parser.add_argument(
+        "--own-code",
+        action="store_true",
+        help="also the compute piece by piece from the runs' timeline.json: the program's own "
+        "code after each kind of operation, the gradients' median and long ones",
+    )
     args = parser.parse_args(argv)
     try:
         text = table(args.runs)
+        if args.own_code:
+            iterations = [read_run(f)[0]["iterations"] for f in args.runs]
+            text += "\n\n" + own_code.table(args.runs, iterations)
     except ValueError as err:
         parser.error(str(err))
     try:

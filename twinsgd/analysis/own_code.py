@@ -1,0 +1,108 @@
+"""What a run's compute is made of, piece by piece, from its timeline.json: the program's own
+code after each kind of operation, and the gradients (``python -m twinsgd.analysis.compare
+--own-code``).
+
+Why: a compute error in the validation table is a sum. The own code right after a Send and
+right after a Recv can be off in opposite directions and cancel at one scale and not at another
+(docs/validation.md, 2026-12-05), and a gradient's mean hides whether some lost their core for a
+turn. Read the same way from a measured and a simulated run folder (their timelines share one
+format), the pieces say which part of the model to look at.
+
+A piece of own code is the ``local`` events that follow an operation, joined (the real clock
+splits them where a step ends), named by the operation's kind: its event's first word (``send
+to 3`` and ``send`` alike). Pieces of at most `MIN_LOCAL_EVENT_S` (10 us), which a measured
+run does not draw, are left out of every run alike. Gradients are the ``compute`` events; the
+share of them over `LONG_GRADIENT` times their median is the share that lost time to something
+(a turn on a shared core, mostly). Compute charged inside an operation (a simulated rank waiting
+for a core before its own code runs; a measured run has no such event) is its own row.
+"""
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from twinsgd.run.runlog import MIN_LOCAL_EVENT_S
+
+LONG_GRADIENT = 1.5  # a gradient this many times the run's median or more is counted as long
+
+
+def pieces(folder):
+    """{kind of operation: own code's pieces after it (s)}, the gradients (s), the compute
+    charged inside operations (s, summed), and the ranks drawn, from ``folder``/timeline.json.
+    ValueError naming the file if it does not read as a timeline."""
+    path = Path(folder) / "timeline.json"
+    try:
+        events = json.loads(path.read_text())["traceEvents"]
+        by_rank = defaultdict(list)
+        for e in events:
+            if e.get("ph") == "X":
+                by_rank[e["tid"]].append((e["ts"], e["dur"] * 1e-6, e["name"], e["cat"]))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{path}: not a timeline ({type(err).__name__}: {err})") from None
+    after, gradients, inside = defaultdict(list), [], 0.0
+    for rank_events in by_rank.values():
+        rank_events.sort()
+        before, piece = None, 0.0  # the operation the own code follows, its seconds so far
+        for _, seconds, name, kind in rank_events:
+            if name == "local":
+                piece += seconds
+                continue
+            if before is not None and piece > MIN_LOCAL_EVENT_S:
+                after[before].append(piece)
+            piece = 0.0
+            if name == "compute":
+                gradients.append(seconds)
+            elif kind == "compute":
+                inside += seconds
+            if kind != "wait":  # (a measured Recv's wait is its own event, before its comm)
+                before = name.split()[0]
+        if before is not None and piece > MIN_LOCAL_EVENT_S:
+            after[before].append(piece)
+    return dict(after), gradients, inside, len(by_rank)
+
+
+def table(folders, iterations):
+    """The Markdown table of ``folders``' pieces side by side (the first as reference), per
+    drawn rank and iteration (``iterations``: each run's): own code after each kind of
+    operation, us a step and its median piece; the gradients' median and the share long;
+    compute inside operations. The last column is the last run over the first."""
+    runs = [pieces(f) for f in folders]
+    names = [Path(f).name for f in folders]
+    ratio = len(runs) > 1
+    head = " | ".join(names) + (f" | {names[-1]} / {names[0]}" if ratio else "")
+    lines = [f"| own code and gradients | {head} |", "|---" * (len(names) + 1 + ratio) + "|"]
+
+    def row(label, values, cells):
+        last = ""
+        if ratio:
+            first, final = values[0], values[-1]
+            last = f" {final / first:.2f} |" if first and final is not None else " - |"
+        lines.append(f"| {label} | " + " | ".join(cells) + " |" + last)
+
+    def per_step(seconds, ranks, n):
+        return 1e6 * seconds / (ranks * n) if ranks and n else None
+
+    def text(value, fmt="{:.1f}"):
+        return "-" if value is None else fmt.format(value)
+
+    for kind in sorted({kind for after, *_ in runs for kind in after}):
+        steps = [
+            per_step(sum(after.get(kind, ())), ranks, n)
+            for (after, _, _, ranks), n in zip(runs, iterations, strict=True)
+        ]
+        medians = [1e6 * float(np.median(a[kind])) if a.get(kind) else None for a, *_ in runs]
+        cells = [f"{text(s)} ({text(m)})" for s, m in zip(steps, medians, strict=True)]
+        row(f"after {kind}: us a step (median piece)", steps, cells)
+    gradients = [g for _, g, _, _ in runs]
+    medians = [1e6 * float(np.median(g)) if g else None for g in gradients]
+    row("gradient: median (us)", medians, map(text, medians))
+    long = [
+        100 * float(np.mean(np.array(g) >= LONG_GRADIENT * np.median(g))) if g else None
+        for g in gradients
+    ]
+    row(f"gradients at {LONG_GRADIENT:g}x the median or more (%)", long, map(text, long))
+    inside = [per_step(s, ranks, n) for (_, _, s, ranks), n in zip(runs, iterations, strict=True)]
+    row("compute inside operations: us a step", inside, map(text, inside))
+    return "\n".join(lines)
