@@ -42,7 +42,7 @@ from twinsgd.programs.ops import (
     SendRecv,
 )
 from twinsgd.run.faults import InjectedFault
-from twinsgd.run.runlog import MIN_LOCAL_EVENT_S
+from twinsgd.run.runlog import MIN_LOCAL_EVENT_S, READ_WIRE, WRITE_WIRE
 
 TOKEN_TAG = 1000  # tag offset of the empty messages that time an exchange's entry
 
@@ -374,7 +374,7 @@ class Driver:
         comm, its own timeline event (the calibration reads it). Returns (bytes, now)."""
         wires = [to_wire(message) for message in messages]
         t1 = perf_counter()
-        self._charge("comm", t0, t1, "write wire")
+        self._charge("comm", t0, t1, WRITE_WIRE)
         return wires, t1
 
     def _read_wire(self, t0, wires):
@@ -382,7 +382,7 @@ class Driver:
         (messages, now)."""
         messages = [from_wire(wire) for wire in wires]
         t1 = perf_counter()
-        self._charge("comm", t0, t1, "read wire")
+        self._charge("comm", t0, t1, READ_WIRE)
         return messages, t1
 
     def _attach_for(self, nbytes):

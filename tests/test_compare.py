@@ -191,7 +191,8 @@ def _timeline(folder, per_rank):
 def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
     """By hand: rank 0's own code after its Send is 30 + 20 us joined (a step's end split it);
     5 us after its gradient is under what a measured run draws, so left out everywhere; its
-    Recv's wait is its own event before the Recv, which the own code still follows. Gradients
+    Recv's wait is its own event before the Recv, which the own code still follows, as it
+    follows an allgather after its wire bytes are read. Gradients
     1 and 3 ms: median 2 ms, and 3 ms is 1.5x it (long). A simulated rank's 7 us of compute
     inside its Send (waiting for a core) is apart."""
     import numpy as np
@@ -220,6 +221,10 @@ def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
         ("send", "comm", 93),
         ("recv", "comm", 100),
         ("local", "compute", 40),
+        ("write wire", "comm", 10),
+        ("allgather", "comm", 50),
+        ("read wire", "comm", 10),
+        ("local", "compute", 60),
     )
     _timeline(tmp_path / "run", {0: rank_0, 1: rank_1})
     after, gradients, inside, ranks = own_code.pieces(tmp_path / "run")
@@ -227,6 +232,7 @@ def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
     assert {k: [round(s / us, 6) for s in v] for k, v in after.items()} == {
         "send": [50.0],
         "recv": [100.0, 40.0],
+        "allgather": [60.0],  # after its wire bytes read, a part of it
     }
     assert sorted(round(g / us, 6) for g in gradients) == [1000.0, 3000.0]
     rows = {

@@ -10,11 +10,13 @@ format), the pieces say which part of the model to look at.
 
 A piece of own code is the ``local`` events that follow an operation, joined (the real clock
 splits them where a step ends), named by the operation's kind: its event's first word (``send
-to 3`` and ``send`` alike). Pieces of at most `MIN_LOCAL_EVENT_S` (10 us), which a measured
-run does not draw, are left out of every run alike. Gradients are the ``compute`` events; the
-share of them over `LONG_GRADIENT` times their median is the share that lost time to something
-(a turn on a shared core, mostly). Compute charged inside an operation (a simulated rank waiting
-for a core before its own code runs; a measured run has no such event) is its own row.
+to 3`` and ``send`` alike; a measured run's wait before an operation and a compressed
+payload's wire bytes written and read around it are parts of it). Pieces of at most
+`MIN_LOCAL_EVENT_S` (10 us), which a measured run does not draw, are left out of every run
+alike. Gradients are the ``compute`` events; the share of them at `LONG_GRADIENT` times their
+median or more is the share that lost time to something (a turn on a shared core, mostly).
+Compute charged inside an operation (a simulated rank waiting for a core before its own code
+runs; a measured run has no such event) is its own row.
 """
 
 import json
@@ -23,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from twinsgd.run.runlog import MIN_LOCAL_EVENT_S
+from twinsgd.run.runlog import MIN_LOCAL_EVENT_S, READ_WIRE, WRITE_WIRE
 
 LONG_GRADIENT = 1.5  # a gradient this many times the run's median or more is counted as long
 
@@ -56,8 +58,8 @@ def pieces(folder):
                 gradients.append(seconds)
             elif kind == "compute":
                 inside += seconds
-            if kind != "wait":  # (a measured Recv's wait is its own event, before its comm)
-                before = name.split()[0]
+            if kind != "wait" and name not in (WRITE_WIRE, READ_WIRE):  # (parts of operations
+                before = name.split()[0]  # on a measured timeline: a Recv's wait, wire bytes)
         if before is not None and piece > MIN_LOCAL_EVENT_S:
             after[before].append(piece)
     return dict(after), gradients, inside, len(by_rank)

@@ -33,6 +33,9 @@ _KEY = {kind: f"{kind}_s" for kind in KINDS}
 TOTALS = ("compute_s", "comm_s", "wait_s", "bytes_sent", "bytes_recv")
 STEPS_FLUSH_S = 1.0  # steps.csv rows reach the disk at least this often, and at each evaluation
 MIN_LOCAL_EVENT_S = 1e-5  # a measured timeline draws the program's own code only when longer
+# a measured timeline's parts of an operation on a compressed payload: its wire bytes written
+# before the call and read after it (the simulator charges both inside the operation)
+WRITE_WIRE, READ_WIRE = "write wire", "read wire"
 
 
 class Charges:
