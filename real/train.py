@@ -360,7 +360,7 @@ def _report(summary, path):
     acc = summary["final_test_accuracy"]
     return (
         f"{summary['dataset']}: {summary['nodes']} node(s), {summary['iterations']} steps in "
-        f"{summary['time_s']:.1f} s ({summary['seconds_per_epoch']:.2f} s/epoch), test "
+        f"{summary['time_s']:.4g} s ({summary['seconds_per_epoch']:.4g} s/epoch), test "
         f"accuracy {100 * acc:.2f}%, run folder {path}"
     )
 

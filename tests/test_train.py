@@ -258,3 +258,21 @@ def test_one_blas_thread_without_the_environment_saying_so(tmp_path):
     assert done.returncode == 0, done.stderr
     pools = _read_json(tmp_path / "run" / "config.json")["blas_threads"]
     assert pools and all(pool["threads"] == 1 for pool in pools)
+
+
+def test_the_report_line_gives_a_short_run_its_seconds_in_four_digits():
+    """A 10-step run of 16 ms said "10 steps in 0.0 s"; four significant digits, as sim.run's."""
+    from real.train import _report
+
+    summary = {
+        "dataset": "mnist-subset",
+        "nodes": 2,
+        "iterations": 10,
+        "time_s": 0.016357,
+        "seconds_per_epoch": 0.081821,
+        "final_test_accuracy": 0.739,
+    }
+    assert _report(summary, "runs/x") == (
+        "mnist-subset: 2 node(s), 10 steps in 0.01636 s (0.08182 s/epoch), test accuracy "
+        "73.90%, run folder runs/x"
+    )
