@@ -101,7 +101,7 @@ def _copy_into(buf, payload):
     """``np.copyto(buf, payload)``: an array's bytes by assignment, 150 ns less a message than
     through numpy's dispatch of array functions (the message path); anything else (a ghost:
     `programs.ghost`) through that dispatch, which it answers."""
-    if type(payload) is np.ndarray:
+    if type(payload) is _NDARRAY:
         buf[...] = payload
     else:
         np.copyto(buf, payload)

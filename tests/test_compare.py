@@ -192,9 +192,9 @@ def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
     """By hand: rank 0's own code after its Send is 30 + 20 us joined (a step's end split it);
     5 us after its gradient is under what a measured run draws, so left out everywhere; its
     Recv's wait is its own event before the Recv, which the own code still follows, as it
-    follows an allgather after its wire bytes are read. Gradients
-    1 and 3 ms: median 2 ms, and 3 ms is 1.5x it (long). A simulated rank's 7 us of compute
-    inside its Send (waiting for a core) is apart."""
+    follows an allgather after its wire bytes are read. Gradients 1 and 3 ms: median 2 ms,
+    and 3 ms is 1.5x it (long). A simulated rank's 7 us of compute inside its Send (waiting
+    for a core) is apart."""
     import numpy as np
 
     from twinsgd.analysis import own_code

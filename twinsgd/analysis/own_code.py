@@ -86,8 +86,8 @@ def table(folders, iterations):
     def per_step(seconds, ranks, n):
         return 1e6 * seconds / (ranks * n) if ranks and n else None
 
-    def text(value, fmt="{:.1f}"):
-        return "-" if value is None else fmt.format(value)
+    def text(value):
+        return "-" if value is None else f"{value:.1f}"
 
     for kind in sorted({kind for after, *_ in runs for kind in after}):
         steps = [
