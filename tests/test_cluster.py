@@ -378,6 +378,19 @@ def test_without_root_it_says_so_in_one_line():
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "root" in done.stderr
 
 
+def _calibrated(out, hosts, ranks):
+    """`real.calibrate --quick` (the MLP, no training steps) on ``ranks`` ranks over ``hosts``
+    emulated 1 Gbit/s hosts, its profile written to ``out``; the finished process."""
+    done = cli(
+        "run", "--hosts", str(hosts), "--bandwidth", "1Gbit", "-n", str(ranks), "--",
+        PY, "-m", "real.calibrate", "--quick", "--models", "mlp", "--train-steps", "0",
+        "--out", str(out),
+        timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_and_nic(tmp_path):
     """4 ranks on 2 emulated hosts (2 a host): real.calibrate measures a pair inside a host
     (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s),
@@ -389,13 +402,7 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     from twinsgd.calibration.osu_tables import read_table
 
     out = tmp_path / "alloc.toml"
-    done = cli(
-        "run", "--hosts", "2", "--bandwidth", "1Gbit", "-n", "4", "--",
-        PY, "-m", "real.calibrate", "--quick", "--models", "mlp", "--train-steps", "0",
-        "--out", str(out),
-        timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _calibrated(out, hosts=2, ranks=4)
     profile = load_profile(str(out))
     assert profile.ranks_per_host == 2 and profile.memory is not None
     assert profile.memory.bandwidth_Bps > 125e6  # the namespace's own loopback, not the link
@@ -435,13 +442,7 @@ def test_calibrating_three_hosts_measures_a_fan_outs_head_start(tmp_path):
     from sim.cluster_profile import load_profile
 
     out = tmp_path / "three.toml"
-    done = cli(
-        "run", "--hosts", "3", "--bandwidth", "1Gbit", "-n", "3", "--",
-        PY, "-m", "real.calibrate", "--quick", "--models", "mlp", "--train-steps", "0",
-        "--out", str(out),
-        timeout=300,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = _calibrated(out, hosts=3, ranks=3)
     shaper = tomllib.loads(out.read_text())["network"]["shaper"]
     gap_ms = float(shaper["head_start_source"].split("message ")[1].split(" ms")[0])
     assert 1.0 < gap_ms < 12.0
