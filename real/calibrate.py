@@ -113,8 +113,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 (the same keys: a gradient's refill after another process), batch_size,
                 dataset, flops_per_sample, gamma_s_per_byte (a reduction's add), cold_own_s
                 and cold_own_bytes (own code right after a message of that size, over warm:
-                `netbench.cold_own_code`), reference_s (`calibration.pace`'s kernel around
-                the compute measured: the simulator puts own code it times at this speed)
+                `netbench.cold_own_code`), cold_own_code_s (the code it was paid over),
+                reference_s (`calibration.pace`'s kernel around the compute measured: the
+                simulator puts own code it times at this speed)
     [compute.reduction]   the add of n bytes into n, warm, by size (`local_times`)
     [compute.copy]     a copy of n bytes, warm, by size (`local_times`)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
@@ -425,7 +426,8 @@ def _measure(args, comm, work):
     wire = netbench.wire_in_situ(comm, step, args.quick)
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
-    cold_own_s = netbench.cold_own_code(network, cold_bytes, args.quick)
+    cold_own = netbench.cold_own_code(network, cold_bytes, args.quick)  # rank 0's, else None
+    cold_own_s, cold_own_code_s = cold_own or (None, None)
     stack = _stack_cpu(args, network, work) if shaper is not None else None
     past = comm.bcast(_past_the_cores(where) if comm.rank == 0 else None, root=0)
     beside_pollers = netbench.beside_pollers(network, 8, args.quick) if past else None
@@ -495,6 +497,7 @@ def _measure(args, comm, work):
         "eager_send_s": eager_send_s,
         "call_overhead_s": call_overhead_s,
         "cold_own_s": cold_own_s,
+        "cold_own_code_s": cold_own_code_s,
         "cold_own_bytes": cold_bytes,
         "stack": stack,
         "poll_wait": (*beside_pollers, past) if beside_pollers else None,
@@ -890,6 +893,7 @@ def _finish(args, measured, work, started):
             "gamma_s_per_byte": measured["gamma"],
             "cold_own_s": rounded(measured["cold_own_s"]),
             "cold_own_bytes": int(measured["cold_own_bytes"]),
+            "cold_own_code_s": rounded(measured["cold_own_code_s"]),
             "reference_s": rounded(measured["reference_s"]),
             "reduction": {**reduction.to_dict(), "call_s": rounded(measured["reduction_call_s"])},
             "copy": copy.to_dict(),

@@ -241,7 +241,8 @@ def summary_lines(
         )
     lines.append(
         f"own code right after a {bytes_text(measured['cold_own_bytes'])} message: "
-        f"{seconds_text(measured['cold_own_s'])} more than warm (cold_own_s)"
+        f"{seconds_text(measured['cold_own_s'])} more than warm (cold_own_s) in "
+        f"{seconds_text(measured['cold_own_code_s'])} of code (cold_own_code_s)"
     )
     busy = "; ".join(
         f"{m} "

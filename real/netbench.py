@@ -690,8 +690,9 @@ def cold_own_code(comm, nbytes, quick=False):
     message of ``nbytes`` than warm, the median of interleaved tries between ranks 0 and 1 (the
     others wait): the caches that the message's copy (through shared memory) or the kernel's
     sockets (between hosts) filled, refilled. Measured 2026-11-27 after 670 KB (the MLP's
-    gradient): 14-27 us through shared memory, 59-74 us over TCP between emulated hosts. At
-    least 0; on rank 0, None elsewhere. Collective."""
+    gradient): 14-27 us through shared memory, 59-74 us over TCP between emulated hosts.
+    Returns (that extra, at least 0; the stand-in's own seconds warm, the median: the code
+    over which it was paid) on rank 0, None elsewhere. Collective."""
     pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
     extra = None
     if pair != MPI.COMM_NULL:
@@ -709,7 +710,7 @@ def cold_own_code(comm, nbytes, quick=False):
             own_code(rows, rng, book)
             warm.append(own_code(rows, rng, book))
         if pair.rank == 0:
-            extra = max(0.0, float(np.median(cold) - np.median(warm)))
+            extra = (max(0.0, float(np.median(cold) - np.median(warm))), float(np.median(warm)))
         pair.Free()
     quiet_barrier(comm)
     return extra if comm.rank == 0 else None

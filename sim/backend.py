@@ -158,20 +158,31 @@ class _OwnCode:
     core of its own: the turns that code then waits for are charged (as compute) to the next
     step, the one in progress by then.
 
-    ``pace``: the factor that puts code timed now at the calibration's speed (or None);
-    ``cold_cost``: (seconds more, factor) of own code right after a large message, paid by the
-    first part after it; ``trace``: the node's `sim.timeline.Trace` where it is drawn on the
-    timeline (its charges are noted as the program's own code, ``local``), else None."""
+    Right after a large message the code finds its data evicted and runs slower while it
+    touches it again: ``cold_cost`` is (seconds more, factor, code seconds). With code seconds
+    (the calibration's stand-in, warm, `real.netbench.cold_own_code`), the first that many
+    seconds of own code after the message take the seconds more in proportion, so a piece as
+    long as the stand-in or longer pays all of them and a shorter one its share: a PS worker's
+    3 us between its push and its pull paid the stand-in's 70 us whole, where measured it took
+    11-17 us in all (2026-12-05). Without them (a profile before them), the first part after
+    the message pays the seconds more whole; without those either, it is multiplied by the
+    factor (the measured run's own-code factor).
 
-    __slots__ = ("closed_s", "cold", "factor", "pace", "refill", "since", "trace")
+    ``pace``: the factor that puts code timed now at the calibration's speed (or None);
+    ``trace``: the node's `sim.timeline.Trace` where it is drawn on the timeline (its charges
+    are noted as the program's own code, ``local``), else None."""
+
+    __slots__ = ("closed_s", "cold", "code_s", "factor", "pace", "refill", "since", "trace")
 
     def __init__(self, pace, cold_cost, trace):
-        self.pace, (self.refill, self.factor), self.trace = pace, cold_cost, trace
-        self.since, self.closed_s, self.cold = 0.0, 0.0, False
+        self.pace, (self.refill, self.factor, self.code_s), self.trace = pace, cold_cost, trace
+        self.since, self.closed_s, self.cold = 0.0, 0.0, 0.0
 
     def begin(self, cold):
         """The program runs its own code from now; ``cold``: right after a large message."""
-        self.since, self.closed_s, self.cold = perf_counter(), 0.0, cold
+        self.since, self.closed_s = perf_counter(), 0.0
+        # what is left cold: seconds of own code still to pay the refill (or any: inf)
+        self.cold = (self.code_s or math.inf) if cold else 0.0
 
     def charge(self, log):
         """Charge ``log`` the own code run since the last charge as compute; its seconds."""
@@ -179,8 +190,13 @@ class _OwnCode:
         seconds, self.since = now - self.since, now
         if self.pace is not None:
             seconds *= self.pace()
-        if self.cold:  # the first part after a large message pays its caches' refill
-            seconds, self.cold = seconds * self.factor + self.refill, False
+        if self.cold:  # own code right after a large message pays its caches' refill
+            if self.code_s:  # ... over its first code_s seconds, in proportion
+                touched = min(seconds, self.cold)
+                self.cold -= touched
+                seconds += self.refill * touched / self.code_s
+            else:  # ... all of it in the first part
+                seconds, self.cold = seconds * self.factor + self.refill, 0.0
         log.charge("compute", seconds)
         if self.trace is not None:
             self.trace.note_local()  # the program's own code
@@ -528,7 +544,11 @@ class Simulator:
         # smaller own code does not share: a PS worker's 130 us took 80-140 us more over TCP)
         refill = self.compute.cold_own_s
         factor = times.own_factor if times is not None and not times.own_code else 1.0
-        cold_cost = (refill, 1.0) if refill is not None else (0.0, factor)
+        cold_cost = (
+            (refill, 1.0, self.compute.cold_own_code_s)
+            if refill is not None
+            else (0.0, factor, None)
+        )
         host = self.cores.get(node.rank)  # the cores it shares with more ranks, or None
         if host is None:  # NOTE: the loop itself, no generator around it: it runs per event
             return self._drive(node, program, None, measured, cold_cost)
@@ -547,7 +567,7 @@ class Simulator:
 
     def _drive(self, node, program, host, measured, cold_cost):
         """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
-        ``cold_cost``: (seconds more, factor) of own code after a large message)."""
+        ``cold_cost``: (seconds more, factor, code seconds) of own code after a large message: `_OwnCode`)."""
         pace = self.compute.pace  # own code timed now, put at the calibration's speed
         reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache

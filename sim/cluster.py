@@ -235,6 +235,7 @@ class Cluster:
             "speeds": list(compute.speeds) if self.ranks <= 10_000 else self.speeds,
             "busy_cores": compute.busy,
             "cold_own_s": compute.cold_own_s,
+            "cold_own_code_s": compute.cold_own_code_s,
             # own code timed in the simulator, put at the calibration's speed (its kernel's s)
             "pace_reference_s": compute.pace.reference_s if compute.pace else None,
             "stragglers": self.stragglers,

@@ -93,7 +93,8 @@ buckets (`sim.shaping`) instead.
                                    # after others ran there, takes this much more (caches)
     gamma_s_per_byte = 1.2e-10     # a reduction's arithmetic: seconds a byte combined
     cold_own_s = 1.4e-05           # a program's own code right after a message of
-    cold_own_bytes = 670240        # cold_own_bytes takes this much more than warm
+    cold_own_bytes = 670240        # cold_own_bytes takes this much more than warm,
+    cold_own_code_s = 2.6e-05      # over its first this many seconds (shorter code: its share)
     reference_s = 1.7e-4           # a fixed kernel's time at calibration: own code timed in
                                    # the simulator is put at that speed (`calibration.pace`)
 
@@ -186,6 +187,7 @@ class ClusterProfile:
     seconds_per_update: dict = field(default_factory=dict)  # ... and the optimizer's share of it
     switch_s: dict = field(default_factory=dict)  # ... more when its caches were refilled
     cold_own_s: float | None = None  # own code right after a large message: more than warm
+    cold_own_code_s: float | None = None  # ... over its first this many seconds
     reference_s: float | None = None  # `calibration.pace`'s kernel at the calibration's speed
     step_times: dict = field(default_factory=dict)  # model name -> StepTimes
     busy: dict = field(default_factory=dict)  # model name -> BusyCores (a step as k compute)
@@ -552,6 +554,11 @@ def load_profile(name_or_path):
             cold_own_s=(
                 _number(compute["cold_own_s"], "[compute] cold_own_s")
                 if "cold_own_s" in compute
+                else None
+            ),
+            cold_own_code_s=(
+                _number(compute["cold_own_code_s"], "[compute] cold_own_code_s", above=0)
+                if "cold_own_code_s" in compute
                 else None
             ),
             reference_s=(

@@ -48,6 +48,11 @@ class ComputeModel:
         operation that moved a large message, as measured on the calibrated machine (a
         profile's ``[compute] cold_own_s``); None: scaled by the measured run's own-code factor
         instead (`calibration.steptimes.StepTimes.own_factor`).
+    cold_own_code_s : float or None
+        Seconds of the calibration's stand-in own code, warm, that took ``cold_own_s`` more:
+        own code right after a large message pays that much more over its first this many
+        seconds, in proportion (a profile's ``[compute] cold_own_code_s``; None: the first
+        part after the message pays it whole).
     pace : callable or None
         Seconds timed in this process (own code; gradients with ``--compute measured``) are
         multiplied by ``pace()``: this machine's speed now put at the calibration's
@@ -64,6 +69,7 @@ class ComputeModel:
     busy: dict | None = None
     cold_own_s: float | None = None
     pace: object = None
+    cold_own_code_s: float | None = None
 
     @property
     def measured(self):
@@ -157,6 +163,7 @@ def compute_model(
         busy,
         profile.cold_own_s if profile is not None else None,
         Pace(profile.reference_s) if profile is not None and profile.reference_s else None,
+        profile.cold_own_code_s if profile is not None else None,
     )
 
 

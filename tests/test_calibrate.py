@@ -116,6 +116,7 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     # own code right after the first model's gradient (mlp: 167,560 float32) over warm
     assert p["compute"]["cold_own_bytes"] == 4 * 167_560
     assert 0 <= p["compute"]["cold_own_s"] < 1e-3
+    assert 0 < p["compute"]["cold_own_code_s"] < 1e-3  # the stand-in: about 25 us warm
     # the pace's reference kernel at the calibration's speed: about 0.2 ms on these machines
     assert 2e-5 < p["compute"]["reference_s"] < 5e-3
     assert min(p["compute"]["finish"]["sizes"]) == 131072  # --quick's from 64 KiB

@@ -771,13 +771,70 @@ def test_own_code_before_a_step_closes_is_that_steps_and_the_rest_the_next(monke
         assert 2e-3 - 1e-12 <= after - before <= 2e-3 + message
 
 
+@pytest.mark.parametrize(("code_ms", "share"), [(4.0, 0.25), (1.0, 1.0), (0.5, 1.0)])
+def test_the_refill_is_paid_over_the_stand_ins_code_in_proportion(monkeypatch, code_ms, share):
+    """With the stand-in's code seconds (``cold_own_code_s``), own code right after a large
+    message pays ``cold_own_s`` in proportion over its first that many seconds: each piece
+    here is 1 ms (a clock that moves 1 ms a reading), so against a 4 ms stand-in it pays a
+    quarter, against 1 or 0.5 ms all of it; after a small message nothing."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+    sizes = (20_000, 8, 20_000, 8)  # float32: 80 KB, 32 B, 80 KB, 32 B
+
+    def program(rank):
+        for n in sizes:
+            if rank == 0:
+                yield Send(dest=1, payload=np.zeros(n, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(n, np.float32))
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_Log() for _ in range(2)]
+    model = ComputeModel(cold_own_s=3e-4, cold_own_code_s=code_ms * 1e-3)
+    Simulator(nodes, logs, ALPHA, BETA, model).run([program(r) for r in range(2)])
+    for log in logs:
+        assert log.seconds["compute"] == pytest.approx(4e-3 + 2 * share * 3e-4, rel=1e-9)
+
+
+def test_the_refill_goes_on_over_a_steps_close_until_the_stand_ins_code_is_run(monkeypatch):
+    """A step closes 1 ms into the own code after a large message and 1 ms of own code follows
+    before the next operation (a PS worker's pull, then its next batch): against a 4 ms
+    stand-in, each ms pays a quarter of the refill, the closing step's share and the next's."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+
+    def program(node):
+        for iteration in (1, 2):
+            if node.rank == 0:
+                yield Send(dest=1, payload=np.zeros(20_000, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(20_000, np.float32))
+            node.on_step_end(SimpleNamespace(epoch=0, iteration=iteration), 0.0, 0)
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_StepLog() for _ in range(2)]
+    model = ComputeModel(cold_own_s=4e-4, cold_own_code_s=4e-3)
+    Simulator(nodes, logs, ALPHA, BETA, model).run([program(n) for n in nodes])
+    for log in logs:  # step 1: 1 ms before its Send or Recv, 1 ms after it (+1e-4 refill)
+        assert [(i, c) for i, _, c in log.steps] == [
+            (1, pytest.approx(2e-3 + 1e-4, rel=1e-9)),
+            (2, pytest.approx(2e-3 + 2e-4, rel=1e-9)),
+        ]
+
+
 def test_a_profile_with_a_negative_cold_own_code_is_refused_naming_it(tmp_path):
     profile = tmp_path / "p.toml"
     profile.write_text("[compute]\ncold_own_s = -1e-5\n")
     with pytest.raises(ValueError, match=r"\[compute\] cold_own_s must be a finite number >= 0"):
         load_profile(str(profile))
-    profile.write_text("[compute]\ncold_own_s = 7.4e-5\n")
+    profile.write_text("[compute]\ncold_own_code_s = 0\n")
+    with pytest.raises(
+        ValueError, match=r"\[compute\] cold_own_code_s must be a finite number > 0"
+    ):
+        load_profile(str(profile))
+    profile.write_text("[compute]\ncold_own_s = 7.4e-5\ncold_own_code_s = 2.6e-5\n")
     assert load_profile(str(profile)).cold_own_s == 7.4e-5
+    assert load_profile(str(profile)).cold_own_code_s == 2.6e-5
 
 
 def test_a_profile_with_an_impossible_number_is_refused_naming_it(tmp_path):
