@@ -172,7 +172,7 @@ class _OwnCode:
     ``trace``: the node's `sim.timeline.Trace` where it is drawn on the timeline (its charges
     are noted as the program's own code, ``local``), else None."""
 
-    __slots__ = ("closed_s", "cold", "code_s", "factor", "pace", "refill", "since", "trace")
+    __slots__ = ("closed_s", "code_s", "cold", "factor", "pace", "refill", "since", "trace")
 
     def __init__(self, pace, cold_cost, trace):
         self.pace, (self.refill, self.factor, self.code_s), self.trace = pace, cold_cost, trace
@@ -567,7 +567,8 @@ class Simulator:
 
     def _drive(self, node, program, host, measured, cold_cost):
         """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
-        ``cold_cost``: (seconds more, factor, code seconds) of own code after a large message: `_OwnCode`)."""
+        ``cold_cost``: (seconds more, factor, code seconds) of own code after a large message,
+        `_OwnCode`'s)."""
         pace = self.compute.pace  # own code timed now, put at the calibration's speed
         reply, log, handlers = None, self.logs[node.rank], self._handlers
         notice, cold = None, False  # cold: the last operation moved enough to evict the cache

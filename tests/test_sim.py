@@ -733,6 +733,26 @@ class _StepLog(_Log):
         self._closed = self.seconds["compute"]
 
 
+def _stepped_pair(monkeypatch, steps, floats, model):
+    """Rank 0 sends rank 1 ``floats`` float32 a step, for ``steps`` steps, each closed right
+    after its message; own code timed by a clock that moves 1 ms a reading. The `_StepLog`s."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+
+    def program(node):
+        for iteration in range(1, steps + 1):
+            if node.rank == 0:
+                yield Send(dest=1, payload=np.zeros(floats, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(floats, np.float32))
+            node.on_step_end(SimpleNamespace(epoch=0, iteration=iteration), 0.0, 0)
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_StepLog() for _ in range(2)]
+    Simulator(nodes, logs, ALPHA, BETA, model).run([program(n) for n in nodes])
+    return logs
+
+
 def test_own_code_before_a_step_closes_is_that_steps_and_the_rest_the_next(monkeypatch):
     """A program's own code runs on from its last operation through the step's close
     (``end_step``) into the next step's; timed in process (a clock that moves 1 ms a reading),
@@ -740,20 +760,7 @@ def test_own_code_before_a_step_closes_is_that_steps_and_the_rest_the_next(monke
     Readings: one as the own code begins (after each operation), one at each close, one at the
     next operation: 1 ms before every close and 1 ms after it. The last step's own code after
     its close is in no step (the program ends)."""
-    ticks = itertools.count()
-    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
-
-    def program(node):
-        for iteration in (1, 2, 3):
-            if node.rank == 0:
-                yield Send(dest=1, payload=np.zeros(2, np.float32))
-            else:
-                yield Recv(source=0, buf=np.zeros(2, np.float32))
-            node.on_step_end(SimpleNamespace(epoch=0, iteration=iteration), 0.0, 0)
-
-    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
-    logs = [_StepLog() for _ in range(2)]
-    Simulator(nodes, logs, ALPHA, BETA, ComputeModel()).run([program(n) for n in nodes])
+    logs = _stepped_pair(monkeypatch, 3, 2, ComputeModel())
     for log in logs:  # the own code before the first operation is step 1's too
         assert [(i, c) for i, _, c in log.steps] == [
             (1, pytest.approx(2e-3)),
@@ -800,21 +807,9 @@ def test_the_refill_goes_on_over_a_steps_close_until_the_stand_ins_code_is_run(m
     """A step closes 1 ms into the own code after a large message and 1 ms of own code follows
     before the next operation (a PS worker's pull, then its next batch): against a 4 ms
     stand-in, each ms pays a quarter of the refill, the closing step's share and the next's."""
-    ticks = itertools.count()
-    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
-
-    def program(node):
-        for iteration in (1, 2):
-            if node.rank == 0:
-                yield Send(dest=1, payload=np.zeros(20_000, np.float32))
-            else:
-                yield Recv(source=0, buf=np.zeros(20_000, np.float32))
-            node.on_step_end(SimpleNamespace(epoch=0, iteration=iteration), 0.0, 0)
-
-    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
-    logs = [_StepLog() for _ in range(2)]
-    model = ComputeModel(cold_own_s=4e-4, cold_own_code_s=4e-3)
-    Simulator(nodes, logs, ALPHA, BETA, model).run([program(n) for n in nodes])
+    logs = _stepped_pair(
+        monkeypatch, 2, 20_000, ComputeModel(cold_own_s=4e-4, cold_own_code_s=4e-3)
+    )
     for log in logs:  # step 1: 1 ms before its Send or Recv, 1 ms after it (+1e-4 refill)
         assert [(i, c) for i, _, c in log.steps] == [
             (1, pytest.approx(2e-3 + 1e-4, rel=1e-9)),
