@@ -226,24 +226,51 @@ def test_own_code_is_read_piece_by_piece_after_each_kind_of_operation(tmp_path):
         ("read wire", "comm", 10),
         ("local", "compute", 60),
     )
-    _timeline(tmp_path / "run", {0: rank_0, 1: rank_1})
-    after, gradients, inside, ranks = own_code.pieces(tmp_path / "run")
-    assert ranks == 2 and inside == pytest.approx(7 * us)
+    rank_2 = laid(("compute", "compute", 2000), ("send", "comm", 100), ("local", "compute", 80))
+    _timeline(tmp_path / "run", {0: rank_0, 1: rank_1, 2: rank_2})
+    after, roles, gradients, inside, ranks = own_code.pieces(tmp_path / "run")
+    assert ranks == 3 and inside == pytest.approx(7 * us)
+    # rank 2 does what rank 0 does but Recv: each rank a role of its own
+    assert roles == {"rank 0": (0,), "rank 1": (1,), "rank 2": (2,)}
     assert {k: [round(s / us, 6) for s in v] for k, v in after.items()} == {
-        "send": [50.0],
-        "recv": [100.0, 40.0],
-        "allgather": [60.0],  # after its wire bytes read, a part of it
+        ("send", "rank 0"): [50.0],
+        ("recv", "rank 0"): [100.0],
+        ("recv", "rank 1"): [40.0],
+        ("allgather", "rank 1"): [60.0],  # after its wire bytes read, a part of it
+        ("send", "rank 2"): [80.0],
     }
-    assert sorted(round(g / us, 6) for g in gradients) == [1000.0, 3000.0]
+    assert sorted(round(g / us, 6) for g in gradients) == [1000.0, 2000.0, 3000.0]
     rows = {
         line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
         for line in own_code.table([tmp_path / "run"], [2]).splitlines()[2:]
     }
-    assert rows["after recv: us a step (median piece)"] == ["35.0 (70.0)"]  # 140 us / 2 / 2
-    assert rows["after send: us a step (median piece)"] == ["12.5 (50.0)"]
+    assert rows["after recv, rank 0: us a step (median piece)"] == ["50.0 (100.0)"]  # 100 / 2
+    assert rows["after recv, rank 1: us a step (median piece)"] == ["20.0 (40.0)"]
+    assert rows["after send, rank 0: us a step (median piece)"] == ["25.0 (50.0)"]
     assert rows["gradient: median (us)"] == ["2000.0"]
-    assert rows["gradients at 1.5x the median or more (%)"] == ["50.0"]
-    assert rows["compute inside operations: us a step"] == ["1.8"]  # 7 us / 2 / 2
+    assert rows["gradients at 1.5x the median or more (%)"] == ["33.3"]  # 3 ms of 1, 2, 3
+    assert rows["compute inside operations: us a step"] == ["1.2"]  # 7 us / 3 / 2
+
+
+def test_ranks_doing_the_same_kinds_of_operations_are_one_role_named_as_a_reader_would():
+    """A parameter server's workers are read together, apart from the server."""
+    from twinsgd.analysis import own_code
+
+    assert own_code.ranks_text([0]) == "rank 0"
+    assert own_code.ranks_text([3, 1, 2]) == "ranks 1-3"
+    assert own_code.ranks_text([0, 2, 5, 6, 7]) == "ranks 0, 2, 5-7"
+
+
+def test_a_parameter_servers_own_code_is_read_apart_from_its_workers(tmp_path, capsys):
+    """A simulated synchronous PS of 3 nodes: rank 0 serves (Recv, Send), ranks 1-2 compute."""
+    (tmp_path / "p.toml").write_text("[compute]\nseconds_per_sample = 1e-3\n")
+    _sim(tmp_path / "ps", "--nodes", "3", "--algorithm", "ps", "--compute", "measured")
+    capsys.readouterr()
+    assert compare.main([str(tmp_path / "ps"), "--own-code"]) == 0
+    out = capsys.readouterr().out
+    labels = {row.split("|")[1].strip() for row in out.splitlines() if row.startswith("|")}
+    assert "after recv, rank 0: us a step (median piece)" in labels  # the server's update
+    assert "after recv, ranks 1-2: us a step (median piece)" in labels  # the workers' next batch
 
 
 def test_compare_own_code_sets_two_runs_pieces_side_by_side(tmp_path, capsys):

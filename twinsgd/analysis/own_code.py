@@ -31,9 +31,12 @@ LONG_GRADIENT = 1.5  # a gradient this many times the run's median or more is co
 
 
 def pieces(folder):
-    """{kind of operation: own code's pieces after it (s)}, the gradients (s), the compute
-    charged inside operations (s, summed), and the ranks drawn, from ``folder``/timeline.json.
-    ValueError naming the file if it does not read as a timeline."""
+    """The own code's pieces of ``folder``/timeline.json by role, the gradients (s), the compute
+    charged inside operations (s, summed), and the ranks drawn. The pieces are {(kind of
+    operation, role): [seconds]}, a role the ranks that do the same kinds of operations (a
+    parameter server's and its workers' own code apart: pooled, a server's update after its
+    Recv read as a worker's next batch), named as `ranks_text` names them; with {role: its
+    ranks, sorted}. ValueError naming the file if it does not read as a timeline."""
     path = Path(folder) / "timeline.json"
     try:
         events = json.loads(path.read_text())["traceEvents"]
@@ -43,9 +46,10 @@ def pieces(folder):
                 by_rank[e["tid"]].append((e["ts"], e["dur"] * 1e-6, e["name"], e["cat"]))
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(f"{path}: not a timeline ({type(err).__name__}: {err})") from None
-    after, gradients, inside = defaultdict(list), [], 0.0
-    for rank_events in by_rank.values():
+    by_role, gradients, inside = defaultdict(dict), [], 0.0  # role's kinds -> {rank: pieces}
+    for rank, rank_events in by_rank.items():
         rank_events.sort()
+        after, kinds = defaultdict(list), set()
         before, piece = None, 0.0  # the operation the own code follows, its seconds so far
         for _, seconds, name, kind in rank_events:
             if name == "local":
@@ -60,15 +64,36 @@ def pieces(folder):
                 inside += seconds
             if kind != "wait" and name not in (WRITE_WIRE, READ_WIRE):  # (parts of operations
                 before = name.split()[0]  # on a measured timeline: a Recv's wait, wire bytes)
+                kinds.add(before)
         if before is not None and piece > MIN_LOCAL_EVENT_S:
             after[before].append(piece)
-    return dict(after), gradients, inside, len(by_rank)
+        by_role[frozenset(kinds)][rank] = after
+    after, roles = defaultdict(list), {}
+    for members in by_role.values():
+        role = ranks_text(members)
+        roles[role] = tuple(sorted(members))
+        for rank_after in members.values():
+            for kind, rank_pieces in rank_after.items():
+                after[kind, role] += rank_pieces
+    return dict(after), roles, gradients, inside, len(by_rank)
+
+
+def ranks_text(ranks):
+    """Ranks as a reader writes them: ``rank 0``, ``ranks 1-3``, ``ranks 0, 2, 5-7``."""
+    ranks, spans = sorted(ranks), []
+    for rank in ranks:
+        if spans and rank == spans[-1][1] + 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+    return f"rank{'s' if len(ranks) > 1 else ''} {text}"
 
 
 def table(folders, iterations):
     """The Markdown table of ``folders``' pieces side by side (the first as reference), per
-    drawn rank and iteration (``iterations``: each run's): own code after each kind of
-    operation, us a step and its median piece; the gradients' median and the share long;
+    rank and iteration (``iterations``: each run's): own code after each kind of operation,
+    by role, us a step and its median piece; the gradients' median and the share long;
     compute inside operations. The last column is the last run over the first."""
     runs = [pieces(f) for f in folders]
     names = [Path(f).name for f in folders]
@@ -89,15 +114,19 @@ def table(folders, iterations):
     def text(value):
         return "-" if value is None else f"{value:.1f}"
 
-    for kind in sorted({kind for after, *_ in runs for kind in after}):
+    first = {role: ranks[0] for _, roles, *_ in runs for role, ranks in roles.items()}
+    keys = {key for after, *_ in runs for key in after}
+    for kind, role in sorted(keys, key=lambda key: (first[key[1]], key[0])):  # a role's together
         steps = [
-            per_step(sum(after.get(kind, ())), ranks, n)
-            for (after, _, _, ranks), n in zip(runs, iterations, strict=True)
+            per_step(sum(after.get((kind, role), ())), len(roles.get(role, ())), n)
+            for (after, roles, *_), n in zip(runs, iterations, strict=True)
         ]
-        medians = [1e6 * float(np.median(a[kind])) if a.get(kind) else None for a, *_ in runs]
+        medians = [
+            1e6 * float(np.median(a[kind, role])) if a.get((kind, role)) else None for a, *_ in runs
+        ]
         cells = [f"{text(s)} ({text(m)})" for s, m in zip(steps, medians, strict=True)]
-        row(f"after {kind}: us a step (median piece)", steps, cells)
-    gradients = [g for _, g, _, _ in runs]
+        row(f"after {kind}, {role}: us a step (median piece)", steps, cells)
+    gradients = [g for _, _, g, _, _ in runs]
     medians = [1e6 * float(np.median(g)) if g else None for g in gradients]
     row("gradient: median (us)", medians, map(text, medians))
     long = [
@@ -105,6 +134,6 @@ def table(folders, iterations):
         for g in gradients
     ]
     row(f"gradients at {LONG_GRADIENT:g}x the median or more (%)", long, map(text, long))
-    inside = [per_step(s, ranks, n) for (_, _, s, ranks), n in zip(runs, iterations, strict=True)]
+    inside = [per_step(s, ranks, n) for (*_, s, ranks), n in zip(runs, iterations, strict=True)]
     row("compute inside operations: us a step", inside, map(text, inside))
     return "\n".join(lines)
