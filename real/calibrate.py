@@ -623,8 +623,8 @@ def _train_steps(args, comm, model, work, windows):
     if comm.rank != 0:
         return None
     argv, _ = windows[-1][model]
-    own_solo_s = _solo_own_code(argv, args.train_steps, dataset=work[3])
-    return step_times_from_runs([window[model][1] for window in windows], own_solo_s=own_solo_s)
+    own_alone_s = _own_code_alone(argv, dataset=work[3])
+    return step_times_from_runs([window[model][1] for window in windows], own_alone_s=own_alone_s)
 
 
 def _wire_in_program(args, comm, model):
@@ -674,9 +674,12 @@ def _run_beside(args, model, kind, *flags, steps=None):
     return argv, run_dir
 
 
-def _solo_own_code(argv, steps, dataset):
+def _own_code_alone(argv, dataset):
     """Seconds per step of the program's own code (all its compute but the gradient's) when
-    it runs alone in this process with nothing else going on, as the simulator times it."""
+    it runs alone in this process with nothing else going on, as the simulator times it: the
+    mean over its steps after each rank's first `WARMUP_STEPS`, as the runs' ``own_s`` is
+    read. (Divided by the three windows' steps where one window's ran, it was a third of
+    this before 2026-12-05.)"""
     from real.backend import Driver
     from twinsgd.programs import attach_optimizer, make_node, node_program
     from twinsgd.run.config import parse_config
@@ -694,8 +697,14 @@ def _solo_own_code(argv, steps, dataset):
         )
         driver = Driver(node, log, None, measure_wait=False)
         driver.run(node_program(cfg)(node))
-        gradient_s = sum(end - start for name, _, start, end in driver.events if name == "compute")
-        return max(0.0, (log.totals["compute_s"] - gradient_s) / steps)
+        log.node_totals()  # (puts its steps on disk)
+        with open(Path(folder) / "steps.csv") as f:
+            compute = np.array([float(row["compute_s"]) for row in csv.DictReader(f)])
+    gradients = np.array(
+        [end - start for name, _, start, end in driver.events if name == "compute"]
+    )
+    own = (compute - gradients)[WARMUP_STEPS:]  # one gradient a step (allreduce SGD)
+    return max(0.0, float(np.mean(own))) if own.size else 0.0
 
 
 def _measure_compute(models, X, y, dataset, quick):

@@ -158,15 +158,16 @@ class _OwnCode:
     core of its own: the turns that code then waits for are charged (as compute) to the next
     step, the one in progress by then.
 
-    Right after a large message the code finds its data evicted and runs slower while it
-    touches it again: ``cold_cost`` is (seconds more, factor, code seconds). With code seconds
+    ``cold_cost`` is (seconds more, factor, code seconds). All own code is multiplied by the
+    factor: inside a run it shares the machine with the other ranks and the kernel's network
+    work (`calibration.steptimes.StepTimes.in_run_factor`). Right after a large message the
+    code finds its data evicted and runs slower while it touches it again: with code seconds
     (the calibration's stand-in, warm, `real.netbench.cold_own_code`), the first that many
     seconds of own code after the message take the seconds more in proportion, so a piece as
     long as the stand-in or longer pays all of them and a shorter one its share: a PS worker's
     3 us between its push and its pull paid the stand-in's 70 us whole, where measured it took
     11-17 us in all (2026-12-05). Without them (a profile before them), the first part after
-    the message pays the seconds more whole; without those either, it is multiplied by the
-    factor (the measured run's own-code factor).
+    the message pays the seconds more whole.
 
     ``pace``: the factor that puts code timed now at the calibration's speed (or None);
     ``trace``: the node's `sim.timeline.Trace` where it is drawn on the timeline (its charges
@@ -190,13 +191,14 @@ class _OwnCode:
         seconds, self.since = now - self.since, now
         if self.pace is not None:
             seconds *= self.pace()
+        seconds *= self.factor  # (inside a run)
         if self.cold:  # own code right after a large message pays its caches' refill
             if self.code_s:  # ... over its first code_s seconds, in proportion
                 touched = min(seconds, self.cold)
                 self.cold -= touched
                 seconds += self.refill * touched / self.code_s
             else:  # ... all of it in the first part
-                seconds, self.cold = seconds * self.factor + self.refill, 0.0
+                seconds, self.cold = seconds + self.refill, 0.0
         log.charge("compute", seconds)
         if self.trace is not None:
             self.trace.note_local()  # the program's own code
@@ -539,16 +541,11 @@ class Simulator:
         measured = self.compute.measured or (
             times is not None and (not times.own_code or not getattr(node, "computes", True))
         )
-        # own code right after a large message runs cold: the measured seconds more, or else
-        # the measured run's factor (calibrated on its own code, which the other programs'
-        # smaller own code does not share: a PS worker's 130 us took 80-140 us more over TCP)
-        refill = self.compute.cold_own_s
-        factor = times.own_factor if times is not None and not times.own_code else 1.0
-        cold_cost = (
-            (refill, 1.0, self.compute.cold_own_code_s)
-            if refill is not None
-            else (0.0, factor, None)
-        )
+        # own code runs slower inside a run than alone, and right after a large message it
+        # pays its caches' refill (`_OwnCode`)
+        refill = self.compute.cold_own_s or 0.0
+        in_run = times.in_run_factor(refill) if times is not None and not times.own_code else 1.0
+        cold_cost = (refill, in_run, self.compute.cold_own_code_s)
         host = self.cores.get(node.rank)  # the cores it shares with more ranks, or None
         if host is None:  # NOTE: the loop itself, no generator around it: it runs per event
             return self._drive(node, program, None, measured, cold_cost)

@@ -243,7 +243,8 @@ def test_step_times_come_from_the_real_program_beside_the_profile(profile):
     assert steps["median_s"] == pytest.approx(times.median_s, rel=1e-5)
     assert steps["steps"] == sum(step_times_from_run(run).steps for run in runs)
     assert steps["own_code"] is False  # the gradients alone, from the run's timeline
-    assert steps["own_s"] > 0 and steps["own_solo_s"] > 0  # the update, in the run and alone
+    # the update and the next batch, in the run and alone: alone, 0.3-0.4 ms an MLP step
+    assert steps["own_s"] > 0 and 1e-4 < steps["own_alone_s"] < 2e-3
 
 
 @pytest.mark.mpi

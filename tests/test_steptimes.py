@@ -508,31 +508,34 @@ def test_a_one_machines_memory_copies_bound_its_ranks_messages(
     assert cluster.make_network().machine_copies == expected
 
 
-def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(tmp_path):
-    """An own-code factor of 20: every allreduce step's update follows a 670 KB allreduce and
-    pays it; Local-SGD's updates follow a gradient (no message) and run warm, so its steps cost
-    far less own code."""
-    times = StepTimes.from_samples(
-        [1e-3],
-        batch_size=100,
-        ranks=2,
-        cores=2,
-        model="mlp",
-        own_code=False,
-        own_s=20e-3,
-        own_solo_s=1e-3,
-    )
-    path = tmp_path / "p.toml"
-    path.write_text(
-        tomli_w.dumps(
-            {
-                "cluster": {"name": "t", "cores": 2, "one_machine": True},
-                "compute": {"steps": {"mlp": times.to_dict()}},
-            }
-        )
-    )
+@pytest.mark.parametrize("flags", [[], ["--local-steps", "10"]])
+def test_all_own_code_is_scaled_by_the_measured_runs_own_code_over_the_same_alone(tmp_path, flags):
+    """Own code measured 20 times as long inside the run as alone: every piece of it is, the
+    update after each allreduce and Local-SGD's updates between averages alike; against the
+    same profile at 1 (own code as long in the run as alone), 20 times (more than 10, as
+    own code timed in process moves from run to run)."""
     per_step = {}
-    for name, flags in (("every", []), ("local", ["--local-steps", "10"])):
+    for name, own_s in (("in run", 20e-3), ("alone", 1e-3)):
+        times = StepTimes.from_samples(
+            [1e-3],
+            batch_size=100,
+            ranks=2,
+            cores=2,
+            model="mlp",
+            own_code=False,
+            own_s=own_s,
+            own_alone_s=1e-3,
+        )
+        assert times.in_run_factor() == pytest.approx(own_s / 1e-3)
+        path = tmp_path / f"{name}.toml"
+        path.write_text(
+            tomli_w.dumps(
+                {
+                    "cluster": {"name": "t", "cores": 2, "one_machine": True},
+                    "compute": {"steps": {"mlp": times.to_dict()}},
+                }
+            )
+        )
         summary, _ = _sim_run(
             tmp_path / name,
             "--nodes",
@@ -548,7 +551,22 @@ def test_own_code_after_a_large_message_is_scaled_and_warm_local_steps_are_not(t
             *flags,
         )
         per_step[name] = summary["compute_s"] / summary["iterations"] - 1e-3  # own code
-    assert per_step["every"] > 3 * per_step["local"]
+    assert per_step["in run"] > 10 * per_step["alone"]
+
+
+def test_the_in_run_factor_leaves_out_the_refill_and_an_old_profiles_solo_time():
+    """(own_s - refill) / own_alone_s: 479 us in the run, 48 of them the refill, 377 alone is
+    1.143; nothing measured, or the refill past all of it, 1. A profile's ``own_solo_s``
+    (measured a third too short before 2026-12-05) is not read."""
+    times = StepTimes.from_samples(
+        [1e-3], batch_size=100, own_code=False, own_s=479e-6, own_alone_s=377e-6
+    )
+    assert times.in_run_factor(48e-6) == pytest.approx(431 / 377)
+    assert times.in_run_factor(500e-6) == 1.0
+    assert StepTimes.from_samples([1e-3], batch_size=100, own_s=479e-6).in_run_factor() == 1.0
+    old = {**times.to_dict(), "own_solo_s": 1.26e-4}
+    del old["own_alone_s"]
+    assert StepTimes.from_dict(old, "mlp").in_run_factor() == 1.0
 
 
 def test_bytes_moved_by_an_operation():

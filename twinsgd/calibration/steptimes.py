@@ -78,11 +78,13 @@ class StepTimes:
         True: the quantiles are whole steps, the program's own code included (what steps.csv
         counts). False: they are the gradient's Compute alone (what a real run's timeline.json
         records), and the simulator times each program's own code in process (scaled by
-        `own_factor`), so a program whose own code differs from the measured one (a codec, a
-        server's update, gossip's mixing) is charged for what it does.
-    own_s, own_solo_s : float
+        `in_run_factor`), so a program whose own code differs from the measured one (a codec,
+        a server's update, gossip's mixing) is charged for what it does.
+    own_s, own_alone_s : float
         Mean seconds per step of the program's own code in the measured run, and of the same
-        program alone in one process (0: not measured).
+        program alone in one process, as the simulator times it (0: not measured; a profile's
+        ``own_solo_s`` before 2026-12-05 was a third of that, divided by three windows' steps
+        where one window ran, and is not read).
 
     Examples
     --------
@@ -102,17 +104,20 @@ class StepTimes:
     source: str = ""
     own_code: bool = True
     own_s: float = 0.0
-    own_solo_s: float = 0.0
+    own_alone_s: float = 0.0
 
-    @property
-    def own_factor(self):
-        """How much slower the program's own code ran inside the measured run than alone in one
-        process (``own_s / own_solo_s``; 1 when not measured): inside a run, MPI's copies and
-        the kernel's TCP work evict the weights and optimizer state the update touches. The
-        simulator times own code alone, in its process, and scales by this the own code that
-        follows an operation that moved a large message (the measured program's every update
-        follows its allreduce; Local-SGD's steps between averages run warm)."""
-        return self.own_s / self.own_solo_s if self.own_s > 0 and self.own_solo_s > 0 else 1.0
+    def in_run_factor(self, refill_s=0.0):
+        """How much slower a program's own code runs inside a distributed run than alone in one
+        process, apart from the refill after its messages (``refill_s`` a step, what the
+        simulator charges the measured program for that: `sim.backend._OwnCode`): ``(own_s -
+        refill_s) / own_alone_s``; 1 when not measured. Inside a run the ranks' own code
+        shares the machine's caches and memory with the other ranks and the kernel's network
+        work: the ring's update and next batch took 479 us a step on 2 emulated hosts, 377
+        alone, of which a 48 us refill (2026-12-05). The simulator times own code alone, in its
+        process, and scales all of it by this."""
+        if self.own_s > refill_s and self.own_alone_s > 0:
+            return (self.own_s - refill_s) / self.own_alone_s
+        return 1.0
 
     def __post_init__(self):
         check_quantiles(self.quantiles_s, "quantiles_s")
@@ -191,7 +196,7 @@ class StepTimes:
             "source": self.source,
             "own_code": self.own_code,
             "own_s": float(f"{self.own_s:.6g}"),
-            "own_solo_s": float(f"{self.own_solo_s:.6g}"),
+            "own_alone_s": float(f"{self.own_alone_s:.6g}"),
             "median_s": float(f"{self.median_s:.6g}"),
             "quantiles_s": [float(f"{x:.6g}") for x in self.quantiles_s],
         }
@@ -210,7 +215,7 @@ class StepTimes:
                 str(document.get("source", "")),
                 bool(document.get("own_code", True)),
                 float(document.get("own_s", 0.0)),
-                float(document.get("own_solo_s", 0.0)),
+                float(document.get("own_alone_s", 0.0)),  # (own_solo_s: not read, see above)
             )
         except KeyError as err:
             raise ValueError(f"[compute.steps.{model}] needs {err.args[0]!r}") from None
@@ -279,16 +284,16 @@ def read_run_events(run_dir, name, warmup_steps=WARMUP_STEPS):
     return np.array(seconds) if seconds else None
 
 
-def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
+def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_alone_s=0.0):
     """The `StepTimes` of a run folder, with the cores its ranks shared on one machine from
     config.json's ``machine_cores`` (0: each had its own, or not known): of its gradients alone
     (`read_run_gradients`) when it has a timeline, with the mean own code per step beside them,
-    else of its whole steps (`read_run_steps`). ``own_solo_s``: the own code per step of the
-    same program alone in one process, if measured (`StepTimes.own_factor`)."""
-    return step_times_from_runs([run_dir], warmup_steps, own_solo_s)
+    else of its whole steps (`read_run_steps`). ``own_alone_s``: the own code per step of the
+    same program alone in one process, if measured (`StepTimes.in_run_factor`)."""
+    return step_times_from_runs([run_dir], warmup_steps, own_alone_s)
 
 
-def step_times_from_runs(run_dirs, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
+def step_times_from_runs(run_dirs, warmup_steps=WARMUP_STEPS, own_alone_s=0.0):
     """`step_times_from_run` of several runs of one program (the same model, batch and
     ranks) taken together: their samples pooled, as `real.calibrate` measures the program in
     windows spread over its measurements (a machine whose speed changes from second to second
@@ -319,7 +324,7 @@ def step_times_from_runs(run_dirs, warmup_steps=WARMUP_STEPS, own_solo_s=0.0):
             model=model,
             own_code=False,
             own_s=own_s,
-            own_solo_s=own_solo_s,
+            own_alone_s=own_alone_s,
             source=f"timeline.json of {where} {what}",
         )
     return StepTimes.from_samples(
