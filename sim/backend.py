@@ -158,25 +158,26 @@ class _OwnCode:
     core of its own: the turns that code then waits for are charged (as compute) to the next
     step, the one in progress by then.
 
-    ``cold_cost`` is (seconds more, factor, code seconds). All own code is multiplied by the
-    factor: inside a run it shares the machine with the other ranks and the kernel's network
-    work (`calibration.steptimes.StepTimes.in_run_factor`). Right after a large message the
-    code finds its data evicted and runs slower while it touches it again: with code seconds
-    (the calibration's stand-in, warm, `real.netbench.cold_own_code`), the first that many
+    Right after a large message the code finds its data evicted and runs slower while it
+    touches it again: ``cold_cost`` is (seconds more, code seconds). With code seconds (the
+    calibration's stand-in, warm, `real.netbench.cold_own_code`), the first that many
     seconds of own code after the message take the seconds more in proportion, so a piece as
     long as the stand-in or longer pays all of them and a shorter one its share: a PS worker's
     3 us between its push and its pull paid the stand-in's 70 us whole, where measured it took
     11-17 us in all (2026-12-05). Without them (a profile before them), the first part after
-    the message pays the seconds more whole.
+    the message pays the seconds more whole. (Tried and not kept: all own code scaled by the
+    measured program's own code in its run over the same alone, net of the refill; fitted on
+    the ring's update and next batch, 1.14-1.44x from one calibration to the next, it put a
+    top-k codec's own code 30 % over measured, docs/validation.md 2026-12-05.)
 
     ``pace``: the factor that puts code timed now at the calibration's speed (or None);
     ``trace``: the node's `sim.timeline.Trace` where it is drawn on the timeline (its charges
     are noted as the program's own code, ``local``), else None."""
 
-    __slots__ = ("closed_s", "code_s", "cold", "factor", "pace", "refill", "since", "trace")
+    __slots__ = ("closed_s", "code_s", "cold", "pace", "refill", "since", "trace")
 
     def __init__(self, pace, cold_cost, trace):
-        self.pace, (self.refill, self.factor, self.code_s), self.trace = pace, cold_cost, trace
+        self.pace, (self.refill, self.code_s), self.trace = pace, cold_cost, trace
         self.since, self.closed_s, self.cold = 0.0, 0.0, 0.0
 
     def begin(self, cold):
@@ -191,7 +192,6 @@ class _OwnCode:
         seconds, self.since = now - self.since, now
         if self.pace is not None:
             seconds *= self.pace()
-        seconds *= self.factor  # (inside a run)
         if self.cold:  # own code right after a large message pays its caches' refill
             if self.code_s:  # ... over its first code_s seconds, in proportion
                 touched = min(seconds, self.cold)
@@ -541,11 +541,8 @@ class Simulator:
         measured = self.compute.measured or (
             times is not None and (not times.own_code or not getattr(node, "computes", True))
         )
-        # own code runs slower inside a run than alone, and right after a large message it
-        # pays its caches' refill (`_OwnCode`)
-        refill = self.compute.cold_own_s or 0.0
-        in_run = times.in_run_factor(refill) if times is not None and not times.own_code else 1.0
-        cold_cost = (refill, in_run, self.compute.cold_own_code_s)
+        # own code right after a large message pays its caches' refill (`_OwnCode`)
+        cold_cost = (self.compute.cold_own_s or 0.0, self.compute.cold_own_code_s)
         host = self.cores.get(node.rank)  # the cores it shares with more ranks, or None
         if host is None:  # NOTE: the loop itself, no generator around it: it runs per event
             return self._drive(node, program, None, measured, cold_cost)
@@ -564,7 +561,7 @@ class Simulator:
 
     def _drive(self, node, program, host, measured, cold_cost):
         """`_process`'s loop (``host``: the `sim.cores.HostCores` the node shares, or None;
-        ``cold_cost``: (seconds more, factor, code seconds) of own code after a large message,
+        ``cold_cost``: (seconds more, code seconds) of own code after a large message,
         `_OwnCode`'s)."""
         pace = self.compute.pace  # own code timed now, put at the calibration's speed
         reply, log, handlers = None, self.logs[node.rank], self._handlers

@@ -46,9 +46,7 @@ class ComputeModel:
     cold_own_s : float or None
         Seconds a program's own code (timed in this process) takes more right after an
         operation that moved a large message, as measured on the calibrated machine (a
-        profile's ``[compute] cold_own_s``); None: nothing more. All own code is scaled besides
-        by the measured run's own code over the same alone (`step_times`'
-        `calibration.steptimes.StepTimes.in_run_factor`).
+        profile's ``[compute] cold_own_s``); None: nothing more.
     cold_own_code_s : float or None
         Seconds of the calibration's stand-in own code, warm, that took ``cold_own_s`` more:
         own code right after a large message pays that much more over its first this many

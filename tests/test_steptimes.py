@@ -508,65 +508,36 @@ def test_a_one_machines_memory_copies_bound_its_ranks_messages(
     assert cluster.make_network().machine_copies == expected
 
 
-@pytest.mark.parametrize("flags", [[], ["--local-steps", "10"]])
-def test_all_own_code_is_scaled_by_the_measured_runs_own_code_over_the_same_alone(tmp_path, flags):
-    """Own code measured 20 times as long inside the run as alone: every piece of it is, the
-    update after each allreduce and Local-SGD's updates between averages alike; against the
-    same profile at 1 (own code as long in the run as alone), 20 times (more than 10, as
-    own code timed in process moves from run to run)."""
-    per_step = {}
-    for name, own_s in (("in run", 20e-3), ("alone", 1e-3)):
-        times = StepTimes.from_samples(
-            [1e-3],
-            batch_size=100,
-            ranks=2,
-            cores=2,
-            model="mlp",
-            own_code=False,
-            own_s=own_s,
-            own_alone_s=1e-3,
-        )
-        assert times.in_run_factor() == pytest.approx(own_s / 1e-3)
-        path = tmp_path / f"{name}.toml"
-        path.write_text(
-            tomli_w.dumps(
-                {
-                    "cluster": {"name": "t", "cores": 2, "one_machine": True},
-                    "compute": {"steps": {"mlp": times.to_dict()}},
-                }
-            )
-        )
-        summary, _ = _sim_run(
-            tmp_path / name,
-            "--nodes",
-            "2",
-            "--algorithm",
-            "allreduce",
-            "--iterations",
-            "10",
-            "--profile",
-            str(path),
-            "--compute",
-            "empirical",
-            *flags,
-        )
-        per_step[name] = summary["compute_s"] / summary["iterations"] - 1e-3  # own code
-    assert per_step["in run"] > 10 * per_step["alone"]
-
-
-def test_the_in_run_factor_leaves_out_the_refill_and_an_old_profiles_solo_time():
-    """(own_s - refill) / own_alone_s: 479 us in the run, 48 of them the refill, 377 alone is
-    1.143; nothing measured, or the refill past all of it, 1. A profile's ``own_solo_s``
-    (measured a third too short before 2026-12-05) is not read."""
-    times = StepTimes.from_samples(
-        [1e-3], batch_size=100, own_code=False, own_s=479e-6, own_alone_s=377e-6
-    )
-    assert times.in_run_factor(48e-6) == pytest.approx(431 / 377)
-    assert times.in_run_factor(500e-6) == 1.0
-    assert StepTimes.from_samples([1e-3], batch_size=100, own_s=479e-6).in_run_factor() == 1.0
+def test_an_old_profiles_solo_own_code_is_not_read():
+    """``own_solo_s``, measured a third too short before 2026-12-05, is not read as the own
+    code alone; ``own_alone_s`` is, and goes back into a profile as it came."""
+    times = StepTimes.from_samples([1e-3], batch_size=100, own_code=False, own_s=4.8e-4)
     old = {**times.to_dict(), "own_solo_s": 1.26e-4}
-    del old["own_alone_s"]
-    assert StepTimes.from_dict(old, "mlp").in_run_factor() == 1.0
+    assert StepTimes.from_dict(old, "mlp").own_alone_s == 0.0
+    new = {**times.to_dict(), "own_alone_s": 3.77e-4}
+    assert StepTimes.from_dict(new, "mlp").to_dict()["own_alone_s"] == 3.77e-4
+
+
+def test_the_own_code_alone_is_per_step_of_its_own_run():
+    """`real.calibrate`'s own code alone, a mean per step of the run that timed it: a run of
+    12 steps and one of 36 give about the same (it was divided by the calibration's steps
+    where a third of them ran: 36 steps over 108 read as a third of 12 over 12)."""
+    from real.calibrate import _own_code_alone
+    from twinsgd.data import load_dataset
+
+    dataset = load_dataset("synthetic", None, allow_download=False)
+
+    def alone(steps):
+        argv = [
+            *("--algorithm", "allreduce", "--model", "mlp", "--dataset", "synthetic"),
+            *("--batch-size", "32", "--iterations", str(steps), "--eval-every", str(steps)),
+            "--no-progress",
+        ]
+        return _own_code_alone(argv, dataset)
+
+    short, long = alone(12), alone(36)
+    assert short > 0 and long > 0
+    assert 0.5 < long / short < 2.0
 
 
 def test_bytes_moved_by_an_operation():

@@ -77,14 +77,17 @@ class StepTimes:
     own_code : bool
         True: the quantiles are whole steps, the program's own code included (what steps.csv
         counts). False: they are the gradient's Compute alone (what a real run's timeline.json
-        records), and the simulator times each program's own code in process (scaled by
-        `in_run_factor`), so a program whose own code differs from the measured one (a codec,
-        a server's update, gossip's mixing) is charged for what it does.
+        records), and the simulator times each program's own code in process, so a program
+        whose own code differs from the measured one (a codec, a server's update, gossip's
+        mixing) is charged for what it does.
     own_s, own_alone_s : float
         Mean seconds per step of the program's own code in the measured run, and of the same
-        program alone in one process, as the simulator times it (0: not measured; a profile's
-        ``own_solo_s`` before 2026-12-05 was a third of that, divided by three windows' steps
-        where one window ran, and is not read).
+        program alone in one process, as the simulator times it (0: not measured), for the
+        reader: the ring's update and next batch took 1.2-1.6x as long in the run as alone
+        (2026-12-05), a ratio the simulator does not use (it did not carry to other programs'
+        own code: `sim.backend._OwnCode`). A profile's ``own_solo_s`` before 2026-12-05 was a
+        third of the alone time (divided by three windows' steps where one window ran) and is
+        not read.
 
     Examples
     --------
@@ -105,19 +108,6 @@ class StepTimes:
     own_code: bool = True
     own_s: float = 0.0
     own_alone_s: float = 0.0
-
-    def in_run_factor(self, refill_s=0.0):
-        """How much slower a program's own code runs inside a distributed run than alone in one
-        process, apart from the refill after its messages (``refill_s`` a step, what the
-        simulator charges the measured program for that: `sim.backend._OwnCode`): ``(own_s -
-        refill_s) / own_alone_s``; 1 when not measured. Inside a run the ranks' own code
-        shares the machine's caches and memory with the other ranks and the kernel's network
-        work: the ring's update and next batch took 479 us a step on 2 emulated hosts, 377
-        alone, of which a 48 us refill (2026-12-05). The simulator times own code alone, in its
-        process, and scales all of it by this."""
-        if self.own_s > refill_s and self.own_alone_s > 0:
-            return (self.own_s - refill_s) / self.own_alone_s
-        return 1.0
 
     def __post_init__(self):
         check_quantiles(self.quantiles_s, "quantiles_s")
@@ -289,7 +279,7 @@ def step_times_from_run(run_dir, warmup_steps=WARMUP_STEPS, own_alone_s=0.0):
     config.json's ``machine_cores`` (0: each had its own, or not known): of its gradients alone
     (`read_run_gradients`) when it has a timeline, with the mean own code per step beside them,
     else of its whole steps (`read_run_steps`). ``own_alone_s``: the own code per step of the
-    same program alone in one process, if measured (`StepTimes.in_run_factor`)."""
+    same program alone in one process, if measured."""
     return step_times_from_runs([run_dir], warmup_steps, own_alone_s)
 
 
