@@ -697,7 +697,7 @@ def _own_code_alone(argv, dataset):
         )
         driver = Driver(node, log, None, measure_wait=False)
         driver.run(node_program(cfg)(node))
-        log.node_totals()  # (puts its steps on disk)
+        log.steps.close()  # its rows on disk, its file closed
         with open(Path(folder) / "steps.csv") as f:
             compute = np.array([float(row["compute_s"]) for row in csv.DictReader(f)])
     gradients = np.array(
