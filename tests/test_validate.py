@@ -182,6 +182,8 @@ def test_from_rebuilds_the_same_table_and_csv_from_the_folders(tmp_path, capsys)
     assert (rows[1]["extrapolated"], rows[0]["extrapolated"]) == ("True", "False")
     assert validate.main(["--from", str(tmp_path)]) == 0
     assert capsys.readouterr().out == printed  # re-rendered, the same
+    own = (tmp_path / "own-code.md").read_text()  # a heading a cell that ran, no timelines here
+    assert own.count("\n## ") == 7 and own.count("timeline.json: not a timeline") == 7
 
 
 # -- the runner, with its subprocesses faked -----------------------------------------------------
@@ -387,6 +389,10 @@ def test_quick_on_shared_memory_measures_simulates_and_tables(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == (out / "validation.md").read_text()
+    own = (out / "own-code.md").read_text().split("\n## ")  # each cell's own code by role
+    server = next(part for part in own if part.startswith("shm, ps-sync, 2 hosts"))
+    assert "| after recv, rank 0: us a step" in server  # its update
+    assert "| after recv, rank 1: us a step" in server  # its worker's next batch
     with open(out / "validation.csv", newline="") as fh:
         rows = list(csv.DictReader(fh))
     assert [(r["network"], r["config"], r["hosts"], r["status"]) for r in rows] == [

@@ -137,3 +137,28 @@ def table(folders, iterations):
     inside = [per_step(s, ranks, n) for (*_, s, ranks), n in zip(runs, iterations, strict=True)]
     row("compute inside operations: us a step", inside, map(text, inside))
     return "\n".join(lines)
+
+
+def cells_text(folder):
+    """The own code of every cell of a validation folder (``NET/CONFIG-H``, `analysis.validate`)
+    whose row is "ok": a heading, then `table` of its measured runs and its simulated one, the
+    simulated over the first measured; a cell whose folders have no timeline says so in a line.
+    Why: where a row's compute misses, which piece of it does is the next question, and with
+    the tables written beside the table a round answers it without a run of its own."""
+    from twinsgd.analysis.compare import read_run
+
+    parts = ["# Own code by role, measured and simulated (`analysis.compare --own-code`)"]
+    for row_file in sorted(Path(folder).glob("*/*/row.json")):
+        cell = row_file.parent
+        row = json.loads(row_file.read_text())
+        if row.get("status") != "ok":
+            continue
+        reals = [p for p in cell.glob("real-*[0-9]") if p.is_dir()]
+        runs = [*sorted(reals, key=lambda p: int(p.name.split("-")[-1])), cell / "sim"]
+        parts.append(f"## {row['network']}, {row['config']}, {row['hosts']} hosts")
+        try:
+            iterations = [read_run(run)[0]["iterations"] for run in runs]
+            parts.append(table(runs, iterations))
+        except ValueError as err:
+            parts.append(f"not read: {err}")
+    return "\n\n".join(parts) + "\n"

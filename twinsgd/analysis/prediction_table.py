@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from twinsgd.analysis import own_code
 from twinsgd.analysis.compare import read_run
 
 CALIBRATION_HOSTS = 2  # the profile is measured on this many hosts; other counts extrapolate
@@ -381,13 +382,15 @@ def render(rows, speed=()):
 
 
 def write_outputs(rows, folder):
-    """Write ``folder/validation.md`` (`render`, with `machine_speed`) and
+    """Write ``folder/validation.md`` (`render`, with `machine_speed`),
     ``folder/validation.csv`` (`CSV_COLUMNS`, floats in full precision, empty where there is
-    no number); returns the rendered text."""
+    no number) and ``folder/own-code.md`` (each cell's own code by role, measured and
+    simulated: `own_code.cells_text`); returns the rendered text."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     text = render(rows, machine_speed(folder))
     (folder / "validation.md").write_text(text)
+    (folder / "own-code.md").write_text(own_code.cells_text(folder))
     with open(folder / "validation.csv", "w", newline="") as fh:
         writer = csv.DictWriter(fh, CSV_COLUMNS, extrasaction="ignore")
         writer.writeheader()

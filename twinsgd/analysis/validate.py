@@ -38,8 +38,9 @@ hosts), ``DIR/NET/CONFIG-H/real-K`` (``real.train``), ``DIR/NET/CONFIG-H/sim`` (
 ..."). ``DIR/validation.md`` is what is printed, the machine's speed last (a gradient's median
 in each window of the calibration and in the runs at 2 hosts: `machine_speed`; and in each
 row at 2 hosts, its runs' gradient against the calibration's: `gradient_vs_calibration_pct`);
-``DIR/validation.csv`` has every number of every row (`CSV_COLUMNS`). ``--from DIR`` rebuilds
-both from the run folders alone.
+``DIR/validation.csv`` has every number of every row (`CSV_COLUMNS`), ``DIR/own-code.md``
+each cell's compute piece by piece (`own_code.cells_text`). ``--from DIR`` rebuilds them from
+the run folders alone.
 
 Every run gets ``--dataset mnist-subset`` (what the default ``mnist`` falls back to offline,
 named so that no front end tries a download) and TWINSGD_OFFLINE=1, OPENBLAS_NUM_THREADS=1.
