@@ -145,7 +145,7 @@ def cells_text(folder):
     simulated over the first measured; a cell whose folders have no timeline says so in a line.
     Why: where a row's compute misses, which piece of it does is the next question, and with
     the tables written beside the table a round answers it without a run of its own."""
-    from twinsgd.analysis.compare import read_run
+    from twinsgd.analysis.compare import read_run  # (compare imports this module)
 
     parts = ["# Own code by role, measured and simulated (`analysis.compare --own-code`)"]
     for row_file in sorted(Path(folder).glob("*/*/row.json")):

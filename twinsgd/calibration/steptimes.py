@@ -83,11 +83,11 @@ class StepTimes:
     own_s, own_alone_s : float
         Mean seconds per step of the program's own code in the measured run, and of the same
         program alone in one process, as the simulator times it (0: not measured), for the
-        reader: the ring's update and next batch took 1.2-1.6x as long in the run as alone
-        (2026-12-05), a ratio the simulator does not use (it did not carry to other programs'
-        own code: `sim.backend._OwnCode`). A profile's ``own_solo_s`` before 2026-12-05 was a
-        third of the alone time (divided by three windows' steps where one window ran) and is
-        not read.
+        reader: the ring's update and next batch took 1.27 and 1.64 times as long in the run
+        as alone in two calibrations (2026-12-05), a ratio the simulator does not use (it did
+        not carry to other programs' own code: `sim.backend._OwnCode`). A profile's
+        ``own_solo_s`` before 2026-12-05 was a third of the alone time (divided by three
+        windows' steps where one window ran) and is not read.
 
     Examples
     --------
