@@ -183,8 +183,9 @@ class _OwnCode:
     def begin(self, cold):
         """The program runs its own code from now; ``cold``: right after a large message."""
         self.since, self.closed_s = perf_counter(), 0.0
-        # what is left cold: seconds of own code still to pay the refill (or any: inf)
-        self.cold = (self.code_s or math.inf) if cold else 0.0
+        # what is left cold: seconds of own code still to pay the refill (or any: inf); none
+        # where there is no refill to pay (no work for it on the message path)
+        self.cold = (self.code_s or math.inf) if cold and self.refill else 0.0
 
     def charge(self, log):
         """Charge ``log`` the own code run since the last charge as compute; its seconds."""

@@ -695,11 +695,18 @@ def test_a_run_too_large_for_its_data_adapts_and_says_what_it_chose(tmp_path):
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["iterations"] == 20
 
 
-@pytest.mark.parametrize("cold_own_s", [None, 3e-4])
-def test_own_code_right_after_a_large_message_pays_the_measured_refill(monkeypatch, cold_own_s):
-    """Own code timed in process (here by a clock that moves 1 ms a reading) takes a profile's
-    ``cold_own_s`` more right after an operation that moved at least 64 KiB, and nothing more
-    after a small one; without it, the measured run's factor, here none."""
+@pytest.mark.parametrize(
+    ("cold_own_s", "code_ms", "share"),
+    [(None, None, 0.0), (3e-4, None, 1.0), (3e-4, 4.0, 0.25), (3e-4, 1.0, 1.0), (3e-4, 0.5, 1.0)],
+)
+def test_own_code_right_after_a_large_message_pays_the_measured_refill(
+    monkeypatch, cold_own_s, code_ms, share
+):
+    """Own code timed in process (here by a clock that moves 1 ms a reading: each piece 1 ms)
+    takes a profile's ``cold_own_s`` more right after an operation that moved at least 64 KiB,
+    and nothing more after a small one. With the stand-in's code seconds (``cold_own_code_s``)
+    it pays in proportion over its first that many seconds: against a 4 ms stand-in a quarter,
+    against 1 or 0.5 ms all of it; without them all of it; without ``cold_own_s`` nothing."""
     ticks = itertools.count()
     monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
     sizes = (20_000, 8, 20_000, 8)  # float32: 80 KB, 32 B, 80 KB, 32 B
@@ -713,10 +720,10 @@ def test_own_code_right_after_a_large_message_pays_the_measured_refill(monkeypat
 
     nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
     logs = [_Log() for _ in range(2)]
-    Simulator(nodes, logs, ALPHA, BETA, ComputeModel(cold_own_s=cold_own_s)).run(
-        [program(r) for r in range(2)]
-    )
-    refills = 2 * (cold_own_s or 0.0)
+    code_s = code_ms * 1e-3 if code_ms is not None else None
+    model = ComputeModel(cold_own_s=cold_own_s, cold_own_code_s=code_s)
+    Simulator(nodes, logs, ALPHA, BETA, model).run([program(r) for r in range(2)])
+    refills = 2 * share * (cold_own_s or 0.0)
     for log in logs:
         assert log.seconds["compute"] == pytest.approx(len(sizes) * 1e-3 + refills, rel=1e-9)
 
@@ -776,31 +783,6 @@ def test_own_code_before_a_step_closes_is_that_steps_and_the_rest_the_next(monke
     assert ends[0] == pytest.approx(2e-3 + message, rel=1e-9)
     for before, after in itertools.pairwise(ends):
         assert 2e-3 - 1e-12 <= after - before <= 2e-3 + message
-
-
-@pytest.mark.parametrize(("code_ms", "share"), [(4.0, 0.25), (1.0, 1.0), (0.5, 1.0)])
-def test_the_refill_is_paid_over_the_stand_ins_code_in_proportion(monkeypatch, code_ms, share):
-    """With the stand-in's code seconds (``cold_own_code_s``), own code right after a large
-    message pays ``cold_own_s`` in proportion over its first that many seconds: each piece
-    here is 1 ms (a clock that moves 1 ms a reading), so against a 4 ms stand-in it pays a
-    quarter, against 1 or 0.5 ms all of it; after a small message nothing."""
-    ticks = itertools.count()
-    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
-    sizes = (20_000, 8, 20_000, 8)  # float32: 80 KB, 32 B, 80 KB, 32 B
-
-    def program(rank):
-        for n in sizes:
-            if rank == 0:
-                yield Send(dest=1, payload=np.zeros(n, np.float32))
-            else:
-                yield Recv(source=0, buf=np.zeros(n, np.float32))
-
-    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
-    logs = [_Log() for _ in range(2)]
-    model = ComputeModel(cold_own_s=3e-4, cold_own_code_s=code_ms * 1e-3)
-    Simulator(nodes, logs, ALPHA, BETA, model).run([program(r) for r in range(2)])
-    for log in logs:
-        assert log.seconds["compute"] == pytest.approx(4e-3 + 2 * share * 3e-4, rel=1e-9)
 
 
 def test_the_refill_goes_on_over_a_steps_close_until_the_stand_ins_code_is_run(monkeypatch):
