@@ -387,34 +387,47 @@ def _python_floats(text):
     return text
 
 
-def float_texts(values):
-    """``repr`` of each float of the list ``values`` (finite; what `json.dumps` writes for it),
-    formatted all at once in C (orjson, `_python_floats`): a simulated timeline writes two
-    floats an event, a few events a message. ValueError for an infinity or NaN.
+def float_pairs(values, between):
+    """``repr(a) + between + repr(b)`` of each row (a, b) of ``values``, an (n, 2) float64 array
+    (finite; ``repr`` is what `json.dumps` writes), formatted all at once in C: orjson's digits
+    of the array itself (no float object a value), `_python_floats`' forms, and ``between`` put
+    in by one replace over the whole text. A simulated timeline writes a pair an event, a few
+    events a message. ValueError for an infinity or NaN.
 
-    >>> float_texts([0.1, 1.5e-05, -0.0, 1e16, 2.5e-08, 3.0])
-    ['0.1', '1.5e-05', '-0.0', '1e+16', '2.5e-08', '3.0']
+    >>> float_pairs(np.array([[0.1, 1.5e-05], [-0.0, 1e16], [2.5e-08, 3.0]]), "; ")
+    ['0.1; 1.5e-05', '-0.0; 1e+16', '2.5e-08; 3.0']
     """
-    if not values:
+    if not len(values):
         return []
-    text = orjson.dumps(values).decode()
+    text = orjson.dumps(np.ascontiguousarray(values, np.float64), option=_NUMPY).decode()
     if "null" in text:
-        raise ValueError("float_texts: an infinity or NaN has no JSON number")
-    return _python_floats(text)[1:-1].split(",")
+        raise ValueError("float_pairs: an infinity or NaN has no JSON number")
+    # "[[a,b],[c,d]]": the rows' own commas become ``between``, the rows' joints a newline
+    body = _python_floats(text)[2:-2].replace("],[", "\n").replace(",", between)
+    return body.split("\n")
+
+
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
 
 
 def rounded(values, ndigits):
     """``[round(x, ndigits) for x in values]`` (a float64 array; 0 <= ndigits <= 22, where
-    10**ndigits is a float exactly) at numpy's speed, the same floats: ``rint(x * 10**ndigits) /
-    10**ndigits``, and ``round`` itself where that can differ. The product's rounding never
-    carries it across a half (the half, below 2**52, is a float itself, nearer than anything
-    past it), only onto one, where the exact product may lie either side: those, and products
-    past 2**52 or not finite, go to ``round``. The division is correctly rounded, as is
-    ``round``'s conversion back from its digits.
+    10**ndigits is a float exactly) at numpy's speed, the same floats (`rounded_array`'s, as a
+    list).
 
     >>> rounded(np.array([0.0625, 1.0005, -0.0004, 2.675, 123.4567891]), 3)
     [0.062, 1.0, -0.0, 2.675, 123.457]
     """
+    return rounded_array(values, ndigits).tolist()
+
+
+def rounded_array(values, ndigits):
+    """``round(x, ndigits)`` of each float of the float64 array ``values`` (any shape), as an
+    array of its shape: ``rint(x * 10**ndigits) / 10**ndigits``, and ``round`` itself where that
+    can differ. The product's rounding never carries it across a half (the half, below 2**52,
+    is a float itself, nearer than anything past it), only onto one, where the exact product
+    may lie either side: those, and products past 2**52 or not finite, go to ``round``. The
+    division is correctly rounded, as is ``round``'s conversion back from its digits."""
     if not 0 <= ndigits <= 22:
         raise ValueError(f"rounded: ndigits must be 0-22 (10**ndigits exact), got {ndigits}")
     scale = 10.0**ndigits
@@ -423,10 +436,10 @@ def rounded(values, ndigits):
         out = np.rint(scaled) / scale
         off_half = np.abs(scaled - np.floor(scaled) - 0.5)
         doubt = ~(off_half > 0.0) | ~(np.abs(scaled) < 2.0**52)
-    result = out.tolist()
+    flat, original = out.reshape(-1), np.asarray(values).reshape(-1)
     for i in np.flatnonzero(doubt).tolist():
-        result[i] = round(float(values[i]), ndigits)
-    return result
+        flat[i] = round(float(original[i]), ndigits)
+    return out
 
 
 _INFINITIES = frozenset((math.inf, -math.inf))

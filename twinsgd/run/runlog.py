@@ -26,7 +26,13 @@ import numpy as np
 
 import twinsgd
 from twinsgd.cli import progress_shown
-from twinsgd.run.runfolder import METRICS_COLUMNS, STEPS_COLUMNS, float_texts, json_bytes, rounded
+from twinsgd.run.runfolder import (
+    METRICS_COLUMNS,
+    STEPS_COLUMNS,
+    float_pairs,
+    json_bytes,
+    rounded_array,
+)
 
 KINDS = ("compute", "comm", "wait")
 _KEY = {kind: f"{kind}_s" for kind in KINDS}
@@ -374,7 +380,7 @@ def chrome_trace_json(per_rank, algorithm, clock):
     Why: a simulated run draws up to `sim.timeline.TIMELINE_RANKS` nodes, and on the message
     level a drawn node's message is two or three events: made as dicts and dumped, they cost
     10 us a ping-pong message (32 ranks, all drawn; 2026-12-04), as much as simulating it. Here
-    the times are rounded (`rounded`) and written (`float_texts`) all at once, from arrays
+    the times are rounded (`rounded_array`) and written (`float_pairs`) all at once, from arrays
     (the simulator's timeline lays its events out as arrays: no float an event to gather), and
     an event is its rank's, name's and kind's text joined to its two numbers.
     """
@@ -385,7 +391,8 @@ def chrome_trace_json(per_rank, algorithm, clock):
         if not len(start):  # the frame alone
             return json_bytes(chrome_trace(per_rank, algorithm, clock))
         span = np.concatenate([c.ends for c in columns]) - start
-        texts = float_texts(rounded(np.concatenate((start, span)) * 1e6, 3))
+        times = rounded_array(np.stack((start, span), axis=1) * 1e6, 3)
+        pairs = float_pairs(times, ', "dur": ')  # an event's start, its key, its span
     except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
         return json_bytes(chrome_trace(per_rank, algorithm, clock))
     # the document around the events, `chrome_trace`'s own (its ranks' names, otherData), with a
@@ -393,16 +400,14 @@ def chrome_trace_json(per_rank, algorithm, clock):
     frame = chrome_trace(dict.fromkeys(ranks, ()), algorithm, clock)
     frame["traceEvents"].append(_EVENTS_MARK)
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
-    n = len(start)
-    pieces = [None] * (5 * n)  # per event: its head, start, ', "dur": ', span, '}, '
+    n = len(pairs)
+    pieces = [None] * (3 * n)  # per event: its head, its two numbers, '}, ' (one join, no concat)
     heads = []
     for rank, c in zip(ranks, columns, strict=True):
         heads += map(_Heads(rank).__getitem__, zip(c.names.tolist(), c.kinds.tolist(), strict=True))
-    pieces[0::5] = heads
-    pieces[1::5] = texts[:n]
-    pieces[2::5] = repeat(', "dur": ', n)
-    pieces[3::5] = texts[n:]
-    pieces[4::5] = repeat("}, ", n)
+    pieces[0::3] = heads
+    pieces[1::3] = pairs
+    pieces[2::3] = repeat("}, ", n)
     pieces[-1] = "}"
     return (before + "".join(pieces) + after).encode()
 
