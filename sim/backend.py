@@ -41,7 +41,7 @@ from sim.compute import ComputeModel
 from sim.cores import DEFAULT_SLICE_S, attach_stack, pollers, shared_cores
 from sim.faults import Killed, SimulatedFaults
 from sim.network import Message, RoutedNetwork, make_network
-from sim.timeline import Timeline
+from sim.timeline import LAYOUT_OPS, Timeline
 from twinsgd.programs.block_collectives import ALLGATHERS, ring_allgather
 from twinsgd.programs.collectives import (
     combined_s,
@@ -570,6 +570,8 @@ class Simulator:
         rank, env, current = node.rank, self.env, self._current
         trace = self.timeline.traced.get(rank)  # its `sim.timeline.Trace` where it is drawn
         traced = trace is not None
+        if traced:  # what `Trace.trace` appends to, for it inline below (the message path)
+            trace_names, trace_marks, trace_charges = trace.names, trace.marks, trace.charges
         try:
             self.faults.strike(rank)  # a fault at step 1 strikes before the program starts
         except Killed:
@@ -658,8 +660,11 @@ class Simulator:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
-                if traced:
-                    trace.trace(_EVENT_NAMES[type(op)], start)
+                if traced:  # NOTE: `Trace.trace` inline: two operations a message
+                    trace_names.append(_EVENT_NAMES[type(op)])
+                    trace_marks += (start, len(trace_charges))
+                    if len(trace_names) >= LAYOUT_OPS:
+                        trace.lay_out()
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):
                     program.close()
@@ -778,15 +783,14 @@ class Simulator:
             written = _WRITTEN_PATTERN[pattern]
             if written in self.network.costs:
                 pattern = written
+        if snapshot is None:  # NOTE: `_snapshot` inline for an array (the message path)
+            if type(payload) is _NDARRAY:
+                snapshot = payload.copy()
+                snapshot.setflags(False)
+            else:
+                snapshot = _snapshot(payload)
         return self.network.transfer(
-            node.rank,
-            dest,
-            payload.nbytes,
-            tag,
-            _snapshot(payload) if snapshot is None else snapshot,
-            pattern,
-            taken,
-            self._sooner[node.rank],
+            node.rank, dest, payload.nbytes, tag, snapshot, pattern, taken, self._sooner[node.rank]
         )
 
     def _posted(self, node, source, tag):

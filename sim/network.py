@@ -37,9 +37,10 @@ import os
 from collections import Counter, deque, namedtuple
 from dataclasses import dataclass
 from functools import partial
+from heapq import heappush
 
 import networkx as nx
-from simpy.events import NORMAL, Event
+from simpy.events import NORMAL, Event, Timeout
 
 from sim.fairshare import FluidStar
 from sim.network_graphs import physical_network
@@ -192,6 +193,9 @@ class MemoryPath:
         return self.bandwidth_Bps * min(1.0, self.channels / max(1, copies))
 
 
+_new = object.__new__  # an event made without its __init__ (what it sets, set inline)
+
+
 class _Take(Event):
     """A take from a `Mailbox` waiting for a message from ``source`` (`ANY_SOURCE`: any) with
     ``tag`` (None: any)."""
@@ -236,7 +240,11 @@ class Mailbox:
                 take.source == source or take.source == ANY_SOURCE
             ):
                 del self.takes[i]
-                take.succeed(message)
+                # NOTE: `take.succeed(message)`, what SimPy 4's succeed and schedule set, without
+                # their calls (pending: a take waits until it is handed a message)
+                take._ok, take._value = True, message
+                env = self.env
+                heappush(env._queue, (env._now, NORMAL, next(env._eid), take))
                 return
         self.items.append(message)
 
@@ -526,7 +534,13 @@ class RoutedNetwork:
                 held += 1
             else:
                 started = env._now
-                yield env.timeout(hold_s)
+                # NOTE: `env.timeout(hold_s)`, what SimPy 4's Timeout and schedule set, without
+                # their two calls (the message path: two timeouts a message)
+                timer = _new(Timeout)
+                timer.env, timer.callbacks, timer._value, timer._ok = env, [], None, True
+                timer._delay = hold_s
+                heappush(env._queue, (started + hold_s, NORMAL, next(env._eid), timer))
+                yield timer
         except (GeneratorExit, KeyboardInterrupt):  # the run is over: nothing to give back
             # (Ctrl-C lands between any two bytecodes, say after a free link was taken and
             # before it was counted: undoing it would be a guess; nobody runs after it anyway)
@@ -546,9 +560,11 @@ class RoutedNetwork:
         if ordered:
             arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
-        else:
-            arrival = env.timeout(latency_s, message)
-            arrival.callbacks.append(self._landed[dest])
+        else:  # NOTE: `env.timeout(latency_s, message)` as above, its callback the mailbox's
+            arrival = _new(Timeout)
+            arrival.env, arrival.callbacks = env, [self._landed[dest]]
+            arrival._value, arrival._ok, arrival._delay = message, True, latency_s
+            heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), arrival))
 
     def _streamed(self, route, dest, message, nbytes, one_way_s, order):
         """`transfer` of a message between hosts with a measured ``gap`` (LogGP's g): once it has
@@ -597,9 +613,11 @@ class RoutedNetwork:
         if order is not None:
             arrival = env.timeout(latency_s, (*order, dest, message))
             arrival.callbacks.append(self._deliver)
-        else:
-            arrival = env.timeout(latency_s, message)
-            arrival.callbacks.append(self._landed[dest])
+        else:  # NOTE: `env.timeout(latency_s, message)` as above, its callback the mailbox's
+            arrival = _new(Timeout)
+            arrival.env, arrival.callbacks = env, [self._landed[dest]]
+            arrival._value, arrival._ok, arrival._delay = message, True, latency_s
+            heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), arrival))
 
     def _deliver(self, arrival):
         """An arrival's timeout is over: put its message, and any later ones of its (source,

@@ -19,7 +19,7 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import chain, repeat
 from operator import itemgetter
 
 import numpy as np
@@ -402,10 +402,7 @@ def chrome_trace_json(per_rank, algorithm, clock):
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
     n = len(pairs)
     pieces = [None] * (3 * n)  # per event: its head, its two numbers, '}, ' (one join, no concat)
-    heads = []
-    for rank, c in zip(ranks, columns, strict=True):
-        heads += map(_Heads(rank).__getitem__, zip(c.names.tolist(), c.kinds.tolist(), strict=True))
-    pieces[0::3] = heads
+    pieces[0::3] = list(chain.from_iterable(map(_heads, ranks, columns)))
     pieces[1::3] = pairs
     pieces[2::3] = repeat("}, ", n)
     pieces[-1] = "}"
@@ -471,6 +468,24 @@ def _objects(values):
 
 
 _NAME, _KIND, _START, _END = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(3)
+
+
+def _heads(rank, columns):
+    """The text of each event of ``rank`` up to its start's number (`_Heads`), in order: each
+    event's (name, kind) numbered among the rank's few distinct ones by numpy's comparisons,
+    and the texts taken from a table by that number (not a tuple and a look-up an event)."""
+    texts = _Heads(rank)
+    names, kinds = columns.names, columns.kinds
+    distinct_names = list(dict.fromkeys(names.tolist()))
+    distinct_kinds = list(dict.fromkeys(kinds.tolist()))
+    code = np.zeros(len(names), dtype=np.intp)
+    for i, name in enumerate(distinct_names[1:], 1):
+        code[names == name] = i * len(distinct_kinds)
+    for j, kind in enumerate(distinct_kinds[1:], 1):
+        code[kinds == kind] += j
+    table = np.empty(len(distinct_names) * len(distinct_kinds), dtype=object)
+    table[:] = [texts[name, kind] for name in distinct_names for kind in distinct_kinds]
+    return table[code].tolist()
 
 
 class _Heads(dict):
