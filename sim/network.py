@@ -126,11 +126,12 @@ class _Turn(Event):
 
     def hand_over(self):
         """The link is this transfer's now."""
-        if self.hold_s is None:
-            self.succeed()
-        else:  # NOTE: what `succeed` sets, scheduled ``hold_s`` on (SimPy 4's Timeout does so)
-            self.started, self._ok, self._value = self.env._now, True, None
-            self.env.schedule(self, NORMAL, self.hold_s)
+        # NOTE: what `succeed` sets, scheduled now or ``hold_s`` on (SimPy 4's Timeout does so),
+        # without its calls (an incast's message queued at the NIC)
+        env = self.env
+        self.started, self._ok, self._value = env._now, True, None
+        delay = self.hold_s or 0.0
+        heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), self))
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,12 +199,7 @@ _new = object.__new__  # an event made without its __init__ (what it sets, set i
 
 class _Take(Event):
     """A take from a `Mailbox` waiting for a message from ``source`` (`ANY_SOURCE`: any) with
-    ``tag`` (None: any)."""
-
-    def __init__(self, mailbox, source, tag):
-        # NOTE: what Event.__init__ sets (SimPy 4), set here without the call (a take a message)
-        self.env, self.callbacks = mailbox.env, []
-        self.mailbox, self.source, self.tag = mailbox, source, tag
+    ``tag`` (None: any); made by `Mailbox.get` alone, which sets its fields without a call."""
 
     def accepts(self, message):
         """Whether this take takes ``message``."""
@@ -255,7 +251,9 @@ class Mailbox:
     def get(self, source=ANY_SOURCE, tag=None):
         """An event that succeeds with the first message from ``source`` (any: `ANY_SOURCE`)
         with ``tag`` (any: None)."""
-        take = _Take(self, source, tag)
+        take = _new(_Take)  # NOTE: made without a call (a take a message): what Event.__init__
+        take.env, take.callbacks = self.env, []  # sets (SimPy 4), and the take's own
+        take.mailbox, take.source, take.tag = self, source, tag
         for i, message in enumerate(self.items):
             if (tag is None or message.tag == tag) and (
                 source == ANY_SOURCE or message.source == source
@@ -522,7 +520,8 @@ class RoutedNetwork:
                 if link.free:
                     link.free -= 1
                 elif held == len(links) - 1:  # the last: handed over, it holds them at once
-                    turn = _Turn(env, hold_s)
+                    turn = _new(_Turn)  # NOTE: what `_Turn` sets, without its call (incast)
+                    turn.env, turn.callbacks, turn.hold_s, turn.started = env, [], hold_s, None
                     link.waiting.append(turn)
                     yield turn  # the transfer before it hands the link over, + hold_s
                     started = turn.started

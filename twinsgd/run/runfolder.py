@@ -319,15 +319,17 @@ def _lines(rows):
         text = orjson.dumps(rows).decode()
     except TypeError:  # (orjson's error is one) numpy's scalars, ints past 64 bits
         return _lines_by_column(rows)
-    if '"' in text or "true" in text or "false" in text or "{" in text:  # strings, bools,
-        return _lines_by_column(rows)  # dicts: str's own forms
+    # strings, bools, dicts: str's own forms (a character no number or null has: one scan each)
+    if '"' in text or "t" in text or "f" in text or "{" in text:
+        return _lines_by_column(rows)
     # a list in a field, or rows of other lengths (which the columns refuse: ValueError)
     if text.count("[") != len(rows) + 1 or text.count(",") != len(rows) * len(rows[0]) - 1:
         return _lines_by_column(rows)
-    if "null" in text and not _INFINITIES.isdisjoint(chain.from_iterable(rows)):
+    nulls = "null" in text
+    if nulls and not _INFINITIES.isdisjoint(chain.from_iterable(rows)):
         return _lines_by_column(rows)  # (orjson writes an infinity as null, as it does NaN)
-    text = _python_floats(text)
-    return text[2:-2].replace("],[", "\n").replace("null", "") + "\n"
+    text = _python_floats(text)[2:-2].replace("],[", "\n")
+    return (text.replace("null", "") if nulls else text) + "\n"
 
 
 def _lines_by_column(rows):
