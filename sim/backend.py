@@ -591,6 +591,7 @@ class Simulator:
             and not self.faults.active
         )
         off_core = host is not None and self.over_tcp  # no core in a call (`sim.cores`)
+        plain_sends = not self.eager_bytes and self.wire is None  # `_send`'s first branch alone
         polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
@@ -656,6 +657,11 @@ class Simulator:
                     yield from host.acquire(rank)
                     if env._now > done:  # the call returns once its rank runs again: comm, as
                         log.charge("comm", env._now - done)  # the real clock has the call
+                elif plain_sends and type(op) is Send:  # NOTE: `_send` inline, without protocols
+                    t0, payload = env._now, op.payload  # (the message path: no generator a send)
+                    yield from self._carry(node, op.dest, payload, op.tag)
+                    log.charge_collective(0.0, env._now - t0, payload.nbytes, 0)
+                    reply = None
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:

@@ -555,7 +555,9 @@ class RoutedNetwork:
             else:
                 link.free += 1
         # NOTE: a timeout's callback delivers, rather than a process per message, for speed
-        message = Message(source, tag, payload, started, taken)
+        message = _new(Message)  # NOTE: its fields set without a call (the message path)
+        message.source, message.tag, message.payload = source, tag, payload
+        message.started, message.taken = started, taken
         if ordered:
             arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
