@@ -591,7 +591,12 @@ class Simulator:
             and not self.faults.active
         )
         off_core = host is not None and self.over_tcp  # no core in a call (`sim.cores`)
-        plain_sends = not self.eager_bytes and self.wire is None  # `_send`'s first branch alone
+        # without protocols measured: a send is `_send`'s first branch alone, and a receive takes
+        # its message as it lands (no probe loop, no core to wait for, no rendezvous to answer,
+        # no arithmetic or wire bytes to charge): both run inline below (the message path)
+        plain_sends = not self.eager_bytes and self.wire is None
+        plain_recvs = plain_sends and not self.cores and self.probe_cost is None and not self.gamma
+        mailbox = self.network.mailbox[rank] if plain_recvs else None
         polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
@@ -662,6 +667,14 @@ class Simulator:
                     yield from self._carry(node, op.dest, payload, op.tag)
                     log.charge_collective(0.0, env._now - t0, payload.nbytes, 0)
                     reply = None
+                elif plain_recvs and type(op) is Recv:  # NOTE: `_recv` inline, without protocols
+                    t0, request = env._now, mailbox.get(op.source, op.tag)
+                    try:
+                        message = yield request
+                    except simpy.Interrupt:
+                        request.cancel()
+                        raise
+                    reply = self._received(rank, op, message, t0)
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:
@@ -982,16 +995,23 @@ class Simulator:
             yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
-        # NOTE: `_charge` of the one message, inline (the message path)
-        if self._entered[rank]:  # a step of a collective entered through a barrier: all comm
-            waited = 0.0
-        else:  # the wait until its bytes began to move (a peer not ready), or were seen
+        waited = 0.0
+        if probed and not self._entered[rank] and message.started > t0:  # the wait until its
+            # bytes began to move (a peer not ready), seen from the probe loop, whose real clock
+            # ends the wait
+            waited = message.started - t0 + self.probe_cost.seen.seconds(message.payload.nbytes)
+            waited = min(waited, self.env._now - t0)
+        return self._received(rank, op, message, t0, waited)
+
+    def _received(self, rank, op, message, t0, waited=0.0):
+        """A receive's end (`_recv`'s, and the driver's own without protocols): charge it from
+        ``t0`` (``waited``: seconds of it waited, where a probe loop's was found, else 0: the
+        wait until the bytes began to move, a peer not ready; none in a step of a collective
+        entered through a barrier, all comm), put the message in the op's buffer; the reply."""
+        if not waited and not self._entered[rank]:  # NOTE: `_charge` of one message, inline
             waited = message.started - t0
             if waited < 0.0:
                 waited = 0.0
-            elif probed and waited:  # ... from the probe loop, which the real clock's wait ends
-                seen = waited + self.probe_cost.seen.seconds(message.payload.nbytes)
-                waited = min(seen, self.env._now - t0)
         payload = message.payload
         self.logs[rank].charge_collective(waited, self.env._now - t0 - waited, 0, payload.nbytes)
         if op.buf is None:
