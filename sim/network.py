@@ -230,18 +230,19 @@ class Mailbox:
 
     def put(self, message):
         """Hand ``message`` to the first waiting take that accepts it, or keep it."""
-        tag, source = message.tag, message.source
-        for i, take in enumerate(self.takes):
+        tag, source, takes, i = message.tag, message.source, self.takes, 0
+        for take in takes:  # NOTE: counted by hand, no enumerate: mostly the first one takes it
             if (take.tag == tag or take.tag is None) and (
                 take.source == source or take.source == ANY_SOURCE
             ):
-                del self.takes[i]
+                del takes[i]
                 # NOTE: `take.succeed(message)`, what SimPy 4's succeed and schedule set, without
                 # their calls (pending: a take waits until it is handed a message)
                 take._ok, take._value = True, message
                 env = self.env
                 heappush(env._queue, (env._now, NORMAL, next(env._eid), take))
                 return
+            i += 1  # noqa: SIM113 (enumerate costs a message more)
         self.items.append(message)
 
     def landed(self, arrival):
@@ -254,12 +255,13 @@ class Mailbox:
         take = _new(_Take)  # NOTE: made without a call (a take a message): what Event.__init__
         take.env, take.callbacks = self.env, []  # sets (SimPy 4), and the take's own
         take.mailbox, take.source, take.tag = self, source, tag
-        for i, message in enumerate(self.items):
-            if (tag is None or message.tag == tag) and (
-                source == ANY_SOURCE or message.source == source
-            ):
-                del self.items[i]
-                return take.succeed(message)
+        if self.items:  # (mostly none: a receive posted before its message lands)
+            for i, message in enumerate(self.items):
+                if (tag is None or message.tag == tag) and (
+                    source == ANY_SOURCE or message.source == source
+                ):
+                    del self.items[i]
+                    return take.succeed(message)
         self.takes.append(take)
         return take
 

@@ -143,28 +143,31 @@ class RunLog(Charges):
     def end_step(self, rank, epoch, iteration, time_s, loss, staleness=0):
         """Write the step in progress as one steps.csv row; ``time_s`` is the training clock now."""
         if self.write_steps:
-            step, totals = self._current, self.totals
-            self.steps.write_values(  # NOTE: STEPS_COLUMNS' order; no dict a row (per message)
+            # NOTE: the step's values in `_NEW_STEP`'s order, unpacked once; STEPS_COLUMNS'
+            # order; no dict a row; the totals unrolled; the next step a template's copy (a row
+            # per message)
+            compute, comm, wait, sent, received = self._current.values()
+            self.steps.write_values(
                 (
                     rank,
                     epoch,
                     iteration,
                     time_s,
-                    step["compute_s"],
-                    step["comm_s"],
-                    step["wait_s"],
-                    step["bytes_sent"],
-                    step["bytes_recv"],
+                    compute,
+                    comm,
+                    wait,
+                    sent,
+                    received,
                     staleness,
                     float(loss),
                 )
             )
-            # NOTE: unrolled, and the next step a copy of a template (a row per message)
-            totals["compute_s"] += step["compute_s"]
-            totals["comm_s"] += step["comm_s"]
-            totals["wait_s"] += step["wait_s"]
-            totals["bytes_sent"] += step["bytes_sent"]
-            totals["bytes_recv"] += step["bytes_recv"]
+            totals = self.totals
+            totals["compute_s"] += compute
+            totals["comm_s"] += comm
+            totals["wait_s"] += wait
+            totals["bytes_sent"] += sent
+            totals["bytes_recv"] += received
             self._current = _NEW_STEP.copy()
         if iteration > self.iterations:
             self.iterations = iteration
