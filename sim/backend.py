@@ -597,6 +597,7 @@ class Simulator:
         plain_sends = not self.eager_bytes and self.wire is None
         plain_recvs = plain_sends and not self.cores and self.probe_cost is None and not self.gamma
         mailbox = self.network.mailbox[rank] if plain_recvs else None
+        transfer = self.network.transfer
         polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
@@ -662,9 +663,17 @@ class Simulator:
                     yield from host.acquire(rank)
                     if env._now > done:  # the call returns once its rank runs again: comm, as
                         log.charge("comm", env._now - done)  # the real clock has the call
-                elif plain_sends and type(op) is Send:  # NOTE: `_send` inline, without protocols
-                    t0, payload = env._now, op.payload  # (the message path: no generator a send)
-                    yield from self._carry(node, op.dest, payload, op.tag)
+                elif plain_sends and type(op) is Send:  # NOTE: `_send` and `_carry` inline
+                    # without protocols (the message path); outside a collective no bytes were
+                    # just written and none go from inside the library (`_collective` resets
+                    # both), so an array goes as it is, in the measured one-way pattern
+                    t0, payload = env._now, op.payload
+                    if type(payload) is _NDARRAY:
+                        snapshot = payload.copy()
+                        snapshot.setflags(False)
+                        yield from transfer(rank, op.dest, payload.nbytes, op.tag, snapshot)
+                    else:
+                        yield from self._carry(node, op.dest, payload, op.tag)
                     log.charge_collective(0.0, env._now - t0, payload.nbytes, 0)
                     reply = None
                 elif plain_recvs and type(op) is Recv:  # NOTE: `_recv` inline, without protocols
