@@ -53,12 +53,16 @@ _Arrived = namedtuple("_Arrived", "value")  # what `_deliver` reads of an arriva
 
 
 @dataclass(slots=True)
-class Message:
+class Message(Timeout):
     """What lands in a mailbox: sender, tag, payload, and when its bytes began to move.
 
     ``started`` is in simulated seconds, taken after the transfer queued for its links.
     ``taken``: an event the receiver triggers when it takes the message (a rendezvous send
     waits for it), or None.
+
+    A message is the SimPy timeout of its own arrival where its transfer schedules it so (the
+    message path: one object a message, not two, and its callback `Mailbox.put` itself, no
+    call between); made as a record (``Message(...)``), it is not scheduled.
     """
 
     source: int
@@ -244,10 +248,6 @@ class Mailbox:
                 return
             i += 1  # noqa: SIM113 (enumerate costs a message more)
         self.items.append(message)
-
-    def landed(self, arrival):
-        """`put` the message an arrival's timeout carries (its callback)."""
-        self.put(arrival._value)
 
     def get(self, source=ANY_SOURCE, tag=None):
         """An event that succeeds with the first message from ``source`` (any: `ANY_SOURCE`)
@@ -448,7 +448,7 @@ class RoutedNetwork:
         self.fluid = FluidStar(env, self.shaping) if self.shaping is not None else None
         self.keep_order = self.keep_order or self.fluid is not None  # flows end in any order
         self.mailbox = [Mailbox(env) for _ in self.hosts]
-        self._landed = [mailbox.landed for mailbox in self.mailbox]  # arrivals' callbacks
+        self._put = [mailbox.put for mailbox in self.mailbox]  # arrivals' callbacks
 
     def transfer(
         self, source, dest, nbytes, tag, payload, pattern="oneway", taken=None, sooner_s=0.0
@@ -563,11 +563,10 @@ class RoutedNetwork:
         if ordered:
             arrival = env.timeout(latency_s, (in_flight, slot, dest, message))
             arrival.callbacks.append(self._deliver)
-        else:  # NOTE: `env.timeout(latency_s, message)` as above, its callback the mailbox's
-            arrival = _new(Timeout)
-            arrival.env, arrival.callbacks = env, [self._landed[dest]]
-            arrival._value, arrival._ok, arrival._delay = message, True, latency_s
-            heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), arrival))
+        else:  # NOTE: `_arrive` inline (the message path)
+            message.env, message.callbacks = env, [self._put[dest]]
+            message._value, message._ok, message._delay = None, True, latency_s
+            heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), message))
 
     def _streamed(self, route, dest, message, nbytes, one_way_s, order):
         """`transfer` of a message between hosts with a measured ``gap`` (LogGP's g): once it has
@@ -616,11 +615,17 @@ class RoutedNetwork:
         if order is not None:
             arrival = env.timeout(latency_s, (*order, dest, message))
             arrival.callbacks.append(self._deliver)
-        else:  # NOTE: `env.timeout(latency_s, message)` as above, its callback the mailbox's
-            arrival = _new(Timeout)
-            arrival.env, arrival.callbacks = env, [self._landed[dest]]
-            arrival._value, arrival._ok, arrival._delay = message, True, latency_s
-            heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), arrival))
+        else:
+            self._arrive(message, dest, latency_s)
+
+    def _arrive(self, message, dest, latency_s):
+        """Schedule ``message`` as the timeout of its own arrival in ``dest``'s mailbox,
+        ``latency_s`` from now: what SimPy 4's Timeout and schedule set, without their two
+        calls, its callback the mailbox's `Mailbox.put` (the message path)."""
+        env = self.env
+        message.env, message.callbacks = env, [self._put[dest]]
+        message._value, message._ok, message._delay = None, True, latency_s
+        heappush(env._queue, (env._now + latency_s, NORMAL, next(env._eid), message))
 
     def _deliver(self, arrival):
         """An arrival's timeout is over: put its message, and any later ones of its (source,
