@@ -597,7 +597,7 @@ class Simulator:
         plain_sends = not self.eager_bytes and self.wire is None
         plain_recvs = plain_sends and not self.cores and self.probe_cost is None and not self.gamma
         mailbox = self.network.mailbox[rank] if plain_recvs else None
-        transfer = self.network.transfer
+        transfer, entered = self.network.transfer, self._entered
         polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
@@ -683,7 +683,21 @@ class Simulator:
                     except simpy.Interrupt:
                         request.cancel()
                         raise
-                    reply = self._received(rank, op, message, t0)
+                    # NOTE: `_received` inline: the wait until the bytes began to move (none in
+                    # a collective's step entered through a barrier), the rest comm; the copy
+                    waited = message.started - t0
+                    if waited < 0.0 or entered[rank]:
+                        waited = 0.0
+                    payload = message.payload
+                    log.charge_collective(waited, env._now - t0 - waited, 0, payload.nbytes)
+                    if op.buf is None:
+                        reply = message.source, payload
+                    else:
+                        if type(payload) is _NDARRAY:
+                            op.buf[...] = payload
+                        else:
+                            np.copyto(op.buf, payload)
+                        reply = message.source, op.buf
                 else:
                     reply = yield from handlers[type(op)](node, op)
                 if measured:
