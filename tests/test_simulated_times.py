@@ -1,6 +1,11 @@
 """The simulator's times stay what they were unless a change means them to move: the ten
 configurations of the Lomonosov-2 study (the seven whose bytes do not depend on the gradients'
-values) and cluster variants, simulated with compute from a profile, hashed column by column
+values), cluster variants, and the validation matrix's configurations (`analysis.validate`, those
+without compression) at 2 and 4 hosts on an emulated 1 Gbit/s cluster's own profile
+(``tests/profiles/emulated-1gbit.toml``, written by ``real.calibrate --quick --models mlp`` on
+``real.cluster up --hosts 2 --bandwidth 1Gbit``: token-bucket NICs, measured jitter, eager and
+rendezvous sends, probe loops, the kernel's TCP stack, shared cores), simulated with compute from
+a profile, hashed column by column
 (every time and byte count of steps.csv and metrics.csv, summary.json's totals, and the whole
 timeline.json, times alone) against
 ``tests/simulated_times.json``.
@@ -21,9 +26,11 @@ import pytest
 
 from sim.run import build_parser, simulate
 from twinsgd.analysis.study import LOMONOSOV_CONFIGURATIONS
+from twinsgd.analysis.validate import CONFIGS as VALIDATION_CONFIGURATIONS
 from twinsgd.run.config import parse_command
 
 EXPECTED = Path(__file__).with_name("simulated_times.json")
+EMULATED = Path(__file__).with_name("profiles") / "emulated-1gbit.toml"
 STEPS_COLUMNS = ("rank", "iteration", "time_s", "compute_s", "comm_s", "wait_s")
 STEPS_COLUMNS += ("bytes_sent", "bytes_recv", "staleness")
 METRICS_COLUMNS = ("epoch", "iteration", "time_s", "bytes")
@@ -103,6 +110,21 @@ CASES = {
         "6",
     ],
 }
+
+CASES.update(
+    {
+        f"validation {name}, {hosts} hosts": [
+            *flags,
+            "--nodes",
+            str(hosts),
+            "--profile",
+            str(EMULATED),
+        ]
+        for name, flags in VALIDATION_CONFIGURATIONS.items()
+        if "--compress" not in flags
+        for hosts in (2, 4)
+    }
+)
 
 
 def fingerprint(folder):
