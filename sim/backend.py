@@ -571,7 +571,7 @@ class Simulator:
         trace = self.timeline.traced.get(rank)  # its `sim.timeline.Trace` where it is drawn
         traced = trace is not None
         if traced:  # what `Trace.trace` appends to, for it inline below (the message path)
-            trace_names, trace_marks, trace_charges = trace.names, trace.marks, trace.charges
+            trace_marks, trace_charges = trace.marks, trace.charges
         try:
             self.faults.strike(rank)  # a fault at step 1 strikes before the program starts
         except Killed:
@@ -703,9 +703,8 @@ class Simulator:
                 if measured:
                     cold = _bytes_moved(op) >= COLD_BYTES
                 if traced:  # NOTE: `Trace.trace` inline: two operations a message
-                    trace_names.append(_EVENT_NAMES[type(op)])
-                    trace_marks += (start, len(trace_charges))
-                    if len(trace_names) >= LAYOUT_OPS:
+                    trace_marks += (_EVENT_NAMES[type(op)], start, len(trace_charges))
+                    if len(trace_marks) >= 3 * LAYOUT_OPS:
                         trace.lay_out()
             except simpy.Interrupt as interrupt:
                 if self.faults.killed(interrupt.cause):

@@ -23,15 +23,15 @@ class Trace:
     """A drawn node's notes, laid out as its timeline's events.
 
     ``charges``: flat, kind then seconds, of the operations not yet laid out (and the one in
-    progress), as the node's log notes them; ``names``: the name of each operation traced
-    since, and ``marks``: flat, its start (s) then the end of its charges in ``charges``
-    (lists side by side, not a tuple an operation: laid out, flat numbers are one array, no
-    tuple to take apart); ``columns``: those laid out, as `run.runlog.EventColumns`
-    (``events``: the same as ``(name, kind, start s, end s)``), in order."""
+    progress), as the node's log notes them; ``marks``: flat, of each operation traced since,
+    its name, its start (s) and the end of its charges in ``charges`` (one flat list, not a
+    tuple an operation: one extend a trace, and no tuple to take apart when laid out);
+    ``columns``: those laid out, as `run.runlog.EventColumns` (``events``: the same as
+    ``(name, kind, start s, end s)``), in order."""
 
     def __init__(self, charges=None):
         self.charges = [] if charges is None else charges
-        self.names, self.marks, self._chunks = [], [], []  # laid out: EventColumns a batch
+        self.marks, self._chunks = [], []  # laid out: EventColumns of each batch
 
     def note_local(self):
         """The last charge was the program's own code (``local``), not a compute operation."""
@@ -40,9 +40,8 @@ class Trace:
     def trace(self, name, start):
         """The operation ``name`` that began at ``start`` (s) ends now: its charges are those
         noted since the last one ended."""
-        self.names.append(name)
-        self.marks += (start, len(self.charges))
-        if len(self.names) >= LAYOUT_OPS:
+        self.marks += (name, start, len(self.charges))
+        if len(self.marks) >= 3 * LAYOUT_OPS:
             self.lay_out()
 
     @property
@@ -66,27 +65,26 @@ class Trace:
         0.6 us an event in a Python loop, 2026-12-04). An event's end is its start plus its
         seconds, added in the same order as one at a time (each operation's k-th charges
         together, k = 0, 1, ...), so every time is the same float."""
-        names, marks, charges = self.names, self.marks, self.charges
-        if not names:
+        marks, charges = self.marks, self.charges
+        if not marks:
             return
         end_index = marks[-1]
-        marked = np.array(marks, dtype=np.float64)  # (the ends are ints below 2**53: exact)
-        names = np.array(names, dtype=object)
-        self.names.clear()
+        names = np.array(marks[0::3], dtype=object)
+        starts = np.array(marks[1::3], dtype=np.float64)
+        ends = np.zeros(len(names) + 1, dtype=np.intp)
+        ends[1:] = marks[2::3]
         marks.clear()
         seconds = np.array(charges[1:end_index:2], dtype=np.float64)
         kinds = np.array(charges[0:end_index:2], dtype=object)
         del charges[:end_index]  # the operation in progress keeps its charges
         if not len(seconds):
             return
-        ends = np.zeros(len(names) + 1, dtype=np.intp)
-        ends[1:] = marked[1::2]
         counts = np.diff(ends) // 2  # charges of each operation
         op_of = np.repeat(np.arange(len(names)), counts)  # each charge's operation
         first = np.cumsum(counts) - counts  # each operation's first charge
         added = np.where(seconds > 0, seconds, 0.0)  # (a charge of no time moves nothing on)
         begin, finish = np.empty_like(added), np.empty_like(added)
-        base = marked[0::2][counts > 0]
+        base = starts[counts > 0]
         for k in range(int(counts.max())):  # the k-th charge of every operation that has one
             at = first[counts > k] + k
             if k:

@@ -404,9 +404,12 @@ def float_pairs(values, between):
     text = orjson.dumps(np.ascontiguousarray(values, np.float64), option=_NUMPY).decode()
     if "null" in text:
         raise ValueError("float_pairs: an infinity or NaN has no JSON number")
-    # "[[a,b],[c,d]]": the rows' own commas become ``between``, the rows' joints a newline
-    body = _python_floats(text)[2:-2].replace("],[", "\n").replace(",", between)
-    return body.split("\n")
+    # "[[a,b],[c,d]]": the rows' own commas become ``between``, the rows' joints a newline, and
+    # the brackets at the ends come off the first and last rows (no copy of the whole for them)
+    pairs = _python_floats(text).replace("],[", "\n").replace(",", between).split("\n")
+    pairs[0] = pairs[0][2:]
+    pairs[-1] = pairs[-1][:-2]  # (after: with one row, the first is the last)
+    return pairs
 
 
 _NUMPY = orjson.OPT_SERIALIZE_NUMPY
@@ -434,10 +437,17 @@ def rounded_array(values, ndigits):
         raise ValueError(f"rounded: ndigits must be 0-22 (10**ndigits exact), got {ndigits}")
     scale = 10.0**ndigits
     with np.errstate(over="ignore", invalid="ignore"):  # (an infinity: in doubt, NaN's off_half)
+        # in place where it can be: a timeline's are some MB, and fresh memory costs its pages
         scaled = values * scale
-        out = np.rint(scaled) / scale
-        off_half = np.abs(scaled - np.floor(scaled) - 0.5)
-        doubt = ~(off_half > 0.0) | ~(np.abs(scaled) < 2.0**52)
+        out = np.rint(scaled)
+        out /= scale
+        off_half = np.floor(scaled)
+        np.subtract(scaled, off_half, out=off_half)
+        off_half -= 0.5
+        np.abs(off_half, out=off_half)
+        doubt = ~(off_half > 0.0)
+        np.abs(scaled, out=scaled)
+        doubt |= ~(scaled < 2.0**52)
     flat, original = out.reshape(-1), np.asarray(values).reshape(-1)
     for i in np.flatnonzero(doubt).tolist():
         flat[i] = round(float(original[i]), ndigits)
