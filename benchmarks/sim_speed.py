@@ -78,7 +78,7 @@ from sim.compute import ComputeModel
 from twinsgd.programs.node import Step
 from twinsgd.programs.ops import ANY_SOURCE, Allreduce, Recv, Send
 from twinsgd.run.runfolder import RunFolder
-from twinsgd.run.runlog import Charges, RunLog, chrome_trace_json
+from twinsgd.run.runlog import Charges, RunLog, chrome_trace_pieces
 
 ROOT = Path(__file__).resolve().parents[1]
 ALPHA_S, BETA_BPS = 5e-6, 1.25e9  # 5 us, 10 Gb/s
@@ -206,7 +206,7 @@ def simulate_case(case, messages, runlog):
         sim.run([program(node, rounds) for node in nodes])
         if runlog:  # the bookkeeping sim.run does: steps.csv's rows, and timeline.json
             logs[0].finish(
-                "done", timeline=chrome_trace_json(sim.timeline.columns, case, "simulated")
+                "done", timeline=chrome_trace_pieces(sim.timeline.columns, case, "simulated")
             )
             sent = sum(log.totals["bytes_sent"] for log in logs) // (4 * FLOATS)
         else:

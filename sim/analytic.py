@@ -31,7 +31,7 @@ from sim.timeline import Timeline
 from twinsgd.programs.collectives import allreduce_bytes
 from twinsgd.programs.ghost import GhostArray
 from twinsgd.programs.node import Step
-from twinsgd.run.runlog import RunLog, chrome_trace_json, failure_status
+from twinsgd.run.runlog import RunLog, chrome_trace_pieces, failure_status
 
 
 def analytic_gaps(cfg, cluster):
@@ -170,7 +170,7 @@ def run_analytic(node, size, cluster, link, folder, header, target_accuracy, bar
     _keep_totals(log, totals, sampled, bytes_of, node.total_steps, size, every, sent_per_step)
     events = {rank: traced.columns for rank, traced in drawn.items()}
     log.finish(
-        "done", model.named_arrays(), chrome_trace_json(events, node.cfg.algorithm, "simulated")
+        "done", model.named_arrays(), chrome_trace_pieces(events, node.cfg.algorithm, "simulated")
     )
     return log.summary()
 

@@ -46,7 +46,7 @@ from twinsgd.run.runfolder import RunFolder, claim_run_folder
 from twinsgd.run.runlog import (
     DISK_FULL,
     RunLog,
-    chrome_trace_json,
+    chrome_trace_pieces,
     failure_status,
     progress_bar,
     run_header,
@@ -355,7 +355,7 @@ def run_simulation(run):
     log.finish(
         "done",
         nodes[reporter].model.named_arrays(),
-        chrome_trace_json(simulator.timeline.columns, cfg.algorithm, "simulated"),
+        chrome_trace_pieces(simulator.timeline.columns, cfg.algorithm, "simulated"),
     )
     return folder.read_json("summary.json")
 

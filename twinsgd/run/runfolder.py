@@ -165,11 +165,12 @@ class RunFolder:
         self.write_bytes(name, json_bytes(document, indent))
 
     def write_bytes(self, name, data):
-        """Replace ``name`` with the bytes ``data`` atomically (where the disk is full, in place:
-        `_rewrite_in_place`): a document already written as JSON (timeline.json), a copy of the
+        """Replace ``name`` with the bytes ``data`` (or a list of bytes, one after another)
+        atomically (where the disk is full, in place: `_rewrite_in_place`): a document already
+        written as JSON (timeline.json, in pieces: `runlog.chrome_trace_pieces`), a copy of the
         run's profile."""
         try:
-            self._replace(name, lambda fh: fh.write(data))
+            self._replace(name, lambda fh: fh.writelines(_pieces(data)))
         except OSError as err:
             if err.errno not in (errno.ENOSPC, errno.EDQUOT) or not (self.path / name).exists():
                 raise
@@ -182,7 +183,8 @@ class RunFolder:
         fd = os.open(self.path / name, os.O_WRONLY)
         try:
             os.ftruncate(fd, 0)
-            _write_all(fd, data, self.path / name)
+            for piece in _pieces(data):
+                _write_all(fd, piece, self.path / name)
         finally:
             os.close(fd)
 
@@ -217,6 +219,11 @@ class RunFolder:
         except BaseException:
             os.unlink(tmp)
             raise
+
+
+def _pieces(data):
+    """``data`` (bytes, or a list of bytes) as a sequence of bytes."""
+    return (data,) if isinstance(data, bytes | bytearray | memoryview) else data
 
 
 FLUSH_ROWS = 2048  # rows held back at most: their values stay in the caches and memory flat

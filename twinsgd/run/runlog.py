@@ -19,7 +19,7 @@ import platform
 import sys
 import time
 from dataclasses import dataclass
-from itertools import chain, repeat
+from itertools import repeat
 from operator import itemgetter
 
 import numpy as np
@@ -293,7 +293,7 @@ class RunLog(Charges):
         self.metrics.close()
         if arrays is not None:
             self.folder.save_arrays("model.npz", arrays)
-        if timeline is not None:  # `chrome_trace_json`'s bytes
+        if timeline is not None:  # `chrome_trace_json`'s bytes, or `chrome_trace_pieces`
             self.folder.write_bytes("timeline.json", timeline)
         self.header["status"] = status
         self.folder.write_json("summary.json", self.summary())
@@ -379,40 +379,54 @@ def chrome_trace_json(per_rank, algorithm, clock):
     """timeline.json's bytes: `chrome_trace`'s document as `RunFolder.write_json` writes it on
     one line (``json.dumps``, a newline), byte for byte, made without a dict an event.
     ``per_rank``: {rank: a list of (name, kind, start s, end s), or `EventColumns`}.
+    (`chrome_trace_pieces` joined.)"""
+    return b"".join(chrome_trace_pieces(per_rank, algorithm, clock))
+
+
+def chrome_trace_pieces(per_rank, algorithm, clock):
+    """`chrome_trace_json`'s bytes in pieces, a rank's events a piece, for `RunFolder.write_bytes`
+    to write one after another.
 
     Why: a simulated run draws up to `sim.timeline.TIMELINE_RANKS` nodes, and on the message
     level a drawn node's message is two or three events: made as dicts and dumped, they cost
     10 us a ping-pong message (32 ranks, all drawn; 2026-12-04), as much as simulating it. Here
-    the times are rounded (`rounded_array`) and written (`float_pairs`) all at once, from arrays
-    (the simulator's timeline lays its events out as arrays: no float an event to gather), and
-    an event is its rank's, name's and kind's text joined to its two numbers.
+    a rank's times are rounded (`rounded_array`) and written (`float_pairs`) all at once, from
+    arrays (the simulator's timeline lays its events out as arrays: no float an event to
+    gather), and an event is its rank's, name's and kind's text joined to its two numbers. A
+    rank at a time, not the whole at once: the whole is some MB (a ping-pong's 20,000 messages,
+    5.6), and fresh memory of that size costs its pages (1.5 -> 1.1 us a message, 2026-12-05).
     """
     ranks = sorted(per_rank)
-    try:
-        columns = [EventColumns.of(per_rank[rank]) for rank in ranks]
-        start = np.concatenate([c.starts for c in columns])
-        if not len(start):  # the frame alone
-            return json_bytes(chrome_trace(per_rank, algorithm, clock))
-        span = np.concatenate([c.ends for c in columns]) - start
-        times = rounded_array(np.stack((start, span), axis=1) * 1e6, 3)
-        pairs = float_pairs(times, ', "dur": ')  # an event's start, its key, its span
-    except (ValueError, TypeError):  # not finite (null), not floats: as write_json has them
-        return json_bytes(chrome_trace(per_rank, algorithm, clock))
+    try:  # every rank's times first: a time that is not finite writes the document as write_json
+        columns = [EventColumns.of(per_rank[rank]) for rank in ranks]  # does (its null), and
+        times = [  # a time that is not a float too (an event's start, its span; in µs)
+            rounded_array(np.stack((c.starts, c.ends - c.starts), axis=1) * 1e6, 3) for c in columns
+        ]
+    except (ValueError, TypeError):
+        return [json_bytes(chrome_trace(per_rank, algorithm, clock))]
+    if not any(map(len, columns)) or not all(np.isfinite(t).all() for t in times):
+        return [json_bytes(chrome_trace(per_rank, algorithm, clock))]  # (no events: the frame)
     # the document around the events, `chrome_trace`'s own (its ranks' names, otherData), with a
     # mark where the events go
     frame = chrome_trace(dict.fromkeys(ranks, ()), algorithm, clock)
     frame["traceEvents"].append(_EVENTS_MARK)
     before, after = json_bytes(frame).decode().split(json.dumps(_EVENTS_MARK))
-    n = len(pairs)
-    # the frame's head, then per event its head, its two numbers and '}, ', then the frame's
-    # tail: one join, no copy of the whole besides (a few MB a message-level run)
-    pieces = [None] * (3 * n + 2)
-    pieces[0], pieces[-1] = before, after
-    pieces[1:-1:3] = list(chain.from_iterable(map(_heads, ranks, columns)))
-    pieces[2:-1:3] = pairs
-    pieces[3:-1:3] = repeat("}, ", n)
-    pieces[-2] = "}"
-    return "".join(pieces).encode()
+    last = max(i for i, c in enumerate(columns) if len(c))  # its last event ends the list
+    pieces = [before.encode()]
+    for i, (rank, c, rank_times) in enumerate(zip(ranks, columns, times, strict=True)):
+        n = len(c)
+        if not n:
+            continue
+        # per event: its head, its two numbers, '}, ' (the very last: '}'); one join
+        texts = [None] * (3 * n)
+        texts[0::3] = _heads(rank, c)
+        texts[1::3] = float_pairs(rank_times, ', "dur": ')  # its start, its key, its span
+        texts[2::3] = repeat("}, ", n)
+        if i == last:
+            texts[-1] = "}"
+        pieces.append("".join(texts).encode())
+    pieces.append(after.encode())
+    return pieces
 
 
 @dataclass(slots=True)
