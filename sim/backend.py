@@ -683,8 +683,8 @@ class Simulator:
                     except simpy.Interrupt:
                         request.cancel()
                         raise
-                    # NOTE: `_received` inline: the wait until the bytes began to move (none in
-                    # a collective's step entered through a barrier), the rest comm; the copy
+                    # NOTE: `_recv`'s end inline: the wait until the bytes began to move (none
+                    # in a collective's step entered through a barrier), the rest comm; the copy
                     waited = message.started - t0
                     if waited < 0.0 or entered[rank]:
                         waited = 0.0
@@ -1017,23 +1017,17 @@ class Simulator:
             yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         if op.buf is None and self.wire is not None:  # a message read from its wire bytes
             yield self.env.timeout(self.wire.read())
-        waited = 0.0
-        if probed and not self._entered[rank] and message.started > t0:  # the wait until its
-            # bytes began to move (a peer not ready), seen from the probe loop, whose real clock
-            # ends the wait
-            waited = message.started - t0 + self.probe_cost.seen.seconds(message.payload.nbytes)
-            waited = min(waited, self.env._now - t0)
-        return self._received(rank, op, message, t0, waited)
-
-    def _received(self, rank, op, message, t0, waited=0.0):
-        """A receive's end (`_recv`'s, and the driver's own without protocols): charge it from
-        ``t0`` (``waited``: seconds of it waited, where a probe loop's was found, else 0: the
-        wait until the bytes began to move, a peer not ready; none in a step of a collective
-        entered through a barrier, all comm), put the message in the op's buffer; the reply."""
-        if not waited and not self._entered[rank]:  # NOTE: `_charge` of one message, inline
+        # NOTE: `_charge` of the one message, inline (the message path; the driver has its own
+        # copy of this without protocols: no probe loop)
+        if self._entered[rank]:  # a step of a collective entered through a barrier: all comm
+            waited = 0.0
+        else:  # the wait until its bytes began to move (a peer not ready), or were seen
             waited = message.started - t0
             if waited < 0.0:
                 waited = 0.0
+            elif probed and waited:  # ... from the probe loop, which the real clock's wait ends
+                seen = waited + self.probe_cost.seen.seconds(message.payload.nbytes)
+                waited = min(seen, self.env._now - t0)
         payload = message.payload
         self.logs[rank].charge_collective(waited, self.env._now - t0 - waited, 0, payload.nbytes)
         if op.buf is None:
