@@ -597,7 +597,7 @@ class Simulator:
         plain_sends = not self.eager_bytes and self.wire is None
         plain_recvs = plain_sends and not self.cores and self.probe_cost is None and not self.gamma
         mailbox = self.network.mailbox[rank] if plain_recvs else None
-        transfer, entered = self.network.transfer, self._entered
+        transfer = self.network.transfer
         polls = self._pollers.get(rank)  # ... where it polls, among others past the cores
         due, closed_form = self._due, handlers[Allreduce]
         if not isinstance(closed_form, ClosedFormAllreduce):
@@ -683,10 +683,11 @@ class Simulator:
                     except simpy.Interrupt:
                         request.cancel()
                         raise
-                    # NOTE: `_recv`'s end inline: the wait until the bytes began to move (none
-                    # in a collective's step entered through a barrier), the rest comm; the copy
+                    # NOTE: `_recv`'s end inline: the wait until the bytes began to move, the
+                    # rest comm (outside a collective no barrier was entered: `_collective`
+                    # resets that too); the copy
                     waited = message.started - t0
-                    if waited < 0.0 or entered[rank]:
+                    if waited < 0.0:
                         waited = 0.0
                     payload = message.payload
                     log.charge_collective(waited, env._now - t0 - waited, 0, payload.nbytes)

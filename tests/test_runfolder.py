@@ -153,6 +153,26 @@ def test_a_failed_replace_keeps_the_old_file(tmp_path):
     assert not list(run.path.glob(".*tmp"))
 
 
+def test_bytes_given_in_pieces_are_written_one_after_another_atomically_or_in_place(
+    tmp_path, monkeypatch
+):
+    """timeline.json comes as a list of pieces (`runlog.chrome_trace_pieces`): written whole,
+    through a temporary file and a rename; on a full disk, rewritten where the old one lies."""
+    import errno
+
+    run = RunFolder(tmp_path / "run")
+    run.write_bytes("timeline.json", [b'{"a": ', b"[1, 2]", b"}\n"])
+    assert (run.path / "timeline.json").read_bytes() == b'{"a": [1, 2]}\n'
+    assert not list(run.path.glob(".*tmp"))
+
+    def full(name, write):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run, "_replace", full)
+    run.write_bytes("timeline.json", [b"{", b"}\n"])
+    assert (run.path / "timeline.json").read_bytes() == b"{}\n"
+
+
 def test_runs_claimed_in_the_same_second_get_their_own_folders(tmp_path):
     names = [claim_run_folder(None, "allreduce-mnist", runs=tmp_path).name for _ in range(3)]
     assert len(set(names)) == 3
