@@ -31,20 +31,20 @@ What each table determines:
   at osu_mbw_mr's, where the latency table's slope held the links (AlaSKA's 1 KiB: 2.5-2.8
   GB/s simulated for 1-32 pairs, 3.6-12.0 measured);
 - a collective table (``osu_allreduce``, ``osu_allgather``, ``osu_alltoall``, ``osu_bcast``,
-  ``osu_reduce``; IMB's ``Allreduce``, ``Allgather``, ``Alltoall`` and ``Bcast`` fitted as
-  OSU's, `AS_OSU`) of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's bandwidth,
-  and total bandwidth = channels x bandwidth), searched to minimise the absolute log error of the
-  simulated table over its sizes, as the library's algorithm runs (``--mpi``). Absolute, not
-  squared: a library switches protocol at sizes of its own (eager to rendezvous, a copy through
-  a buffer to a single copy), and a table's sizes on the far side of a switch it did not fit
-  would pull a least-squares rate off the rest; the least absolute error fits the sizes that
-  agree, the median's estimator, which is also what the held-out check scores. Such a table
-  shows the total far better than how many copies share it: the fit keeps one copy per rank of
-  the host unless fewer fit clearly better (`fit_memory`). Where a table grows by 2.5x or
-  more in one doubling of its sizes from 4 KiB, and goes on at the slower rate, its host's
-  buffers there passed a cache: ``cache`` (the buffers a call of the host's ranks touches at
-  the smaller size, `sim.osu.host_working_set`) and ``cache_bandwidth`` (the copy rate times
-  half that growth), and the rate is fitted with them in place (`cache_bound`);
+  ``osu_reduce``; IMB's ``Allreduce``, ``Allgather``, ``Alltoall``, ``Bcast`` and ``Reduce``
+  fitted as OSU's, `AS_OSU`) of R > 1 ranks a host: ``[network.memory]`` (latency, one copy's
+  bandwidth, and total bandwidth = channels x bandwidth), searched to minimise the absolute log
+  error of the simulated table over its sizes, as the library's algorithm runs (``--mpi``).
+  Absolute, not squared: a library switches protocol at sizes of its own (eager to rendezvous, a
+  copy through a buffer to a single copy), and a table's sizes on the far side of a switch it did
+  not fit would pull a least-squares rate off the rest; the least absolute error fits the sizes
+  that agree, the median's estimator, which is also what the held-out check scores. Such a table
+  shows the total far better than how many copies share it: the fit keeps one copy per rank of the
+  host unless fewer fit clearly better (`fit_memory`). Where a table grows by 2.5x or more in one
+  doubling of its sizes from 4 KiB, and goes on at the slower rate, its host's buffers there
+  passed a cache: ``cache`` (the buffers a call of the host's ranks touches at the smaller size,
+  `sim.osu.host_working_set`) and ``cache_bandwidth`` (the copy rate times half that growth), and
+  the rate is fitted with them in place (`cache_bound`);
 - an allreduce or reduce table beside one that only copies (allgather, alltoall, bcast), both
   of R > 1 ranks a host: the memory from the copying ones alone, then ``[compute]
   gamma_s_per_byte`` (the reduction's arithmetic, Thakur, Rabenseifner and Gropp's gamma) from
@@ -85,7 +85,7 @@ from sim.osu import (
 )
 from sim.osu import build_parser as osu_parser
 from twinsgd.calibration.costfit import fit_segments
-from twinsgd.calibration.osu_tables import read_table
+from twinsgd.calibration.osu_tables import TWO_RANKS, read_tables
 from twinsgd.cli import OneLineParser
 from twinsgd.programs.mpi_choices import LIBRARIES
 from twinsgd.run.interrupt import one_line_on_interrupt
@@ -95,12 +95,15 @@ SIMULATED = {"osu_allreduce", "osu_allgather", "osu_alltoall", "osu_bcast", "osu
 # IMB-MPI1's collectives, fitted as the OSU benchmark of the same call: both report the mean over
 # ranks of a rank's time a call; IMB times its calls back to back after two barriers where OSU
 # puts one before each call, a difference of a barrier's skew (a latency or so), which the fit's
-# sizes (>= FIT_MIN_BYTES, hundreds of microseconds a call on a full host) do not show
+# sizes (>= FIT_MIN_BYTES, hundreds of microseconds a call on a full host) do not show. IMB's
+# Bcast and Reduce move their root from call to call where OSU's stays at rank 0: taken as the
+# same mean over ranks (a host's ranks are alike; the root's host changes which host waits)
 AS_OSU = {
     "imb_allreduce": "osu_allreduce",
     "imb_allgather": "osu_allgather",
     "imb_alltoall": "osu_alltoall",
     "imb_bcast": "osu_bcast",
+    "imb_reduce": "osu_reduce",
 }
 FIT_MIN_BYTES = 65536  # below, a call's time is the library's software and latencies
 
@@ -109,13 +112,23 @@ def fit_profile(tables, mpi="mpich", say=print):
     """The profile document (a dict for TOML) that ``tables`` (`OsuTable` list) determine, and
     ``say`` each parameter's source, or what was assumed. ValueError when no table gives the
     network's latency."""
-    by_bench = {}
+    by_bench, in_a_host = {}, []
     for t in tables:
-        by_bench.setdefault(t.bench, []).append(t)
+        if t.bench in TWO_RANKS and t.hosts < 2:
+            in_a_host.append(t.bench)
+            say(
+                f"{t.path}: {t.bench} not used: its two ranks shared a host (the job's ranks 0 "
+                f"and 1, {t.ranks_per_host} or more a host), so it timed the host's memory, "
+                f"not the network"
+            )
+        else:
+            by_bench.setdefault(t.bench, []).append(t)
     latency = next((by_bench[b][0] for b in LATENCY_TABLES if b in by_bench), None)
     if latency is None:
         raise ValueError(
-            "--from-osu: needs a point-to-point latency table (osu_latency or IMB PingPong)"
+            "--from-osu: needs a point-to-point latency table between two hosts (osu_latency "
+            "or IMB PingPong of one rank a host, FILE or FILE:2x1)"
+            + (f"; {', '.join(in_a_host)} ran inside one host" if in_a_host else "")
         )
     positive = latency.sizes > 0
     oneway = fit_segments(latency.sizes[positive], latency.seconds[positive])
@@ -157,7 +170,7 @@ def fit_profile(tables, mpi="mpich", say=print):
         "cluster": {
             "name": "fitted to OSU/IMB tables",
             "calibrated": True,
-            "source": "sim.calibrate --from-osu " + " ".join(t.path for t in tables),
+            "source": "sim.calibrate --from-osu " + " ".join(dict.fromkeys(t.path for t in tables)),
             "mpi": mpi,
         },
         "network": {
@@ -703,7 +716,7 @@ def main(argv=None):
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        tables = [read_table(spec) for spec in args.from_osu]
+        tables = [t for spec in args.from_osu for t in read_tables(spec, say=print)]
         header = ""
         if args.profile is not None:
             document = refine_poll_wait(args.profile, tables, args.mpi)

@@ -29,7 +29,7 @@ from sim.osu import (
     simulate_benchmark,
 )
 from twinsgd.calibration.costfit import PiecewiseCost
-from twinsgd.calibration.osu_tables import read_table
+from twinsgd.calibration.osu_tables import read_table, read_tables
 from twinsgd.programs.mpi_choices import allgather_algorithm
 from twinsgd.programs.ops import Recv, Send
 from twinsgd.run.runlog import Charges
@@ -143,6 +143,106 @@ def test_the_reader_knows_osu_and_imb_headers_and_turns_values_into_seconds(tmp_
         "4                       5.47              4.00              7.00        1000\n"
     )
     assert read_table(f"{full}:4x2").seconds.tolist() == pytest.approx([5.47e-6])
+
+
+def _imb_section(name, processes, rows, columns="t_min[usec]  t_max[usec]  t_avg[usec]"):
+    """One section of IMB-MPI1's text: its header, ``# #processes``, then ``(bytes, t)`` rows
+    with ``t`` in every time column."""
+    width = len(columns.split())
+    return (
+        f"#{'-' * 63}\n# Benchmarking {name} \n# #processes = {processes} \n"
+        f"# ( {64 - processes} additional processes waiting in MPI_Barrier)\n#{'-' * 63}\n"
+        f"       #bytes #repetitions  {columns}\n"
+        + "".join(f"{n:>13} {1000:>12}" + f" {t:>12.2f}" * width + "\n" for n, t in rows)
+        + "\n\n"
+    )
+
+
+def test_a_whole_imb_suite_reads_each_benchmark_at_the_jobs_ranks(tmp_path):
+    """IMB-MPI1 run as a whole writes every benchmark into one file, each collective at 2, 4,
+    8, ... processes: the section of the job's ranks is read (not the first), PingPong and
+    Sendrecv at 2 (the job's ranks 0 and 1: on one host when it has several a host), an empty
+    call's 0-byte row and benchmarks without a model are left out, and said."""
+    suite = tmp_path / "imb.txt"
+    pingpong = [(0, 1.0), (1024, 2.0)]
+    suite.write_text(
+        "# List of Benchmarks to run:\n\n# PingPong\n# Sendrecv\n# Allreduce\n# Barrier\n\n"
+        + _imb_section("PingPong", 2, pingpong, "t[usec]   Mbytes/sec")
+        + _imb_section("Sendrecv", 2, [(4, 3.0)], "t_min[usec] t_max[usec] t_avg[usec] Mbytes/sec")
+        + _imb_section("Sendrecv", 4, [(4, 30.0)], "t_min[usec] t_max[usec] t_avg[usec] Mbytes/sec")
+        + "".join(
+            _imb_section("Allreduce", p, [(0, 0.03), (4, p * 1.0), (8, p * 2.0)]) for p in (2, 4, 8)
+        )
+        + _imb_section("Barrier", 8, [(0, 5.0)])
+    )
+    said = []
+    tables = {t.bench: t for t in read_tables(f"{suite}:8x4", say=said.append)}
+    assert list(tables) == ["imb_pingpong", "imb_sendrecv", "imb_allreduce"]
+    allreduce = tables["imb_allreduce"]
+    assert allreduce.sizes.tolist() == [4, 8] and (allreduce.ranks, allreduce.hosts) == (8, 2)
+    np.testing.assert_allclose(allreduce.seconds, [8e-6, 16e-6])  # the 8-process section's
+    assert tables["imb_sendrecv"].seconds.tolist() == pytest.approx([3e-6])
+    ping = tables["imb_pingpong"]
+    assert (ping.ranks, ping.ranks_per_host, ping.hosts) == (2, 2, 1)
+    assert said == [f"{suite}: not read (no model of them here): IMB Barrier"]
+    between_hosts = read_tables(f"{suite}:8x1")
+    assert [t.hosts for t in between_hosts if t.bench == "imb_pingpong"] == [2]
+    with pytest.raises(ValueError, match=r"run at 2, 4, 8 processes, not at 16"):
+        read_tables(f"{suite}:16x4")
+    with pytest.raises(ValueError, match=r"run at 2, 4, 8 processes: give the job's shape"):
+        read_tables(str(suite))
+    with pytest.raises(ValueError, match=r"holds 3 tables \(imb_pingpong, imb_sendrecv, imb_"):
+        read_table(f"{suite}:8x4")
+
+
+def test_osu_tables_one_after_another_in_a_job_log_are_each_read(tmp_path):
+    """A job's log of OSU runs one after another, with a launcher's lines between them and a
+    prompt right after a table (OSU 7's ``# Datatype`` line too): each table ends at its first
+    line that is not a row; the same benchmark twice is refused, naming both lines."""
+    log = tmp_path / "job.out"
+    log.write_text(
+        "[node1:123] SET UCX_NET_DEVICES=mlx5_0:1\n\n"
+        "# OSU MPI Latency Test v7.5\n# Datatype: MPI_CHAR.\n# Size       Latency (us)\n"
+        "0                       1.50\n1024                    2.27\n"
+        "[node1:124] SET UCX_NET_DEVICES=mlx5_0:1\n"
+        "# OSU MPI Bandwidth Test v7.5\n# Datatype: MPI_CHAR.\n# Size      Bandwidth (MB/s)\n"
+        "1                       2.00\n1024                 1000.00\n$\n"
+        "# OSU MPI Barrier Latency Test v7.5\n# Avg Latency(us)\n        3.10\n"
+    )
+    said = []
+    latency, bw = read_tables(str(log), say=said.append)
+    assert (latency.bench, bw.bench) == ("osu_latency", "osu_bw")
+    assert latency.seconds.tolist() == pytest.approx([1.5e-6, 2.27e-6])
+    np.testing.assert_allclose(bw.seconds, [1 / 2e6, 1024 / 1e9])
+    assert said == [f"{log}: not read (no model of them here): OSU Barrier Latency Test"]
+    twice = tmp_path / "twice.out"
+    twice.write_text(
+        "# OSU MPI Latency Test v7.5\n# Size Latency (us)\n8 1.0\n\n"
+        "# OSU MPI Latency Test v7.5\n# Size Latency (us)\n8 1.1\n"
+    )
+    with pytest.raises(ValueError, match=r"twice.out:5: a second osu_latency table .*line 1"):
+        read_tables(str(twice))
+
+
+def test_a_latency_table_inside_one_host_is_not_taken_for_the_network(tmp_path):
+    """IMB's PingPong of a job of several ranks a host ran between two ranks of one host: the
+    fit says it is not used, and with no latency table between hosts refuses in one line."""
+    from sim.calibrate import fit_profile
+
+    suite = tmp_path / "imb.txt"
+    suite.write_text(_imb_section("PingPong", 2, [(0, 0.3), (65536, 5.0)], "t[usec] Mbytes/sec"))
+    inside = read_tables(f"{suite}:64x32")
+    with pytest.raises(ValueError, match=r"between two hosts .*imb_pingpong ran inside one host"):
+        fit_profile(inside, say=lambda _: None)
+    latency = tmp_path / "lat.txt"
+    latency.write_text("# OSU MPI Latency Test v5.6.2\n# Size Latency (us)\n8 1.5\n65536 9.0\n")
+    said = []
+    document = fit_profile([*inside, read_table(str(latency))], say=said.append)
+    assert any("imb_pingpong not used: its two ranks shared a host" in line for line in said)
+    assert (
+        document["network"]["latency"]
+        == fit_profile([read_table(str(latency))], say=lambda _: None)["network"]["latency"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -509,7 +609,7 @@ def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma
     assert "compute" not in alone
 
 
-@pytest.mark.parametrize("bench", ["allgather", "alltoall", "bcast", "allreduce"])
+@pytest.mark.parametrize("bench", ["allgather", "alltoall", "bcast", "allreduce", "reduce"])
 def test_imb_collectives_fit_the_memory_as_the_osu_benchmark_of_the_same_call(tmp_path, bench):
     """An IMB-MPI1 table (its own text) of a collective simulated on a known memory path (2 GB/s
     a copy, 4 at once; 8 ranks, 4 a host) fits the same memory as the OSU table of the same
@@ -530,6 +630,7 @@ def test_imb_collectives_fit_the_memory_as_the_osu_benchmark_of_the_same_call(tm
         "alltoall": "Alltoall",
         "bcast": "Bcast",
         "allreduce": "Allreduce",
+        "reduce": "Reduce",
     }[bench]
     imb = tmp_path / "imb.txt"
     imb.write_text(

@@ -52,7 +52,10 @@ IMB_BENCHMARKS = {
     "Bcast": ("imb_bcast", "t_avg[usec]"),
     "Allgather": ("imb_allgather", "t_avg[usec]"),
     "Alltoall": ("imb_alltoall", "t_avg[usec]"),
+    "Reduce": ("imb_reduce", "t_avg[usec]"),
 }
+# benchmarks of exactly two ranks, which a job of several ranks a host runs on its ranks 0 and 1
+TWO_RANKS = {"osu_latency", "osu_bw", "osu_bibw", "imb_pingpong", "imb_sendrecv"}
 POINT_TO_POINT = {
     "osu_latency",
     "osu_bw",
@@ -64,6 +67,7 @@ POINT_TO_POINT = {
 }
 _OSU_HEADER = re.compile(r"#\s*OSU MPI(?:-CUDA)? (.+?) (?:v\d|\()")
 _IMB_HEADER = re.compile(r"#\s*Benchmarking (\S+)")
+_IMB_PROCESSES = re.compile(r"#\s*#processes\s*=\s*(\d+)")
 _SHAPE = re.compile(r"(.*):(\d+)x(\d+)")
 
 
@@ -136,42 +140,132 @@ class OsuTable:
 
 
 def read_table(spec, need_shape=True):
-    """The `OsuTable` of ``spec`` = ``FILE`` or ``FILE:RANKSxPER_HOST``; ValueError naming the
-    file (and line) for a file that is not OSU or IMB output, a table with missing, negative or
-    non-increasing sizes or values that are not > 0, or a shape that does not parse or divide.
-    ``need_shape`` False: a collective's table without a shape is read too (ranks 0: unknown),
-    for comparing tables size by size."""
+    """The one `OsuTable` of ``spec`` = ``FILE`` or ``FILE:RANKSxPER_HOST`` (`read_tables`);
+    ValueError also where the file holds several tables of benchmarks read here."""
+    tables = read_tables(spec, need_shape)
+    if len(tables) > 1:
+        path = _split_shape(spec)[0]
+        raise ValueError(
+            f"{path}: holds {len(tables)} tables ({', '.join(t.bench for t in tables)}); "
+            f"one is expected here"
+        )
+    return tables[0]
+
+
+def read_tables(spec, need_shape=True, say=None):
+    """Every table of ``spec`` = ``FILE`` or ``FILE:RANKSxPER_HOST`` of a benchmark read here,
+    as `OsuTable` in the file's order.
+
+    A file may hold several: a job script's OSU runs one after another, or IMB-MPI1's whole
+    suite, which runs each benchmark at 2, 4, 8, ... processes up to the job's (a section
+    ``# #processes = P`` each). Of IMB's sections the one of the job's ranks is read for a
+    collective (the suffix's RANKS) and the one of 2 for PingPong and Sendrecv. A two-rank
+    table (osu_latency, osu_bw, osu_bibw, IMB's PingPong and Sendrecv) is between two hosts
+    unless the suffix puts several ranks on a host: then the job's ranks 0 and 1, which ran it,
+    share one (ranks are placed a host at a time, as mpirun and srun place them by default).
+    Benchmarks not read here (IMB's Barrier, OSU's osu_barrier, ...) are left out, and said to
+    ``say`` if given. An IMB collective's 0-byte row (a call that moves nothing) is left out.
+
+    ValueError naming the file (and line) for a file that holds no table read here, a table
+    with missing, negative or non-increasing sizes or values that are not > 0, a benchmark
+    twice, a shape that does not parse or divide, or an IMB collective without a section of
+    the job's ranks. ``need_shape`` False: a collective's table without a shape is read too
+    (ranks 0: unknown), for comparing tables size by size.
+    """
     path, ranks, per_host = _split_shape(spec)
     try:
         lines = Path(path).read_text().splitlines()
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: cannot read ({err.__class__.__name__}: {err})") from None
-    for number, line in enumerate(lines, 1):
-        osu = _OSU_HEADER.match(line.strip())
-        if osu and osu.group(1) in OSU_TITLES:
-            bench, kind = OSU_TITLES[osu.group(1)]
-            rows = _osu_rows(path, lines, number)
-            break
-        imb = _IMB_HEADER.match(line.strip())
-        if imb and imb.group(1) in IMB_BENCHMARKS:
-            bench, column = IMB_BENCHMARKS[imb.group(1)]
-            kind, rows = "latency", _imb_rows(path, lines, number, column)
-            break
-    else:
+    found, skipped = _find_tables(path, lines)
+    if not found:
         raise ValueError(
             f"{path}: not OSU or IMB-MPI1 output (no '# OSU MPI ... Test' or "
             f"'# Benchmarking NAME' header of a benchmark read here)"
         )
-    if ranks is None and bench not in POINT_TO_POINT and not need_shape:
-        ranks, per_host = 0, 1
-    if ranks is None:
-        if bench not in POINT_TO_POINT:
+    if skipped and say is not None:
+        say(f"{path}: not read (no model of them here): {', '.join(dict.fromkeys(skipped))}")
+    tables, first = [], {}
+    for bench, _, number, processes, _ in found:
+        if (bench, processes) in first:
+            raise ValueError(
+                f"{path}:{number}: a second {bench} table (the first at line "
+                f"{first[bench, processes]}); give each run's table a file of its own"
+            )
+        first[bench, processes] = number
+    for bench in dict.fromkeys(f[0] for f in found):
+        sections = [f for f in found if f[0] == bench]
+        _, kind, number, processes, rows = _section(path, sections, ranks, need_shape)
+        if bench in TWO_RANKS:
+            shape = (2, 1 if per_host in (None, 1) else 2)
+        elif bench in POINT_TO_POINT:
+            shape = (2, 1) if ranks is None else (ranks, per_host)
+        elif ranks is not None:
+            shape = (ranks, per_host)
+        elif need_shape:
             raise ValueError(
                 f"{path}: a collective's table needs its job's shape: {path}:RANKSxPER_HOST"
             )
-        ranks, per_host = 2, 1
-    sizes, values = _check_rows(path, rows, allow_zero_size=kind == "latency")
-    return OsuTable(path, bench, sizes, _seconds(kind, sizes, values), ranks, per_host)
+        else:
+            shape = (processes or 0, 1)
+        if bench.startswith("imb_") and bench not in POINT_TO_POINT:
+            rows = [row for row in rows if row[1] != "0"]  # IMB's empty call
+        sizes, values = _check_rows(path, rows, allow_zero_size=kind == "latency")
+        tables.append(OsuTable(path, bench, sizes, _seconds(kind, sizes, values), *shape))
+    return tables
+
+
+def _find_tables(path, lines):
+    """``([(bench, kind, header line, IMB's processes or None, rows)], [names not read])`` of
+    every OSU and IMB header of ``lines``, in order."""
+    found, skipped = [], []
+    for number, line in enumerate(lines, 1):
+        text = line.strip()
+        if osu := _OSU_HEADER.match(text):
+            if osu.group(1) not in OSU_TITLES:
+                skipped.append(f"OSU {osu.group(1)}")
+                continue
+            bench, kind = OSU_TITLES[osu.group(1)]
+            found.append((bench, kind, number, None, _osu_rows(path, lines, number)))
+        elif imb := _IMB_HEADER.match(text):
+            if imb.group(1) not in IMB_BENCHMARKS:
+                skipped.append(f"IMB {imb.group(1)}")
+                continue
+            bench, column = IMB_BENCHMARKS[imb.group(1)]
+            processes, rows = _imb_rows(path, lines, number, column)
+            found.append((bench, "latency", number, processes, rows))
+    return found, skipped
+
+
+def _section(path, sections, ranks, need_shape):
+    """Of one benchmark's tables in a file (several only for IMB: a section a process count),
+    the one to read: a two-rank benchmark's of 2 processes, a collective's of the job's
+    ranks; ValueError where there is none."""
+    if len(sections) == 1 and sections[0][3] is None:
+        return sections[0]
+    bench, counts = sections[0][0], [s[3] for s in sections]
+    if bench in TWO_RANKS or bench in POINT_TO_POINT:
+        want = 2
+    elif ranks is None:
+        if len(sections) == 1 and not need_shape:
+            return sections[0]
+        raise ValueError(
+            f"{path}: IMB's {bench[4:]} was run at {_counts(counts)} processes: give the job's "
+            f"shape, {path}:RANKSxPER_HOST, to read the section of its ranks"
+        )
+    else:
+        want = ranks
+    for section in sections:
+        if section[3] == want:
+            return section
+    raise ValueError(
+        f"{path}:{sections[0][2]}: IMB's {bench[4:]} was run at {_counts(counts)} processes, "
+        f"not at {want}"
+    )
+
+
+def _counts(counts):
+    return ", ".join(str(c) for c in counts)
 
 
 def _split_shape(spec):
@@ -190,38 +284,50 @@ def _split_shape(spec):
     return path, ranks, per_host
 
 
+def _is_row(fields):
+    """Whether a line's fields start a table's row: its first is a whole number (a size)."""
+    return bool(fields) and re.fullmatch(r"[+-]?\d+", fields[0]) is not None
+
+
 def _osu_rows(path, lines, header):
-    """(line number, size, value) of an OSU table: rows after the header until the first line
-    that is neither a row nor a comment; the value is the first column after the size."""
+    """(line number, size, value) of an OSU table: its rows (lines that start with a whole
+    number) after the header, up to the first other line after them (a blank line, a comment,
+    the next job's output, a prompt); the value is the first column after the size. Lines
+    before the first row (OSU 7's ``# Datatype``, a launcher's warning) are passed over."""
     rows = []
     for number, line in enumerate(lines[header:], header + 1):
         fields = line.split()
-        if not fields or fields[0].startswith("#"):
-            if rows and not fields:
-                break
+        if not _is_row(fields):
+            if rows or _OSU_HEADER.match(line.strip()) or _IMB_HEADER.match(line.strip()):
+                break  # the table's end, or the next table's header before a row of this one
             continue
         rows.append((number, fields[0], fields[1] if len(fields) > 1 else None))
     return rows
 
 
 def _imb_rows(path, lines, header, column):
-    """(line number, size, value) of an IMB table: its ``#bytes`` header names the columns."""
-    rows, names = [], None
+    """(processes, rows) of an IMB section: ``# #processes = P`` (None if absent) and its
+    (line number, size, value) rows; its ``#bytes`` header names the columns."""
+    rows, names, processes = [], None, None
     for number, line in enumerate(lines[header:], header + 1):
         fields = line.split()
         if names is None:
-            if fields and fields[0] == "#bytes":
+            if match := _IMB_PROCESSES.match(line.strip()):
+                processes = int(match.group(1))
+            elif fields and fields[0] == "#bytes":
                 names = fields
                 if column not in names:
                     raise ValueError(f"{path}:{number}: no column {column} in {' '.join(names)}")
+            elif _IMB_HEADER.match(line.strip()):
+                break  # the next benchmark, before a table of this one
             continue
-        if not fields or fields[0].startswith("#"):
+        if not _is_row(fields):
             if rows:
                 break
             continue
         index = names.index(column)
         rows.append((number, fields[0], fields[index] if len(fields) > index else None))
-    return rows
+    return processes, rows
 
 
 def _check_rows(path, rows, allow_zero_size):
