@@ -104,6 +104,7 @@ AS_OSU = {
     "imb_alltoall": "osu_alltoall",
     "imb_bcast": "osu_bcast",
     "imb_reduce": "osu_reduce",
+    "imb_uniband": "osu_mbw_mr",  # the same pairs, windows and acknowledgements
 }
 FIT_MIN_BYTES = 65536  # below, a call's time is the library's software and latencies
 
@@ -112,6 +113,7 @@ def fit_profile(tables, mpi="mpich", say=print):
     """The profile document (a dict for TOML) that ``tables`` (`OsuTable` list) determine, and
     ``say`` each parameter's source, or what was assumed. ValueError when no table gives the
     network's latency."""
+    tables = [_as_osu(t, say) for t in tables]
     by_bench, in_a_host = {}, []
     for t in tables:
         if t.bench in TWO_RANKS and t.hosts < 2:
@@ -186,9 +188,6 @@ def fit_profile(tables, mpi="mpich", say=print):
     document["network"] |= {name: cost.to_dict() for name, cost in gaps.items()}
     collectives = []
     for t in tables:
-        if t.bench in AS_OSU:
-            say(f"{t.path}: IMB-MPI1's {t.bench[4:]}, fitted as {AS_OSU[t.bench]}")
-            t = dataclasses.replace(t, bench=AS_OSU[t.bench])
         if t.bench in SIMULATED and t.ranks_per_host > 1:
             collectives.append(t)
         elif t.collective:
@@ -256,6 +255,15 @@ def fit_profile(tables, mpi="mpich", say=print):
         )
     say("an eager Send's overhead (LogP's o): not in these tables, not charged")
     return document
+
+
+def _as_osu(table, say):
+    """``table``, an IMB-MPI1 table of a call OSU times the same way renamed as OSU's (`AS_OSU`),
+    said to ``say``."""
+    if table.bench not in AS_OSU:
+        return table
+    say(f"{table.path}: IMB-MPI1's {table.bench[4:]}, fitted as {AS_OSU[table.bench]}")
+    return dataclasses.replace(table, bench=AS_OSU[table.bench])
 
 
 def crosses(table):

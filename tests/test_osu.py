@@ -161,8 +161,11 @@ def _imb_section(name, processes, rows, columns="t_min[usec]  t_max[usec]  t_avg
 def test_a_whole_imb_suite_reads_each_benchmark_at_the_jobs_ranks(tmp_path):
     """IMB-MPI1 run as a whole writes every benchmark into one file, each collective at 2, 4,
     8, ... processes: the section of the job's ranks is read (not the first), PingPong and
-    Sendrecv at 2 (the job's ranks 0 and 1: on one host when it has several a host), an empty
-    call's 0-byte row and benchmarks without a model are left out, and said."""
+    Sendrecv at 2 (the job's ranks 0 and 1: on one host when it has several a host), Uniband
+    (osu_mbw_mr's pairs and windows) at the job's ranks, fitted as osu_mbw_mr; an empty call's
+    0-byte row and benchmarks without a model are left out, and said."""
+    from sim.calibrate import fit_profile
+
     suite = tmp_path / "imb.txt"
     pingpong = [(0, 1.0), (1024, 2.0)]
     suite.write_text(
@@ -173,11 +176,18 @@ def test_a_whole_imb_suite_reads_each_benchmark_at_the_jobs_ranks(tmp_path):
         + "".join(
             _imb_section("Allreduce", p, [(0, 0.03), (4, p * 1.0), (8, p * 2.0)]) for p in (2, 4, 8)
         )
+        + "".join(
+            _imb_section("Uniband", p, [(0, 0.0), (1024, p * 100.0)], "Mbytes/sec Msg/sec")
+            for p in (2, 4, 8)
+        )
         + _imb_section("Barrier", 8, [(0, 5.0)])
     )
     said = []
     tables = {t.bench: t for t in read_tables(f"{suite}:8x4", say=said.append)}
-    assert list(tables) == ["imb_pingpong", "imb_sendrecv", "imb_allreduce"]
+    assert list(tables) == ["imb_pingpong", "imb_sendrecv", "imb_allreduce", "imb_uniband"]
+    uniband = tables["imb_uniband"]  # 4 pairs' total rate, the 0-byte row (no rate) left out
+    assert uniband.sizes.tolist() == [1024] and (uniband.ranks, uniband.ranks_per_host) == (8, 4)
+    np.testing.assert_allclose(uniband.seconds, [1024 / 800e6])
     allreduce = tables["imb_allreduce"]
     assert allreduce.sizes.tolist() == [4, 8] and (allreduce.ranks, allreduce.hosts) == (8, 2)
     np.testing.assert_allclose(allreduce.seconds, [8e-6, 16e-6])  # the 8-process section's
@@ -191,8 +201,18 @@ def test_a_whole_imb_suite_reads_each_benchmark_at_the_jobs_ranks(tmp_path):
         read_tables(f"{suite}:16x4")
     with pytest.raises(ValueError, match=r"run at 2, 4, 8 processes: give the job's shape"):
         read_tables(str(suite))
-    with pytest.raises(ValueError, match=r"holds 3 tables \(imb_pingpong, imb_sendrecv, imb_"):
+    with pytest.raises(ValueError, match=r"holds 4 tables \(imb_pingpong, imb_sendrecv, imb_"):
         read_table(f"{suite}:8x4")
+    latency = tmp_path / "lat.txt"
+    latency.write_text("# OSU MPI Latency Test v5.6.2\n# Size Latency (us)\n8 1.5\n65536 9.0\n")
+    said.clear()
+    document = fit_profile([uniband, read_table(str(latency))], say=said.append)
+    assert f"{suite}: IMB-MPI1's uniband, fitted as osu_mbw_mr" in said
+    assert document["network"]["nic_bandwidth"] == "8e+08B/s"
+    barrier = tmp_path / "barrier.txt"
+    barrier.write_text(_imb_section("Barrier", 8, [(0, 5.0)]))
+    with pytest.raises(ValueError, match=r"no table of a benchmark read here \(IMB Barrier; read"):
+        read_tables(f"{barrier}:8x4")
 
 
 def test_osu_tables_one_after_another_in_a_job_log_are_each_read(tmp_path):

@@ -44,15 +44,18 @@ OSU_TITLES = {
     "Allgather Latency Test": ("osu_allgather", "latency"),
     "All-to-All Personalized Exchange Latency Test": ("osu_alltoall", "latency"),
 }
-# IMB-MPI1's benchmark name -> (our name, column of the time in microseconds)
+# IMB-MPI1's benchmark name -> (our name, the column read, its kind as OSU_TITLES's): a time in
+# microseconds, or Uniband's total rate over its pairs in MB/s (rank r < P/2 sends windows of 64
+# to r + P/2, an acknowledgement after each: osu_mbw_mr's method)
 IMB_BENCHMARKS = {
-    "PingPong": ("imb_pingpong", "t[usec]"),
-    "Sendrecv": ("imb_sendrecv", "t_avg[usec]"),
-    "Allreduce": ("imb_allreduce", "t_avg[usec]"),
-    "Bcast": ("imb_bcast", "t_avg[usec]"),
-    "Allgather": ("imb_allgather", "t_avg[usec]"),
-    "Alltoall": ("imb_alltoall", "t_avg[usec]"),
-    "Reduce": ("imb_reduce", "t_avg[usec]"),
+    "PingPong": ("imb_pingpong", "t[usec]", "latency"),
+    "Sendrecv": ("imb_sendrecv", "t_avg[usec]", "latency"),
+    "Allreduce": ("imb_allreduce", "t_avg[usec]", "latency"),
+    "Bcast": ("imb_bcast", "t_avg[usec]", "latency"),
+    "Allgather": ("imb_allgather", "t_avg[usec]", "latency"),
+    "Alltoall": ("imb_alltoall", "t_avg[usec]", "latency"),
+    "Reduce": ("imb_reduce", "t_avg[usec]", "latency"),
+    "Uniband": ("imb_uniband", "Mbytes/sec", "bandwidth"),
 }
 # benchmarks of exactly two ranks, which a job of several ranks a host runs on its ranks 0 and 1
 TWO_RANKS = {"osu_latency", "osu_bw", "osu_bibw", "imb_pingpong", "imb_sendrecv"}
@@ -64,6 +67,7 @@ POINT_TO_POINT = {
     "osu_mbw_mr",
     "imb_pingpong",
     "imb_sendrecv",
+    "imb_uniband",
 }
 _OSU_HEADER = re.compile(r"#\s*OSU MPI(?:-CUDA)? (.+?) (?:v\d|\()")
 _IMB_HEADER = re.compile(r"#\s*Benchmarking (\S+)")
@@ -178,10 +182,16 @@ def read_tables(spec, need_shape=True, say=None):
     except (OSError, UnicodeDecodeError) as err:
         raise ValueError(f"{path}: cannot read ({err.__class__.__name__}: {err})") from None
     found, skipped = _find_tables(path, lines)
+    if not found and skipped:
+        raise ValueError(
+            f"{path}: no table of a benchmark read here ({', '.join(dict.fromkeys(skipped))}; "
+            f"read here: {', '.join(name for name, _ in OSU_TITLES.values())}, IMB's "
+            f"{', '.join(IMB_BENCHMARKS)})"
+        )
     if not found:
         raise ValueError(
             f"{path}: not OSU or IMB-MPI1 output (no '# OSU MPI ... Test' or "
-            f"'# Benchmarking NAME' header of a benchmark read here)"
+            f"'# Benchmarking NAME' header)"
         )
     if skipped and say is not None:
         say(f"{path}: not read (no model of them here): {', '.join(dict.fromkeys(skipped))}")
@@ -208,8 +218,8 @@ def read_tables(spec, need_shape=True, say=None):
             )
         else:
             shape = (processes or 0, 1)
-        if bench.startswith("imb_") and bench not in POINT_TO_POINT:
-            rows = [row for row in rows if row[1] != "0"]  # IMB's empty call
+        if bench.startswith("imb_") and (bench not in POINT_TO_POINT or kind != "latency"):
+            rows = [row for row in rows if row[1] != "0"]  # an empty call; no rate of 0 bytes
         sizes, values = _check_rows(path, rows, allow_zero_size=kind == "latency")
         tables.append(OsuTable(path, bench, sizes, _seconds(kind, sizes, values), *shape))
     return tables
@@ -231,9 +241,9 @@ def _find_tables(path, lines):
             if imb.group(1) not in IMB_BENCHMARKS:
                 skipped.append(f"IMB {imb.group(1)}")
                 continue
-            bench, column = IMB_BENCHMARKS[imb.group(1)]
+            bench, column, kind = IMB_BENCHMARKS[imb.group(1)]
             processes, rows = _imb_rows(path, lines, number, column)
-            found.append((bench, "latency", number, processes, rows))
+            found.append((bench, kind, number, processes, rows))
     return found, skipped
 
 
@@ -244,7 +254,7 @@ def _section(path, sections, ranks, need_shape):
     if len(sections) == 1 and sections[0][3] is None:
         return sections[0]
     bench, counts = sections[0][0], [s[3] for s in sections]
-    if bench in TWO_RANKS or bench in POINT_TO_POINT:
+    if bench in TWO_RANKS or (bench in POINT_TO_POINT and ranks is None):
         want = 2
     elif ranks is None:
         if len(sections) == 1 and not need_shape:
@@ -260,7 +270,7 @@ def _section(path, sections, ranks, need_shape):
             return section
     raise ValueError(
         f"{path}:{sections[0][2]}: IMB's {bench[4:]} was run at {_counts(counts)} processes, "
-        f"not at {want}"
+        f"not at {want} (the job's ranks, {path}:RANKSxPER_HOST)"
     )
 
 
