@@ -399,6 +399,29 @@ def test_a_table_past_its_hosts_cache_fits_the_bound_and_both_rates():
     assert written.cache_bandwidth_Bps == pytest.approx(memory.cache_bandwidth_Bps, rel=1e-5)
 
 
+def test_a_jump_the_librarys_own_algorithm_makes_is_not_taken_for_a_cache():
+    """Open MPI's allgather of 8 ranks, 4 a host, simulated on one copy rate (no cache) grows
+    2.5x or more in one doubling: its algorithm changes there. The fit, which runs the same
+    algorithm, finds no cache bound, and the rate to 1 %; `cache_bound` alone would take one."""
+    from sim.calibrate import cache_bound, fit_memory
+    from sim.cluster import ASSUMED_MEMORY
+    from sim.network import MemoryPath
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    document = fit_profile([latency], say=lambda _: None)
+    base, truth = profile_of(document), MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4)
+    big = 2 ** np.arange(10, 21)
+    shape = OsuTable("allgather", "osu_allgather", big, np.ones(big.size), 8, 4)
+    seconds = [simulated_seconds(shape, int(n), base, truth, "openmpi") for n in big]
+    table = OsuTable("allgather", "osu_allgather", big, np.array(seconds), 8, 4)
+    assert cache_bound([table]) is not None  # the table's own jump
+    memory, median = fit_memory(document, [table], "openmpi")
+    assert memory.cache_bytes == 0 and median < 0.01
+    assert memory.bandwidth_Bps == pytest.approx(1e9, rel=0.01)
+
+
 @pytest.mark.parametrize(
     "growth, expected",
     [
