@@ -21,8 +21,8 @@ simulation is deterministic, so on a network that keeps no state from call to ca
 every call of OSU's loop. Token buckets (an emulated cluster's) do keep it: a bucket drained by
 one call is refilled only by the time until the next, so OSU's loop runs at the steady state,
 where a 64 KiB broadcast over 1 Gbit/s takes the bucket's rate (550 us) and the first call from
-a full bucket half that. There the loop is simulated as OSU runs it: warm-up calls, then
-``--iterations`` timed ones (default `SHAPED_ITERATIONS`).
+a full bucket half that. There the loop is simulated as OSU runs it, a point-to-point test's as
+a collective's: warm-up calls, then ``--iterations`` timed ones (default `SHAPED_ITERATIONS`).
 
 The library's choice (``--mpi``, `programs.mpi_choices`): allreduce as MPICH, Open MPI 4.0 or
 Open MPI 4.1 picks it; alltoall (pairwise, all at once, Bruck's) and allgather (ring, recursive
@@ -67,6 +67,7 @@ from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # osu_bw's, osu_bibw's and osu_mbw_mr's messages in flight an iteration (OSU's)
 SHAPED_ITERATIONS, SHAPED_WARMUP = 20, 5  # a collective's loop on token buckets (steady state)
+LARGE_BYTES = 8192  # OSU's boundary between small and large messages' loop counts
 _BARRIER_TAG = -2000  # the barrier's empty messages, apart from the benchmark's own
 
 
@@ -215,7 +216,8 @@ class _Clock(Charges):
 
 
 def collective_calls(cluster, iterations=None):
-    """(timed calls, warm-up calls) of a collective's loop on ``cluster``.
+    """(timed calls, warm-up calls) of a collective's loop on ``cluster`` (on token buckets, a
+    point-to-point test's as well).
 
     What carries from one call to the next: on token buckets the buckets' state (OSU's loop
     then, warm-up first); through a network the barrier's skew (a rank that ended the last call
@@ -252,14 +254,68 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     ``cluster`` (a `sim.cluster.Cluster`), the library ``mpi`` choosing the algorithms, shape
     (ranks,). A collective's ``iterations`` calls are each timed after a barrier, and after
     warm-up calls where the network keeps state (`collective_calls`); its copies inside a host
-    move at the memory's rate for the buffers its call touches (`MemoryPath.within`)."""
+    move at the memory's rate for the buffers its call touches (`MemoryPath.within`). A
+    point-to-point loop on token buckets is timed after OSU's own warm-up (`_osu_warmup`; the
+    difference of two simulations): OSU's ping-pong of 8 KiB between two emulated 1 Gbit/s
+    hosts runs at the buckets' rate, 34.7 us one way measured, 34.4 simulated so and 17.0 from
+    full buckets (2026-12-05)."""
     size = cluster.ranks
     if bench in COLLECTIVES and cluster.memory.cache_bytes:
         touched = host_working_set(bench, nbytes, size, cluster.ranks_per_host)
         cluster = dataclasses.replace(cluster, memory=cluster.memory.within(touched))
-    nodes = [SimpleNamespace(rank=r, size=size, reporter=0) for r in range(size)]
+    if bench in POINT_TO_POINT:
+        warmup = _osu_warmup(bench, nbytes) if cluster.shaping is not None else 0
+        timed = _point_to_point(bench, cluster, nbytes, warmup + iterations, mpi)
+        return timed - _point_to_point(bench, cluster, nbytes, warmup, mpi) if warmup else timed
     clocks = [_Clock() for _ in range(size)]
-    simulator = Simulator(
+    simulator = _simulator(cluster, clocks, mpi)
+    seconds, warmup = np.zeros(size), collective_calls(cluster, iterations)[1]
+    if cluster.shaping is not None:
+        warmup = _osu_warmup(bench, nbytes)
+    programs = [
+        timed_calls(
+            lambda r=r: COLLECTIVES[bench](nbytes, r, size, mpi),
+            r,
+            size,
+            iterations,
+            warmup,
+            lambda: simulator.env.now,
+            seconds,
+            WRITES[bench],
+            nbytes if bench in COPIES else 0,
+        )
+        for r in range(size)
+    ]
+    simulator.run(programs)
+    return seconds
+
+
+def _osu_warmup(bench, nbytes):
+    """OSU's warm-up iterations of ``bench`` at ``nbytes`` (its ``skip``): osu_latency 1,000
+    up to `LARGE_BYTES`, 100 above; the bandwidth tests, a window each, 10 and 2; a
+    collective's calls 200 and 10. A ping-pong or broadcast of 4-16 KiB over 1 Gbit/s buckets
+    of 125 KB drains them only after tens of calls."""
+    large = nbytes > LARGE_BYTES
+    if bench == "osu_latency":
+        return 100 if large else 1000
+    return (10 if large else 200) if bench in COLLECTIVES else (2 if large else 10)
+
+
+def _point_to_point(bench, cluster, nbytes, iterations, mpi):
+    """Seconds each rank spends in ``iterations`` of point-to-point ``bench`` from the start,
+    (ranks,): a fresh simulation (the same for the same arguments: a loop's later iterations
+    are the difference of two)."""
+    clocks = [_Clock() for _ in range(cluster.ranks)]
+    simulator = _simulator(cluster, clocks, mpi)
+    size = cluster.ranks
+    simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
+    return np.array([clock.seconds for clock in clocks])
+
+
+def _simulator(cluster, clocks, mpi):
+    """A message-level `Simulator` of ``cluster``'s ranks, each charging its ``clocks``."""
+    nodes = [SimpleNamespace(rank=r, size=cluster.ranks, reporter=0) for r in range(cluster.ranks)]
+    return Simulator(
         nodes,
         clocks,
         cluster.latency_s,
@@ -281,26 +337,6 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
         stack_cpu=cluster.stack_cpu,
         poll_wait_s=cluster.poll_wait_s,
     )
-    if bench in POINT_TO_POINT:
-        simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
-        return np.array([clock.seconds for clock in clocks])
-    seconds, warmup = np.zeros(size), collective_calls(cluster, iterations)[1]
-    programs = [
-        timed_calls(
-            lambda r=r: COLLECTIVES[bench](nbytes, r, size, mpi),
-            r,
-            size,
-            iterations,
-            warmup,
-            lambda: simulator.env.now,
-            seconds,
-            WRITES[bench],
-            nbytes if bench in COPIES else 0,
-        )
-        for r in range(size)
-    ]
-    simulator.run(programs)
-    return seconds
 
 
 def osu_value(bench, seconds, nbytes, iterations):
@@ -336,8 +372,8 @@ def build_parser():
         type=int,
         default=None,
         metavar="K",
-        help=f"timed loops: point-to-point (default 1); a collective's calls on token buckets "
-        f"(default {SHAPED_ITERATIONS}, after {SHAPED_WARMUP} warm-up), elsewhere one call is all",
+        help=f"timed loops: on token buckets (default {SHAPED_ITERATIONS}, after {SHAPED_WARMUP} "
+        f"warm-up), elsewhere point-to-point 1 and a collective's one call is all",
     )
     add_network_arguments(parser.add_argument_group("cluster"))
     return parser
@@ -362,7 +398,7 @@ def machine_options(args):
 def table(bench, cluster, sizes, iterations=None):
     """The lines of the simulated table, header first, in OSU's format, each as simulated
     (``iterations``: the ``--iterations`` flag)."""
-    if bench in COLLECTIVES:
+    if bench in COLLECTIVES or cluster.shaping is not None:
         iterations = collective_calls(cluster, iterations)[0]
     else:
         iterations = iterations or 1
