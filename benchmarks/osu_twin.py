@@ -15,12 +15,10 @@ Where (``--where``, comma-separated):
 - ``2x2``: 2 emulated 1 Gbit/s hosts of 2 ranks each, 4 ranks on the machine's cores (root).
 
 Each round also times the machine's phase three times (before the calibration, between it and
-`real.osu`, after): two ranks through shared memory, each writing a 512 KiB buffer and sending it
-to the other, 100 times (`_phase_probe`). This machine runs that at two speeds, about 67 and 197
-us a round trip (2026-12-05), switching by itself every few seconds to minutes, inside one launch
-as between launches; MPI's collective steps send bytes just written, so a calibration in one
-phase does not predict a measurement in the other. A round whose three probes are within 1.5x
-of each other held its phase ("held"); the summary counts those apart.
+`real.osu`, after; `real.phase`): this machine copies through memory at two speeds, 3x apart,
+switching by itself, and a calibration in one phase does not predict a measurement in the other.
+A round whose three probes are within 1.5x of each other held its phase ("held"; `phase_held`);
+the summary counts those apart.
 
 Run ``python benchmarks/osu_twin.py [--where shm,1Gbit,2x2] [--rounds 3] [--out DIR]`` (about
 20 s a shared-memory round, a minute an emulated one). The run's files (profiles, tables) stay
@@ -36,18 +34,16 @@ from pathlib import Path
 
 from twinsgd.analysis.launch import launch_command
 from twinsgd.analysis.osu_compare import compare
+from twinsgd.analysis.prediction_table import phase_held
 from twinsgd.calibration.osu_tables import read_table
 
 BENCHES = ("osu_latency", "osu_allreduce", "osu_bcast")
-HELD = 1.5  # a round's phase probes within this ratio: the machine held its phase
 WITHIN = 0.10  # issue 23's bound on this machine: median |error| over sizes
 PLACES = {"shm": (2, None), "1Gbit": (2, 2), "2x2": (4, 2)}  # ranks, emulated hosts
 TIMEOUT_S = 600
 
 
 def main(argv=None):
-    if argv is None and sys.argv[1:] == ["--probe"]:  # run by _phase under mpiexec
-        return _phase_probe()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--where", default="shm", help="shm, 1Gbit, 2x2 (comma-separated)")
     parser.add_argument("--rounds", type=int, default=3)
@@ -91,7 +87,7 @@ def _round(place, folder, k):
             measured = _run(_launch(ranks, hosts, ["-m", "real.osu", bench]))
             (folder / f"{bench}.measured.txt").write_text(measured)
         probes.append(_phase())
-    medians = {"held": max(probes) <= HELD * min(probes)}
+    medians = {"held": phase_held(probes)}
     for bench in BENCHES:
         flags = ["--profile", str(profile), "--ranks", str(2 if bench == "osu_latency" else ranks)]
         simulated = _run([sys.executable, "-m", "sim.osu", bench, *flags])
@@ -108,36 +104,8 @@ def _round(place, folder, k):
 
 
 def _phase():
-    """The machine's phase now: `_phase_probe`'s microseconds, under the venv's mpiexec."""
-    return float(_run(launch_command(2, [sys.executable, str(Path(__file__)), "--probe"])))
-
-
-def _phase_probe(repeats=100):
-    """Under mpiexec, 2 ranks: each writes a 512 KiB buffer and sends it, ranks 0 and 1 in turn
-    (a round trip), ``repeats`` times after 20 unmeasured; prints the median of three such
-    batches' microseconds a round trip on rank 0."""
-    import numpy as np
-    from mpi4py import MPI
-
-    comm, buf = MPI.COMM_WORLD, np.ones(1 << 17, np.float32)
-    inbox, peer = np.empty_like(buf), 1 - MPI.COMM_WORLD.rank
-    batches = []
-    for _ in range(3):
-        comm.Barrier()
-        for k in range(20 + repeats):
-            if k == 20:
-                t0 = MPI.Wtime()
-            buf.fill(float(k))
-            if comm.rank == 0:
-                comm.Send(buf, peer)
-                comm.Recv(inbox, peer)
-            else:
-                comm.Recv(inbox, peer)
-                comm.Send(buf, peer)
-        batches.append((MPI.Wtime() - t0) / repeats * 1e6)
-    if comm.rank == 0:
-        print(f"{np.median(batches):.1f}")
-    return 0
+    """The machine's phase now: `real.phase`'s round trip (us), under the venv's mpiexec."""
+    return float(_run(launch_command(2, [sys.executable, "-m", "real.phase"])))
 
 
 def _launch(ranks, hosts, command):

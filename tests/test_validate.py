@@ -76,8 +76,11 @@ def test_row_numbers_are_medians_spread_and_errors_per_iteration(tmp_path):
     row = {"network": "shm", "config": "allreduce-ring", "hosts": 2, "status": "ok", **numbers}
     assert validate.table([row]).splitlines()[2] == (
         "| shm | allreduce-ring | 2 | 2.500 | 40.0 | 2.750 | +10.0 | +50.0 | -50.0 | +0.250 "
-        "| - | - | - |  |"
+        "| - | - | - | - |  |"
     )
+    phases = [{**row, "phase_held": True}, {**row, "phase_held": False}]
+    held, moved = validate.table(phases).splitlines()[2:]
+    assert held.endswith("| held |  |") and moved.endswith("| moved |  |")
 
 
 def _steps_csv(path, step_ms):
@@ -164,7 +167,7 @@ def test_summary_and_targets_equal_hand_computed_medians_and_worsts(tmp_path):
         "1Gbit: worst |error| <= 15 %: missed (25.0 %)",
     ]
     assert (
-        "| shm | ps-async | 2 | - | - | - | - | - | - | - | - | - | - | failed: sim: boom |"
+        "| shm | ps-async | 2 | - | - | - | - | - | - | - | - | - | - | - | failed: sim: boom |"
         in validate.table(rows).splitlines()
     )
 
@@ -190,13 +193,17 @@ def test_from_rebuilds_the_same_table_and_csv_from_the_folders(tmp_path, capsys)
 
 
 class FakeCalls:
-    """Stands in for `validate._call`: records each command; answers by a rule on the command."""
+    """Stands in for `validate._call`: records each command but the machine's phase probes
+    (`real.phase`, answered as failed: no probe); answers by a rule on the command."""
 
     def __init__(self, answer):
-        self.commands, self.answer = [], answer
+        self.commands, self.answer, self.probes = [], answer, 0
 
     def __call__(self, argv, timeout_s, log):
         assert timeout_s > 0
+        if "real.phase" in argv:
+            self.probes += 1
+            return 1, "no probe here"
         self.commands.append(argv)
         return self.answer(argv)
 
@@ -222,6 +229,49 @@ def test_an_emulated_network_goes_down_after_its_runs_even_when_interrupted(tmp_
     assert calibrate[-5:] == ["real.calibrate", "--models", "mlp", "--out", profile]
     assert train[2:7] == ["real.cluster", "run", "-n", "2", "--"]
     assert down[-2:] == ["real.cluster", "down"]
+
+
+def test_the_machines_phase_is_probed_around_the_calibration_and_after_each_run(
+    tmp_path, monkeypatch
+):
+    """Before and after the calibration, and after each real run; each row says whether the
+    probes around its calibration and its runs held within 1.5x ("held") or not ("moved")."""
+    probes = iter([135.0, 140.0, 138.0, 139.0, 136.0, 395.0])  # the last: after ring's 2nd run
+    taken = []
+
+    def phase(folder):
+        taken.append(Path(folder).name)
+        return next(probes)
+
+    monkeypatch.setattr(validate, "_phase", phase)
+    monkeypatch.setattr(validate, "_call", FakeCalls(lambda argv: (0, "")))
+    monkeypatch.setattr(validate, "read_cell", lambda cell_dir: {"status": "ok"})
+    monkeypatch.setattr(validate, "_progress", lambda row: "")
+    cells = validate.matrix(["ps-sync", "allreduce-ring"], [2], ["shm"])
+    validate.run_matrix(cells, tmp_path, iterations=10, repeats=2, say=lambda _: None)
+    assert taken == ["shm", "shm", "allreduce-ring-2", "ps-sync-2", "allreduce-ring-2", "ps-sync-2"]
+    assert json.loads((tmp_path / "shm" / "phase.json").read_text()) == {
+        "calibration": [135.0, 140.0]
+    }
+    rows = {name: json.loads((tmp_path / "shm" / name / "row.json").read_text())["phase_us"]
+            for name in ("allreduce-ring-2", "ps-sync-2")}  # fmt: skip
+    assert rows == {"allreduce-ring-2": [138.0, 136.0], "ps-sync-2": [139.0, 395.0]}
+    assert validate.phase_held([135.0, 140.0, 138.0, 136.0]) is True
+    assert validate.phase_held([135.0, 140.0, 139.0, 395.0]) is False
+
+
+def test_the_summary_sets_apart_the_rows_that_held_the_machines_phase():
+    rows = [
+        {"network": "1Gbit", "config": c, "hosts": 2, "status": "ok", "error_pct": e,
+         "spread_pct": 1.0, "phase_held": h}
+        for c, e, h in [("a", 2.0, True), ("b", -4.0, True), ("c", 30.0, False)]
+    ]  # fmt: skip
+    lines = validate.summary(rows)
+    assert lines[0].startswith("1Gbit, 2 hosts (calibrated): median |error| 4.0 %, worst 30.0 %")
+    assert lines[1].startswith(
+        "1Gbit, 2 hosts (calibrated), rows that held the phase: median |error| 3.0 %, worst 4.0 %"
+    )
+    assert len(validate.summary([{**r, "phase_held": True} for r in rows])) == 1  # none moved
 
 
 def test_a_refused_cluster_is_not_taken_down_and_fails_its_rows(tmp_path, monkeypatch):
@@ -472,7 +522,7 @@ def test_each_calibrated_row_says_how_much_slower_its_runs_gradient_was(tmp_path
     near, far = prediction_table.read_rows(tmp_path, validate._order)
     assert near["gradient_vs_calibration_pct"] == pytest.approx(25.0)
     assert "gradient_vs_calibration_pct" not in far
-    assert prediction_table.table([near]).splitlines()[2].endswith("| +25.0 |  |")
+    assert prediction_table.table([near]).splitlines()[2].endswith("| +25.0 | - |  |")
     assert prediction_table.table([far]).splitlines()[2].endswith("| - |  |")
     (net / "profile.steps1-mlp" / "timeline.json").unlink()
     (net / "profile.steps-mlp" / "timeline.json").unlink()

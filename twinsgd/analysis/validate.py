@@ -42,6 +42,12 @@ row at 2 hosts, its runs' gradient against the calibration's: `gradient_vs_calib
 each cell's compute piece by piece (`own_code.cells_text`). ``--from DIR`` rebuilds them from
 the run folders alone.
 
+The machine's phase (`real.phase`: this machine copies through memory at two speeds, 3x apart,
+and switches by itself) is probed before and after the calibration (``DIR/NET/phase.json``) and
+after each real run (``row.json``'s ``phase_us``); a row is "held" where its calibration's and
+its runs' probes are within 1.5x of each other, else "moved" (`phase_held`), and the summary
+gives the rows that held apart where any moved: a row that moved is off by the machine.
+
 Every run gets ``--dataset mnist-subset`` (what the default ``mnist`` falls back to offline,
 named so that no front end tries a download) and TWINSGD_OFFLINE=1, OPENBLAS_NUM_THREADS=1.
 
@@ -69,6 +75,7 @@ from twinsgd.analysis.prediction_table import (  # noqa: F401 (the table is this
     CSV_COLUMNS,
     machine_speed,
     networks_of,
+    phase_held,
     read_cell,
     render,
     row_numbers,
@@ -102,6 +109,7 @@ ENV = {"TWINSGD_OFFLINE": "1", "OPENBLAS_NUM_THREADS": "1"}
 CLUSTER_TIMEOUT_S = 120.0  # real.cluster up / down
 CALIBRATION_TIMEOUT_S = {False: 1800.0, True: 600.0}  # by --quick
 STOP_GRACE_S = 10.0  # after SIGINT to a timed-out or interrupted run, SIGKILL this much later
+PHASE_TIMEOUT_S = 60.0  # a probe of the machine's phase (real.phase) takes about a second
 
 
 # -- the matrix ----------------------------------------------------------------------------------
@@ -251,7 +259,9 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
         ],
     )
     net_dir.mkdir(parents=True, exist_ok=True)
+    before = _phase(net_dir)
     code, line = _call(argv, CALIBRATION_TIMEOUT_S[quick], net_dir / "calibrate.log")
+    (net_dir / "phase.json").write_text(json.dumps({"calibration": [before, _phase(net_dir)]}))
     if code != 0:
         for cell in cells:
             cell_dir = _cell_dir(net_dir, cell)
@@ -269,7 +279,9 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
         if plan["status"] is None:
             code, line = _call(plan["sim"], timeout_s, plan["dir"] / "sim.log")
             plan["status"] = "ok" if code == 0 else f"failed: sim: {line}"
-        _write_row(plan["dir"], plan["cell"], [*plan["reals"], plan["sim"]], plan["status"])
+        _write_row(
+            plan["dir"], plan["cell"], [*plan["reals"], plan["sim"]], plan["status"], plan["phase"]
+        )
         say(_progress(read_cell(plan["dir"])))
 
 
@@ -309,12 +321,15 @@ def _plan_cell(cell, cell_dir, launch, profile, iterations, repeats):
         "reals": reals,
         "sim": sim,
         "status": status,
+        "phase": [],
     }
 
 
 def _run_real(plan, k, timeout_s):
-    """Repeat ``k`` (0-based) of a cell's real run; a failure ends the cell (its status)."""
+    """Repeat ``k`` (0-based) of a cell's real run, the machine's phase probed after it; a
+    failure ends the cell (its status)."""
     code, line = _call(plan["reals"][k], timeout_s, plan["dir"] / f"real-{k + 1}.log")
+    plan["phase"].append(_phase(plan["dir"]))
     if code == 2:
         plan["status"] = f"not run: {line}"
     elif code != 0:
@@ -346,7 +361,7 @@ def _clear(cell_dir):
             path.unlink()
 
 
-def _write_row(cell_dir, cell, commands, status):
+def _write_row(cell_dir, cell, commands, status, phase=()):
     cell_dir.mkdir(parents=True, exist_ok=True)
     doc = {
         "network": cell["network"],
@@ -355,10 +370,23 @@ def _write_row(cell_dir, cell, commands, status):
         "flags": list(cell["flags"]),
         "status": status,
         "commands": commands,
+        "phase_us": list(phase),
     }
     tmp = cell_dir / "row.json.tmp"
     tmp.write_text(json.dumps(doc, indent=1) + "\n")
     tmp.replace(cell_dir / "row.json")
+
+
+def _phase(folder):
+    """The machine's phase now (`real.phase`'s round trip, us, on 2 ranks of the venv's
+    mpiexec, through this machine's shared memory whatever network the cell emulates), or
+    None where it could not be taken (its output in ``folder/phase.log``)."""
+    argv = launch_command(2, [sys.executable, "-m", "real.phase"])
+    code, _ = _call(argv, PHASE_TIMEOUT_S, Path(folder) / "phase.log")
+    try:
+        return float((Path(folder) / "phase.log").read_text().split()[0]) if code == 0 else None
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _cell_dir(net_dir, cell):
