@@ -77,7 +77,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
 
     [cluster]   name, calibrated = true, source, cores, one_machine, hosts, time_slice_s,
                 memory_copies, poll_wait_s (over TCP past the cores: fitted to the
-                allocation's allreduce, else `netbench.beside_pollers`' pair)
+                allocation's allreduce, else `netbench.beside_pollers`' pair), phase_us (on
+                shared memory: the machine's phase before the hot tables, after the written
+                ones and after the in-situ ones, `real.phase`; read by `analysis.validate`)
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
                 largest segment's), overhead_s (LogP's o), call_overhead_s (what each
                 measured message holds once and a step inside one of MPI's own collectives
@@ -391,6 +393,8 @@ def _measure(args, comm, work):
     network = netbench.with_partner(comm, inter if inter is not None else 1)  # between hosts
     shaper = _emulated_shaper()  # an emulated cluster's token buckets, or None
     refill_s = _refill_s(shaper)  # each batch from full token buckets
+    on_shared_memory = inter is None and shaper is None  # the pair: this machine's memory
+    phases = [_phase_now(network, on_shared_memory)]
     oneway = netbench.ping_pong(network, sizes, args.quick, refill_s=refill_s)
     both_ways = netbench.exchange(network, sizes, args.quick, refill_s=refill_s)
     written = None  # the same with the bytes written just before (MPI's collectives' steps)
@@ -399,6 +403,7 @@ def _measure(args, comm, work):
             "oneway": netbench.ping_pong(network, sizes, args.quick, rewrite=True),
             "sendrecv": netbench.exchange(network, sizes, args.quick, rewrite=True),
         }
+    phases.append(_phase_now(network, on_shared_memory))
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
     in_situ_samples = {"oneway": {}, "sendrecv": {}}  # every repetition's seconds, by size
@@ -423,6 +428,7 @@ def _measure(args, comm, work):
     allreduce_s = netbench.allreduce_in_situ(
         network, allreduce_sizes, step, args.quick, outside, paired, second
     )
+    phases.append(_phase_now(network, on_shared_memory))
     wire = netbench.wire_in_situ(comm, step, args.quick)
     call_overhead_s = netbench.call_overhead(network, library_for(mpi_library()))
     cold_bytes = comm.bcast(_gradient_bytes(work) if comm.rank == 0 else None, root=0)
@@ -510,7 +516,19 @@ def _measure(args, comm, work):
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
+        "phase_us": phases if on_shared_memory else None,
     }
+
+
+def _phase_now(pair, on_shared_memory):
+    """The machine's phase now (`real.phase.round_trip_us` of the measured pair, on rank 0)
+    where that pair talks through this machine's shared memory, else None. Collective. Why
+    here: the tables of bytes just written and the in-situ ones move 2-3x with the phase, and
+    it can switch inside a calibration (`analysis.validate`'s probes around one both read 135
+    us where its written Sendrecv of 512 KiB came out 202 us against 69 in the fast phase)."""
+    from real.phase import round_trip_us
+
+    return round_trip_us(pair) if on_shared_memory else None
 
 
 def _gradient_bytes(work):
@@ -844,6 +862,11 @@ def _finish(args, measured, work, started):
                 else {}
             ),
             "memory_copies": rounded(measured["memory_copies"], 3),
+            **(
+                {"phase_us": [round(p, 1) for p in measured["phase_us"]]}
+                if measured.get("phase_us")
+                else {}
+            ),
             **(
                 {"poll_wait_s": float(f"{poll_wait_s(measured['poll_wait']):.4g}")}
                 if measured.get("poll_wait")

@@ -167,6 +167,9 @@ def test_the_measured_network_and_compute_are_plausible(profile):
     assert parse_bandwidth_Bps(p["network"]["bandwidth"]) > 1e7
     assert p["compute"]["seconds_per_sample"]["mlp"] > 0
     assert p["compute"]["flops_per_s"] > 0
+    # the machine's phase around its tables of messages (2 ranks of one machine: shared memory)
+    phases = p["cluster"]["phase_us"]
+    assert len(phases) == 3 and all(2 * 512 * 1024 / 100e9 * 1e6 < t < 1e6 for t in phases)
 
 
 @pytest.mark.mpi

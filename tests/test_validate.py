@@ -260,6 +260,19 @@ def test_the_machines_phase_is_probed_around_the_calibration_and_after_each_run(
     assert validate.phase_held([135.0, 140.0, 139.0, 395.0]) is False
 
 
+def test_the_calibrations_phase_is_read_around_it_and_from_inside_its_profile(tmp_path):
+    """A calibration whose probes around it held (135, 137 us) but whose own, taken on shared
+    memory around its measurements of messages, met the other phase (402 us): moved."""
+    (tmp_path / "phase.json").write_text(json.dumps({"calibration": [135.0, 137.0]}))
+    (tmp_path / "profile.toml").write_text("[cluster]\nphase_us = [136.0, 402.0, 138.0]\n")
+    probes = prediction_table._calibration_phase(tmp_path)
+    assert probes == [135.0, 137.0, 136.0, 402.0, 138.0]
+    assert prediction_table.phase_held([*probes, 136.0]) is False
+    (tmp_path / "profile.toml").write_text("[cluster]\nname = 'no probes'\n")
+    assert prediction_table._calibration_phase(tmp_path) == [135.0, 137.0]
+    assert prediction_table._calibration_phase(tmp_path / "none") == []
+
+
 def test_the_summary_sets_apart_the_rows_that_held_the_machines_phase():
     rows = [
         {"network": "1Gbit", "config": c, "hosts": 2, "status": "ok", "error_pct": e,

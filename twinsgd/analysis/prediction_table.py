@@ -8,6 +8,7 @@ the calibration's host count how fast its runs' gradient was against the calibra
 (`gradient_vs_calibration_pct`).
 """
 
+import contextlib
 import csv
 import json
 import statistics
@@ -171,11 +172,20 @@ def phase_held(probes):
 
 
 def _calibration_phase(net_dir):
-    """The probes around a network's calibration (``phase.json``), [] where there are none."""
-    try:
-        return list(json.loads((Path(net_dir) / "phase.json").read_text())["calibration"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return []
+    """The probes around a network's calibration (``phase.json``) and inside it, around its
+    measurements of messages (its profile's ``[cluster] phase_us``, taken on shared memory:
+    the phase can switch inside a calibration); [] where there are none."""
+    import tomllib
+
+    probes = []
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        probes += json.loads((Path(net_dir) / "phase.json").read_text())["calibration"]
+    with (
+        contextlib.suppress(OSError, ValueError, KeyError, TypeError),
+        open(Path(net_dir) / "profile.toml", "rb") as f,
+    ):
+        probes += tomllib.load(f)["cluster"]["phase_us"]
+    return list(probes)
 
 
 def gradient_vs_calibration_pct(real_dirs, net_dir):
