@@ -403,7 +403,11 @@ def fit_memory(document, tables, mpi="mpich"):
     the best and the worst count's mean |log error| a size differ by 0.005 and less). So the
     count is the host's ranks, each copying at an equal share of the total, unless a fewer
     count fits better by more than `CHANNELS_TOLERANCE` a size: the data then say that fewer
-    copies at once reach the total. Each count's search starts at the last count's total."""
+    copies at once reach the total. Each count's search starts at the last count's total.
+
+    A cache bound (`cache_bound`) is fitted only where the tables' jump is more than the model
+    fitted without one grows there: the rate is searched without a bound first, the jump's two
+    sizes simulated with it, and the search run again with the bound where it counts."""
     points = _fit_points(tables)
     if not points:
         raise ValueError(f"--from-osu: no collective sizes >= {FIT_MIN_BYTES} B to fit the memory")

@@ -157,18 +157,21 @@ PHASE_HELD = 1.5  # the machine's phase probes within this ratio of each other: 
 
 def phase_held(probes):
     """Whether ``probes`` (`real.phase`'s microseconds, None where one could not be taken)
-    say this machine held its phase: every one taken and all within `PHASE_HELD` of each
-    other; None where none was taken. Why: the machine runs at two speeds, 3x apart in what
-    copies through memory (`real.phase`), and a row whose calibration and runs met different
-    ones is off by the machine, not by the model.
+    say this machine held its phase: False where two taken are more than `PHASE_HELD` apart,
+    True where all were taken and none are, None where that is not known (none taken, or
+    some missing between probes that agree). Why: the machine runs at two speeds, 3x apart in
+    what copies through memory (`real.phase`), and a row whose calibration and runs met
+    different ones is off by the machine, not by the model.
 
     >>> phase_held([135.0, 140.2, 131.9]), phase_held([135.0, 395.0]), phase_held([None])
     (True, False, None)
+    >>> phase_held([135.0, None, 137.0]), phase_held([135.0, None, 395.0])
+    (None, False)
     """
     taken = [p for p in probes if p is not None]
-    if not taken:
-        return None
-    return len(taken) == len(probes) and max(taken) <= PHASE_HELD * min(taken)
+    if taken and max(taken) > PHASE_HELD * min(taken):
+        return False
+    return True if taken and len(taken) == len(probes) else None
 
 
 def _calibration_phase(net_dir):
