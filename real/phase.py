@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+from real.cli import RankZeroParser
 from real.mpi import MPI
 
 BUFFER_BYTES = 512 * 1024
@@ -49,11 +50,15 @@ def round_trip_us(comm, repeats=REPEATS):
     return float(np.median(batches)) if rank == 0 else None
 
 
-def main():
+def main(argv=None):
     comm = MPI.COMM_WORLD
+    parser = RankZeroParser(
+        prog="python -m real.phase",
+        description="This machine's phase now: a written 512 KiB round trip, microseconds.",
+    )
+    parser.parse_args(argv)
     if comm.size < 2:
-        print("python -m real.phase: needs 2 ranks (mpiexec -n 2)", file=sys.stderr)
-        return 2
+        parser.error(f"needs 2 MPI ranks, got {comm.size}: mpiexec -n 2 python -m real.phase")
     us = round_trip_us(comm)
     if comm.rank == 0:
         print(f"{us:.1f}")

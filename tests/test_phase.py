@@ -30,4 +30,6 @@ def test_the_probe_prints_one_round_trip_in_microseconds(ranks):
 def test_one_rank_is_refused_in_one_line():
     done = _probe(1)
     assert done.returncode == 2 and done.stdout == ""
-    assert done.stderr.strip() == "python -m real.phase: needs 2 ranks (mpiexec -n 2)"
+    assert done.stderr.strip() == (
+        "python -m real.phase: error: needs 2 MPI ranks, got 1: mpiexec -n 2 python -m real.phase"
+    )
