@@ -62,15 +62,18 @@ def main(argv=None):
             summary.append((place, medians))
     print()
     for place, rounds in summary:
-        for name, kept in (("every round", rounds), ("rounds that held their phase", [
-            r for r in rounds if r["held"]
-        ])):  # fmt: skip
-            within = [sum(r[bench] <= WITHIN for r in kept) for bench in BENCHES[1:]]
-            print(
-                f"{place}, {name}: allreduce within {100 * WITHIN:.0f} % in {within[0]} of "
-                f"{len(kept)}, bcast in {within[1]}"
-            )
+        _say_within(f"{place}, every round", rounds)
+        _say_within(f"{place}, rounds that held their phase", [r for r in rounds if r["held"]])
     return 0
+
+
+def _say_within(title, rounds):
+    """Print how many of ``rounds`` have their allreduce and their bcast within `WITHIN`."""
+    within = [sum(r[bench] <= WITHIN for r in rounds) for bench in BENCHES[1:]]
+    print(
+        f"{title}: allreduce within {100 * WITHIN:.0f} % in {within[0]} of {len(rounds)}, "
+        f"bcast in {within[1]}"
+    )
 
 
 def _round(place, folder, k):
@@ -79,7 +82,7 @@ def _round(place, folder, k):
     folder.mkdir(parents=True, exist_ok=True)
     ranks, hosts = PLACES[place]
     profile = folder / "profile.toml"
-    with _cluster(hosts, folder):
+    with _cluster(hosts):
         probes = [_phase()]
         _run(_launch(ranks, hosts, ["-m", "real.calibrate", "--quick", "--out", str(profile)]))
         probes.append(_phase())
@@ -117,7 +120,7 @@ def _launch(ranks, hosts, command):
 
 
 @contextlib.contextmanager
-def _cluster(hosts, folder):
+def _cluster(hosts):
     """An emulated cluster of ``hosts`` 1 Gbit/s hosts up inside (none for shared memory)."""
     if hosts is None:
         yield
