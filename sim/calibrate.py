@@ -76,8 +76,8 @@ from sim.cluster_profile import load_profile
 from sim.network import MemoryPath
 from sim.osu import (
     WINDOW,
-    collective_calls,
     host_working_set,
+    loop_calls,
     machine_options,
     osu_value,
     side_by_side,
@@ -619,7 +619,7 @@ def _osu_loop_seconds(table, nbytes, profile, mpi, wait_s):
     token buckets keep state), with ``poll_wait_s`` at ``wait_s``: seconds a call."""
     cluster = cluster_for(table, profile, None, mpi)
     cluster = dataclasses.replace(cluster, poll_wait_s=wait_s)
-    calls = collective_calls(cluster)[0]
+    calls = loop_calls(cluster, table.bench)[0]
     seconds = simulate_benchmark(table.bench, cluster, nbytes, calls, mpi)
     return osu_value(table.bench, seconds, nbytes, calls) * 1e-6
 

@@ -66,7 +66,7 @@ from twinsgd.run.runlog import Charges
 from twinsgd.run.units import flag_type, parse_size_range
 
 WINDOW = 64  # osu_bw's, osu_bibw's and osu_mbw_mr's messages in flight an iteration (OSU's)
-SHAPED_ITERATIONS, SHAPED_WARMUP = 20, 5  # a collective's loop on token buckets (steady state)
+SHAPED_ITERATIONS = 20  # timed calls of a loop on token buckets, after OSU's warm-up (steady state)
 LARGE_BYTES = 8192  # OSU's boundary between small and large messages' loop counts
 _BARRIER_TAG = -2000  # the barrier's empty messages, apart from the benchmark's own
 
@@ -215,20 +215,35 @@ class _Clock(Charges):
         return lambda *args, **kwargs: None
 
 
-def collective_calls(cluster, iterations=None):
-    """(timed calls, warm-up calls) of a collective's loop on ``cluster`` (on token buckets, a
-    point-to-point test's as well).
+def loop_calls(cluster, bench, iterations=None, nbytes=0):
+    """(timed calls, warm-up calls) of ``bench``'s loop at ``nbytes`` on ``cluster``
+    (``iterations``: the ``--iterations`` flag).
 
-    What carries from one call to the next: on token buckets the buckets' state (OSU's loop
-    then, warm-up first); through a network the barrier's skew (a rank that ended the last call
-    early waits in the barrier and leaves it a latency after the last one in: one warm-up call
-    sets it, and every later call is the same); all ranks on one machine, nothing: MPICH's
-    barrier there is one in shared memory that lets every rank go at once (on this machine a
-    2-rank broadcast's receiver waited 1.65 us a call, one way is 1.6 us), one call."""
+    What carries from one call to the next: on token buckets the buckets' state, so OSU's loop
+    is run as OSU runs it, its own warm-up first (`osu_warmup`), whatever the benchmark; a
+    point-to-point test elsewhere, nothing (``iterations``, default 1); a collective through a
+    network, the barrier's skew (a rank that ended the last call early waits in the barrier and
+    leaves it a latency after the last one in: one warm-up call sets it, and every later call
+    is the same); all ranks on one machine, nothing: MPICH's barrier there is one in shared
+    memory that lets every rank go at once (on this machine a 2-rank broadcast's receiver
+    waited 1.65 us a call, one way is 1.6 us), one call."""
     if cluster.shaping is not None:
-        return iterations or SHAPED_ITERATIONS, SHAPED_WARMUP
+        return iterations or SHAPED_ITERATIONS, osu_warmup(bench, nbytes)
+    if bench in POINT_TO_POINT:
+        return iterations or 1, 0
     one_machine = cluster.machine_copies is not None or cluster.ranks_per_host >= cluster.ranks
     return 1, 0 if one_machine else 1
+
+
+def osu_warmup(bench, nbytes):
+    """OSU's warm-up iterations of ``bench`` at ``nbytes`` (its ``skip``): osu_latency 1,000
+    up to `LARGE_BYTES`, 100 above; the bandwidth tests, a window each, 10 and 2; a
+    collective's calls 200 and 10. A ping-pong or broadcast of 4-16 KiB over 1 Gbit/s buckets
+    of 125 KB drains them only after tens of calls."""
+    large = nbytes > LARGE_BYTES
+    if bench == "osu_latency":
+        return 100 if large else 1000
+    return (10 if large else 200) if bench in COLLECTIVES else (2 if large else 10)
 
 
 def host_working_set(bench, nbytes, ranks, ranks_per_host):
@@ -253,9 +268,9 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     """Seconds each rank spends in ``iterations`` of benchmark ``bench`` at ``nbytes`` on
     ``cluster`` (a `sim.cluster.Cluster`), the library ``mpi`` choosing the algorithms, shape
     (ranks,). A collective's ``iterations`` calls are each timed after a barrier, and after
-    warm-up calls where the network keeps state (`collective_calls`); its copies inside a host
+    warm-up calls where the network keeps state (`loop_calls`); its copies inside a host
     move at the memory's rate for the buffers its call touches (`MemoryPath.within`). A
-    point-to-point loop on token buckets is timed after OSU's own warm-up (`_osu_warmup`; the
+    point-to-point loop on token buckets is timed after OSU's own warm-up (`osu_warmup`; the
     difference of two simulations): OSU's ping-pong of 8 KiB between two emulated 1 Gbit/s
     hosts runs at the buckets' rate, 34.7 us one way measured, 34.4 simulated so and 17.0 from
     full buckets (2026-12-05)."""
@@ -263,15 +278,13 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     if bench in COLLECTIVES and cluster.memory.cache_bytes:
         touched = host_working_set(bench, nbytes, size, cluster.ranks_per_host)
         cluster = dataclasses.replace(cluster, memory=cluster.memory.within(touched))
+    warmup = loop_calls(cluster, bench, iterations, nbytes)[1]
     if bench in POINT_TO_POINT:
-        warmup = _osu_warmup(bench, nbytes) if cluster.shaping is not None else 0
         timed = _point_to_point(bench, cluster, nbytes, warmup + iterations, mpi)
         return timed - _point_to_point(bench, cluster, nbytes, warmup, mpi) if warmup else timed
     clocks = [_Clock() for _ in range(size)]
     simulator = _simulator(cluster, clocks, mpi)
-    seconds, warmup = np.zeros(size), collective_calls(cluster, iterations)[1]
-    if cluster.shaping is not None:
-        warmup = _osu_warmup(bench, nbytes)
+    seconds = np.zeros(size)
     programs = [
         timed_calls(
             lambda r=r: COLLECTIVES[bench](nbytes, r, size, mpi),
@@ -288,17 +301,6 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     ]
     simulator.run(programs)
     return seconds
-
-
-def _osu_warmup(bench, nbytes):
-    """OSU's warm-up iterations of ``bench`` at ``nbytes`` (its ``skip``): osu_latency 1,000
-    up to `LARGE_BYTES`, 100 above; the bandwidth tests, a window each, 10 and 2; a
-    collective's calls 200 and 10. A ping-pong or broadcast of 4-16 KiB over 1 Gbit/s buckets
-    of 125 KB drains them only after tens of calls."""
-    large = nbytes > LARGE_BYTES
-    if bench == "osu_latency":
-        return 100 if large else 1000
-    return (10 if large else 200) if bench in COLLECTIVES else (2 if large else 10)
 
 
 def _point_to_point(bench, cluster, nbytes, iterations, mpi):
@@ -372,7 +374,7 @@ def build_parser():
         type=int,
         default=None,
         metavar="K",
-        help=f"timed loops: on token buckets (default {SHAPED_ITERATIONS}, after {SHAPED_WARMUP} "
+        help=f"timed loops: on token buckets (default {SHAPED_ITERATIONS}, after OSU's own "
         f"warm-up), elsewhere point-to-point 1 and a collective's one call is all",
     )
     add_network_arguments(parser.add_argument_group("cluster"))
@@ -398,10 +400,7 @@ def machine_options(args):
 def table(bench, cluster, sizes, iterations=None):
     """The lines of the simulated table, header first, in OSU's format, each as simulated
     (``iterations``: the ``--iterations`` flag)."""
-    if bench in COLLECTIVES or cluster.shaping is not None:
-        iterations = collective_calls(cluster, iterations)[0]
-    else:
-        iterations = iterations or 1
+    iterations = loop_calls(cluster, bench, iterations)[0]
 
     note = (
         f"simulated by twinsgd sim.osu: {cluster.ranks} ranks, {cluster.ranks_per_host} a host, "

@@ -21,9 +21,8 @@ from sim.cluster import build_cluster
 from sim.cluster_profile import load_profile
 from sim.osu import (
     SHAPED_ITERATIONS,
-    SHAPED_WARMUP,
     build_parser,
-    collective_calls,
+    loop_calls,
     machine_options,
     osu_value,
     simulate_benchmark,
@@ -753,8 +752,8 @@ def test_simulated_collective_on_token_buckets_runs_at_osus_steady_state(tmp_pat
     profile = _emulated_profile(tmp_path, rate, burst)
     args = build_parser().parse_args(["osu_bcast", "--profile", profile])
     shaped = build_cluster(machine_options(args), load_profile(profile), None, "osu")
-    assert collective_calls(shaped) == (SHAPED_ITERATIONS, SHAPED_WARMUP)
-    assert collective_calls(cluster("osu_bcast")) == (1, 1)  # a network: the barrier's skew
+    assert loop_calls(shaped, "osu_bcast", nbytes=n) == (SHAPED_ITERATIONS, 10)  # OSU's skip
+    assert loop_calls(cluster("osu_bcast"), "osu_bcast") == (1, 1)  # a network: barrier's skew
     efficiency = shaped.shaping.patterns["oneway"].efficiency
     steady = simulate_benchmark("osu_bcast", shaped, n, iterations=10) / 10
     assert steady[0] == 0.0  # eager: the root never waits
@@ -772,7 +771,7 @@ def test_a_small_message_loop_on_token_buckets_is_timed_after_osus_own_warm_up(t
     (one way n / rate / 2; a broadcast n / rate a call to its receiver, the mean over the 2
     ranks half that): 32.8 us, as `real.cluster` measured (34.7 us one way, 35.3 a broadcast);
     after the collectives' old 5 warm-up calls the broadcast took 17 us."""
-    from sim.osu import _osu_warmup, _point_to_point
+    from sim.osu import _point_to_point
 
     rate, burst, n = 125e6, 125_000, 8192
     profile = _emulated_profile(tmp_path, rate, burst, machine_Bps=1e9)
@@ -781,7 +780,8 @@ def test_a_small_message_loop_on_token_buckets_is_timed_after_osus_own_warm_up(t
     efficiency = shaped.shaping.patterns["oneway"].efficiency
     steady = osu_value(bench, simulate_benchmark(bench, shaped, n, 10), n, 10)
     assert steady == pytest.approx(n / efficiency / rate / 2 * 1e6, rel=0.02)
-    assert _osu_warmup(bench, n) >= 200 and _osu_warmup(bench, 2 * n) <= 100
+    assert loop_calls(shaped, bench, nbytes=n)[1] >= 200
+    assert loop_calls(shaped, bench, nbytes=2 * n)[1] <= 100
     if bench == "osu_latency":  # the first round trips, from full buckets
         first = osu_value(bench, _point_to_point(bench, shaped, n, 10, "mpich"), n, 10)
         assert first < 0.7 * steady
@@ -1234,7 +1234,7 @@ def _simulated_table(tmp_path, bench, profile_path, sizes):
         [bench, "--profile", str(profile_path), "--ranks", "4", "--ranks-per-host", "2"]
     )
     cluster = build_cluster(machine_options(args), load_profile(str(profile_path)), None, "osu")
-    iterations = collective_calls(cluster)[0]
+    iterations = loop_calls(cluster, bench)[0]
     rows = [
         (n, osu_value(bench, simulate_benchmark(bench, cluster, n, iterations), n, iterations))
         for n in sizes
