@@ -339,6 +339,16 @@ def test_fitted_to_the_allreduce_it_predicts_the_allgather_it_never_saw():
     assert np.median(np.abs(errors)) < 0.25, errors
 
 
+def _ideal_latency():
+    """(osu_latency of 2 us + n / 10 GB/s, 1 B to 4 MiB; the profile fitted to it alone): the
+    network under the memory tests' synthetic collectives."""
+    from twinsgd.calibration.osu_tables import OsuTable
+
+    sizes = 2.0 ** np.arange(0, 23)
+    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
+    return latency, fit_profile([latency], say=lambda _: None)
+
+
 def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     """A table simulated on a known memory path, one of its five sizes 3x slower (a library's
     protocol switch the model does not have): the fit reproduces the other four exactly. A
@@ -348,9 +358,7 @@ def test_the_memory_fit_keeps_the_sizes_that_agree_past_a_protocol_switch():
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    document = fit_profile([latency], say=lambda _: None)
+    _, document = _ideal_latency()
     base, truth = profile_of(document), MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4)
     big = 2 ** np.arange(16, 21)
     table = OsuTable("allgather", "osu_allgather", big, np.ones(big.size), 8, 4)
@@ -376,9 +384,7 @@ def test_a_table_past_its_hosts_cache_fits_the_bound_and_both_rates():
     from sim.osu import host_working_set
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    document = fit_profile([latency], say=lambda _: None)
+    latency, document = _ideal_latency()
     base, bound = profile_of(document), host_working_set("osu_allgather", 2**15, 8, 4)
     truth = MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4, bound, 3e9)
     big = 2 ** np.arange(12, 21)
@@ -407,9 +413,7 @@ def test_a_jump_the_librarys_own_algorithm_makes_is_not_taken_for_a_cache():
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    document = fit_profile([latency], say=lambda _: None)
+    _, document = _ideal_latency()
     base, truth = profile_of(document), MemoryPath(ASSUMED_MEMORY.latency_s, 1e9, 4)
     big = 2 ** np.arange(10, 21)
     shape = OsuTable("allgather", "osu_allgather", big, np.ones(big.size), 8, 4)
@@ -608,9 +612,7 @@ def test_a_full_hosts_table_does_not_tell_the_count_of_copies_and_the_fit_keeps_
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    document = fit_profile([latency], say=lambda _: None)
+    _, document = _ideal_latency()
     base = profile_of(document)
     truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, channels)
     big = 2 ** np.arange(16, 21)
@@ -632,9 +634,8 @@ def test_gamma_is_fitted_from_an_allreduce_beside_a_table_that_only_copies(gamma
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    base = profile_of(fit_profile([latency], say=lambda _: None))
+    latency, document = _ideal_latency()
+    base = profile_of(document)
     truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4)
     big = 2 ** np.arange(16, 21)
 
@@ -660,9 +661,8 @@ def test_imb_collectives_fit_the_memory_as_the_osu_benchmark_of_the_same_call(tm
     from sim.network import MemoryPath
     from twinsgd.calibration.osu_tables import OsuTable
 
-    sizes = 2.0 ** np.arange(0, 23)
-    latency = OsuTable("latency", "osu_latency", sizes, 2e-6 + sizes / 10e9, 2, 1)
-    base = profile_of(fit_profile([latency], say=lambda _: None))
+    latency, document = _ideal_latency()
+    base = profile_of(document)
     truth = MemoryPath(ASSUMED_MEMORY.latency_s, 2e9, 4)
     big = 2 ** np.arange(16, 21)
     shape = OsuTable(bench, f"osu_{bench}", big, np.ones(big.size), 8, 4)
