@@ -271,6 +271,9 @@ def test_the_calibrations_phase_is_read_around_it_and_from_inside_its_profile(tm
     (tmp_path / "profile.toml").write_text("[cluster]\nname = 'no probes'\n")
     assert prediction_table._calibration_phase(tmp_path) == [135.0, 137.0]
     assert prediction_table._calibration_phase(tmp_path / "none") == []
+    assert prediction_table.profile_phase(tmp_path / "profile.toml") == []
+    (tmp_path / "profile.toml").write_text("[cluster]\nphase_us = [355.3, 358.8]\n")
+    assert prediction_table.profile_phase(tmp_path / "profile.toml") == [355.3, 358.8]
 
 
 def test_the_summary_sets_apart_the_rows_that_held_the_machines_phase():

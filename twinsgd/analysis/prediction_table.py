@@ -176,19 +176,24 @@ def phase_held(probes):
 
 def _calibration_phase(net_dir):
     """The probes around a network's calibration (``phase.json``) and inside it, around its
-    measurements of messages (its profile's ``[cluster] phase_us``, taken on shared memory:
-    the phase can switch inside a calibration); [] where there are none."""
-    import tomllib
-
+    measurements of messages (`profile_phase` of its ``profile.toml``); [] where there are
+    none."""
     probes = []
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         probes += json.loads((Path(net_dir) / "phase.json").read_text())["calibration"]
-    with (
-        contextlib.suppress(OSError, ValueError, KeyError, TypeError),
-        open(Path(net_dir) / "profile.toml", "rb") as f,
-    ):
-        probes += tomllib.load(f)["cluster"]["phase_us"]
-    return list(probes)
+    return probes + profile_phase(Path(net_dir) / "profile.toml")
+
+
+def profile_phase(profile):
+    """The machine's phase probes a calibration took inside itself, around its measurements of
+    messages (the profile's ``[cluster] phase_us``, us; taken on shared memory: the phase can
+    switch inside a calibration, between probes around it that agree); [] where there are
+    none or the profile does not read."""
+    import tomllib
+
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError), open(profile, "rb") as f:
+        return list(tomllib.load(f)["cluster"]["phase_us"])
+    return []
 
 
 def gradient_vs_calibration_pct(real_dirs, net_dir):
