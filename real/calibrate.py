@@ -120,6 +120,8 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 simulator puts own code it times at this speed)
     [compute.reduction]   the add of n bytes into n, warm, by size (`local_times`)
     [compute.copy]     a copy of n bytes, warm, by size (`local_times`)
+    [compute.copy_read_by_peer]   on shared memory: the same into bytes the other rank has
+                       just read through the library (`netbench.copy_read_by_peer`)
     [compute.finish]   an in-situ allreduce's pay past its messages and add, by size
     [compute.busy.MODEL]   `BusyCores`: processes (k), factors (per k, 11 quantiles of one
                 process's step over one alone's)
@@ -190,6 +192,7 @@ logger = logging.getLogger(__name__)
 # the programs send (the MLP gradient, 670 KB), short enough at 100 Mbit/s (4 MiB: 0.35 s)
 SIZES = [2**k for k in range(3, 27)]  # 8 B .. 64 MiB: the ghost models' gradients are 45-100 MB
 QUICK_SIZES = [8 * 4**k for k in range(10)]
+LOCAL_SIZES = [1 << k for k in range(10, 25)]  # a copy's and an add's bytes: 1 KiB .. 16 MiB
 GAMMA_MIN_BYTES = 2**16  # gamma and the in-situ allreduce: from 64 KiB
 MIN_FINISH_S = 1e-7  # the finishing pass's floor, seconds (a residual may come out <= 0)
 REFERENCE_REPEATS = 9  # the pace's kernel timed this often at each of three moments, fastest kept
@@ -403,6 +406,11 @@ def _measure(args, comm, work):
             "oneway": netbench.ping_pong(network, sizes, args.quick, rewrite=True),
             "sendrecv": netbench.exchange(network, sizes, args.quick, rewrite=True),
         }
+    copy_read_by_peer = (  # MPI's first copy in OSU's loop: into bytes the other rank read
+        netbench.copy_read_by_peer(network, LOCAL_SIZES[:: 2 if args.quick else 1], args.quick)
+        if on_shared_memory
+        else None
+    )
     phases.append(_phase_now(network, on_shared_memory))
     in_situ_sizes = [n for n in sizes if n <= IN_SITU_MAX_BYTES]
     step = _in_situ_step(comm, work, max(in_situ_sizes) // 4)
@@ -484,6 +492,7 @@ def _measure(args, comm, work):
         "oneway": oneway,
         "sendrecv": both_ways,
         "written": written,
+        "copy_read_by_peer": copy_read_by_peer,
         "in_situ_sizes": in_situ_sizes,
         "in_situ_samples": in_situ_samples,
         "probe": probe,
@@ -809,6 +818,11 @@ def _finish(args, measured, work, started):
     copied = local_times(np.copyto, args.quick, less_call=True)
     copy = fit_segments(*copied, MAX_REL_ERROR, MAX_SEGMENTS)
     measured["reduction"], measured["copy"] = reduction, copy
+    copy_read_by_peer = None
+    if measured.get("copy_read_by_peer") is not None:  # on shared memory
+        call_s = python_call_s(np.copyto)
+        seconds = [max(t - call_s, 1e-9) for t in measured["copy_read_by_peer"]]
+        copy_read_by_peer = fit_segments(copied[0], seconds, MAX_REL_ERROR, MAX_SEGMENTS)
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
     written = {
@@ -929,6 +943,7 @@ def _finish(args, measured, work, started):
             "reference_s": rounded(measured["reference_s"]),
             "reduction": {**reduction.to_dict(), "call_s": rounded(measured["reduction_call_s"])},
             "copy": copy.to_dict(),
+            **({"copy_read_by_peer": copy_read_by_peer.to_dict()} if copy_read_by_peer else {}),
             "finish": finish.to_dict(),
         },
     }
@@ -1220,7 +1235,7 @@ def local_times(operation, quick=False, less_call=False):
     allgather not in place (OSU's separate buffers: 1 MiB 46-63 us here). The library copies
     in C: ``less_call`` takes off what the same Python call costs on empty buffers
     (`python_call_s`: 0.47 us of np.copyto's 0.50 at 1 KiB here), floored at 1 ns."""
-    sizes = [1 << k for k in range(10, 25, 2 if quick else 1)]
+    sizes = LOCAL_SIZES[:: 2 if quick else 1]
     call_s = python_call_s(operation) if less_call else 0.0
     seconds = []
     for nbytes in sizes:

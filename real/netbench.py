@@ -17,7 +17,9 @@ each direction also carries the other's TCP acknowledgements):
 - `eager_limit`: the largest ``Send`` that returns before its receiver is there (eager);
 - `call_overhead`: what each message of a hot loop holds once and a step inside one of MPI's
   own collectives does not (MPICH: the hot Sendrecv less the second exchange of its own
-  allreduce; else one mpi4py ``Sendrecv`` to itself on ``COMM_SELF``).
+  allreduce; else one mpi4py ``Sendrecv`` to itself on ``COMM_SELF``);
+- `copy_read_by_peer`: a copy into a buffer the other rank has just read through the library
+  (MPI's first copy in OSU's loop of a collective).
 
 ``ping_pong`` and ``exchange`` also time a pattern *in situ* (``step=``): as a training program
 meets it rather than as OSU's hot loop does. Before each repetition both ranks run a compute
@@ -277,7 +279,7 @@ def send_overhead(comm, count=200):
     return seconds if comm.rank == 0 else None
 
 
-def call_overhead(comm, library="mpich", count=1000, batches=7):
+def call_overhead(comm, library="mpich", count=1000, batches=15):
     """Seconds a step inside one of MPI's own collectives saves against the same message in a
     hot loop of calls, which holds the program's return from one call and entry into the next;
     between ranks 0 and 1 of ``comm``, on rank 0 (others wait quietly). Collective.
@@ -285,9 +287,13 @@ def call_overhead(comm, library="mpich", count=1000, batches=7):
     MPICH's allreduce of 2 ranks is one exchange up to 8 bytes (recursive doubling) and two
     above (Rabenseifner's): its 16-byte call less its 4-byte one is an exchange from inside the
     library, and the hot ``Sendrecv`` of 4 bytes less that is the saving (batches of the three
-    interleaved, medians; at least 0): 1.5-1.6 us through this machine's shared memory, 1.1 us
-    between two emulated hosts. Any other ``library``: one call on its own, a hot ``Sendrecv``
-    of 4 bytes to itself on ``COMM_SELF`` (1.3-1.5 us and 0.8 us)."""
+    interleaved, the saving taken in each pass and its median over passes; at least 0):
+    0.8-1.0 us through this machine's shared memory (2026-12-05), 1.1 us between two emulated
+    hosts. Why per pass: a difference of three medians taken apart came out 0.06 us in one
+    calibration of 18 (2026-12-05; 0.81-0.98 in the others), and every simulated step of MPI's
+    small allreduce then cost 2.3 us, not 1.4; a pass's three batches meet the machine's
+    moment together. Any other ``library``: one call on its own, a hot ``Sendrecv`` of 4 bytes
+    to itself on ``COMM_SELF`` (1.3-1.5 us and 0.8 us)."""
     if library == "mpich":
         return _inside_saving(comm, count, batches)
     seconds = None
@@ -326,8 +332,8 @@ def _inside_saving(comm, count, batches):
                     call()
                 if p:
                     means[name].append((time.perf_counter() - t0) / count)
-        hot, one, two = (float(np.median(means[name])) for name in calls)
-        saving = min(max(hot - (two - one), 0.0), hot)
+        hot, one, two = (np.array(means[name]) for name in calls)
+        saving = float(np.clip(np.median(hot - (two - one)), 0.0, np.median(hot)))
         pair.Free()
     quiet_barrier(comm)
     return saving if comm.rank == 0 else None
@@ -631,6 +637,34 @@ def shared_rate(comm, pairs, sizes, quick=False):
     if comm.rank != 0:
         return None
     return [len(pairs) * n / s for n, s in zip(sizes, seconds, strict=True)]
+
+
+def copy_read_by_peer(pair, sizes, quick=False):
+    """Seconds (rank 0's, the median repetition per size; None elsewhere) of ``np.copyto`` of
+    n bytes into a buffer the other rank of ``pair`` has just read through the library: both
+    ranks send that buffer to each other (``Sendrecv``), meet at a barrier, then copy their
+    send buffer into it, the Python call in the time (the caller takes it off). Why: MPI's
+    allreduce, reduce and allgather copy the caller's send buffer into the receive buffer
+    first (OSU's separate buffers), and in OSU's loop part of that buffer was read by the
+    other ranks in the call before. Through this machine's shared memory MPICH moves a large
+    message in one copy, its receiver reading the sender's buffer (CMA), and a write to lines
+    another core has read waits for them: in MPICH's allreduce of 256 KiB on 2 ranks (fast
+    phase) that copy took 18.4 us against 6 warm; with ``MPIR_CVAR_CH4_CMA_ENABLE=0`` (two
+    copies through shared cells, the buffer never read by the other rank) 7.0 against 62.7 with
+    CMA (slow phase; 2026-12-05). Between hosts the receiver never reads the sender's memory."""
+    peer = 1 - pair.rank
+    seconds = []
+    for nbytes in sizes:
+        source, into, inbox = (written(nbytes) for _ in range(3))
+        times = []
+        for _ in range(7 if quick else 15):
+            pair.Sendrecv(into, dest=peer, sendtag=_TAG, recvbuf=inbox, source=peer, recvtag=_TAG)
+            pair.Barrier()
+            t0 = time.perf_counter()
+            np.copyto(into, source)
+            times.append(time.perf_counter() - t0)
+        seconds.append(float(np.median(times)))
+    return seconds if pair.rank == 0 else None
 
 
 WIRE_ENTRIES = (128, 2048, 32768)  # top-k entries of the messages `wire_in_situ` times: 1-262 KB

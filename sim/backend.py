@@ -228,11 +228,15 @@ class LibraryCall:
     caller's bytes, a rank that has received forwards them). ``copies_bytes``: the bytes of
     the caller's send buffer it copies into its own first, an allreduce's, reduce's or
     allgather's not in place (OSU's): charged at the machine's measured copy
-    (``[compute.copy]``, the ``local_copy`` cost) where known, else nothing."""
+    (``[compute.copy]``, the ``local_copy`` cost) where known, else nothing.
+    ``read_by_peers``: the share of that copy's destination the other ranks read in the call
+    before (0 .. 1), charged as a copy into bytes another rank has just read
+    (``[compute.copy_read_by_peer]``, ``copy_read_by_peer``) where measured."""
 
     program: Generator
     writes: str = "never"
     copies_bytes: int = 0  # the caller's send buffer the library copies first (not in place)
+    read_by_peers: float = 0.0  # ... the share of its destination other ranks read last
 
 
 class Simulator:
@@ -308,6 +312,10 @@ class Simulator:
     local_copy : PiecewiseCost, optional
         A copy of n bytes in one rank's memory, by size (``[compute.copy]``): what an MPI call
         that copies its caller's send buffer first pays (`LibraryCall`'s ``copies_bytes``).
+    copy_read_by_peer : PiecewiseCost, optional
+        The same into bytes another rank of the machine has just read through the library
+        (``[compute.copy_read_by_peer]``): the share `LibraryCall`'s ``read_by_peers`` of
+        that copy pays it instead (a write waits for lines another core read).
     core_groups : sequence of (ranks, cores)
         Hosts with more ranks than cores: their ranks share the cores as Linux's EEVDF does,
         turns ending on ticks of ``time_slice_s`` (`sim.cores`): compute, own code and moving
@@ -360,6 +368,7 @@ class Simulator:
         library_gamma=None,
         finish=None,
         local_copy=None,
+        copy_read_by_peer=None,
         wire=None,
         core_groups=(),
         time_slice_s=DEFAULT_SLICE_S,
@@ -393,6 +402,7 @@ class Simulator:
         self._adds = [gamma] * len(nodes)  # each rank's add now: library_gamma inside MPI's
         self.finish = finish  # the mean's pass after an allreduce, by size (in situ), or None
         self.local_copy = local_copy  # a copy of n bytes in memory, by size, or None
+        self.copy_read_by_peer = copy_read_by_peer  # ... into bytes another rank read, or None
         self.wire = wire  # a compressed message's wire bytes written and read (WireCost) or None
         # rank -> HostCores
         self.cores = shared_cores(self.env, core_groups, time_slice_s, over_tcp, switch_s)
@@ -1181,8 +1191,18 @@ class Simulator:
 
     def _library_call(self, node, op):
         if op.copies_bytes and self.local_copy is not None:  # its copy of the send buffer
-            yield from self._comm_for(node, float(self.local_copy.seconds(op.copies_bytes)))
+            yield from self._comm_for(node, self._copy_s(op.copies_bytes, op.read_by_peers))
         return (yield from self._collective(node, op.program, library=True, writes=op.writes))
+
+    def _copy_s(self, nbytes, read_by_peers):
+        """Seconds of an MPI call's copy of ``nbytes`` into its own buffer, ``read_by_peers``
+        of which the other ranks read last: that share at ``copy_read_by_peer`` where
+        measured, the rest (or all) at ``local_copy``."""
+        warm = float(self.local_copy.seconds(nbytes))
+        if not read_by_peers or self.copy_read_by_peer is None:
+            return warm
+        read = float(self.copy_read_by_peer.seconds(nbytes))
+        return (1.0 - read_by_peers) * warm + read_by_peers * read
 
     def _collective(self, node, program, library=False, writes="never"):
         """Carry out a collective node program (`SendRecv` steps and the like) for ``node``;

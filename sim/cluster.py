@@ -62,6 +62,7 @@ class Cluster:
     reduction: object  # the same measured by size (a PiecewiseCost, `combined_s`), or None
     reduction_call_s: float  # of it, Python's call: what MPI's adds (in C) do not pay
     local_copy: object  # a copy of n bytes in memory, measured by size, or None
+    copy_read_by_peer: object  # one machine: the same into bytes another rank read, or None
     finish: object  # an allreduce's mean pass as measured in situ (a PiecewiseCost), or None
     wire: object  # a compressed message's wire bytes written and read, in situ (WireCost), or None
     machine_copies: int | None  # one machine's ranks: copies its memory moves at once, or None
@@ -396,6 +397,7 @@ def build_cluster(options, profile, cfg, model_name, flops_per_sample=0):
         reduction=_unless_gamma(options, profile and profile.reduction, slowdown),
         reduction_call_s=profile.reduction_call_s * slowdown if profile else 0.0,
         local_copy=_slowed(profile and profile.copy, slowdown),
+        copy_read_by_peer=_copy_read_by_peer(profile, costs, shaping, slowdown),
         finish=_unless_gamma(options, profile and profile.finish, slowdown),
         wire=replace(profile.wire, slowdown=slowdown) if profile and profile.wire else None,
         machine_copies=_machine_copies(profile, costs, shaping),
@@ -497,6 +499,16 @@ def _machine_copies(profile, costs, shaping):
     if not (costs and shaping is None and profile.one_machine and profile.memory_copies):
         return None
     return max(1, round(profile.memory_copies))
+
+
+def _copy_read_by_peer(profile, costs, shaping, slowdown):
+    """A profile's copy into bytes another rank has just read (``[compute.copy_read_by_peer]``,
+    slowed as its other costs), where the ranks are the machine it was measured on, charged
+    its measured message costs and no token buckets (between hosts no rank reads another's
+    memory); else None."""
+    if not (profile and costs and shaping is None and profile.one_machine):
+        return None
+    return _slowed(profile.copy_read_by_peer, slowdown)
 
 
 def _pick(flag, from_profile, default):

@@ -106,6 +106,11 @@ buckets (`sim.shaping`) instead.
 
     [compute.copy]                 # a copy of n bytes (warm), by size: what MPI's allreduce,
                                    # reduce and allgather pay first when not in place (sim.osu)
+    [compute.copy_read_by_peer]    # the same into bytes another rank has just read through
+                                   # the library (one machine: MPICH moves a large message in
+                                   # one copy, its receiver reading the sender's buffer): the
+                                   # part of that first copy the other ranks read in OSU's
+                                   # call before (sim.osu, on the machine it was measured on)
 
     [compute.finish]               # measured in situ: what an allreduce of 2 ranks pays past
                                    # its messages and add, by size (a PiecewiseCost): the
@@ -173,6 +178,7 @@ class ClusterProfile:
     reduction: PiecewiseCost | None = None  # combining n bytes, measured by size
     reduction_call_s: float = 0.0  # of which Python's call, which MPI's adds (in C) do not pay
     copy: PiecewiseCost | None = None  # copying n bytes in memory, measured by size
+    copy_read_by_peer: PiecewiseCost | None = None  # ... into bytes another rank just read
     finish: PiecewiseCost | None = None  # an allreduce's mean pass, in situ, by size
     wire: "WireCost | None" = None  # a compressed message's wire bytes written and read, in situ
     nic_bandwidth_Bps: float | None = None  # each host's links to the network
@@ -484,6 +490,9 @@ def load_profile(name_or_path):
             if isinstance(compute.get("reduction"), dict)
             else 0.0,
             copy=PiecewiseCost.from_dict(compute["copy"]) if "copy" in compute else None,
+            copy_read_by_peer=PiecewiseCost.from_dict(compute["copy_read_by_peer"])
+            if "copy_read_by_peer" in compute
+            else None,
             finish=PiecewiseCost.from_dict(compute["finish"]) if "finish" in compute else None,
             step_times={
                 str(m): StepTimes.from_dict(d, str(m)) for m, d in compute.get("steps", {}).items()

@@ -45,7 +45,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from sim.backend import LibraryCall, Simulator
-from sim.closed_form import allreduce_program
+from sim.closed_form import allreduce_program, simulated_allreduce
 from sim.cluster import add_network_arguments, build_cluster
 from sim.cluster_profile import load_profile
 from twinsgd.calibration.osu_tables import format_table, osu_sizes
@@ -143,6 +143,38 @@ def osu_reduce(nbytes, rank, size, mpi="mpich"):
     yield from REDUCES[algorithm](buf, 0, rank, size, segment_bytes)
 
 
+def read_by_peers(bench, nbytes, rank, size, mpi="mpich"):
+    """The share of the buffer ``rank``'s call of ``bench`` copies its send buffer into that
+    the other ranks read in the call before (`LibraryCall`'s ``read_by_peers``): the bytes it
+    sent last and did not write again, by the allreduce's algorithm. Rabenseifner's gathers by
+    recursive doubling, whose last step sends the half this rank holds and receives the other
+    (1/2); recursive doubling adds every received buffer into its own (0); a ring sends every
+    block but the last it receives ((p - 1)/p); beside a power of two, a rank that folded its
+    data into a neighbour is sent the whole result (0) and that neighbour sent it (1). Not
+    derived, so left warm (0): the allgather's, the reduce's and Open MPI's reduce-and-bcast.
+
+    >>> [read_by_peers("osu_allreduce", 1 << 20, r, 2) for r in range(2)]
+    [0.5, 0.5]
+    >>> [read_by_peers("osu_allreduce", 8, r, 3) for r in range(3)]  # recursive doubling
+    [0.0, 1.0, 0.0]
+    >>> read_by_peers("osu_allreduce", 1 << 20, 0, 4, "openmpi")  # a ring
+    0.75
+    >>> read_by_peers("osu_bcast", 1 << 20, 0, 2), read_by_peers("osu_allgather", 1 << 20, 0, 2)
+    (0.0, 0.0)
+    """
+    if bench != "osu_allreduce" or size == 1:
+        return 0.0
+    name = simulated_allreduce("mpi", GhostArray(max(1, nbytes // 4)), size, mpi)
+    if name == "ring":
+        return (size - 1) / size
+    if name not in ("rabenseifner", "recursive-doubling"):
+        return 0.0
+    rem = size - (1 << (size.bit_length() - 1))
+    if rank < 2 * rem:
+        return float(rank % 2)  # the odd one sends the result to the even one it folded
+    return 0.5 if name == "rabenseifner" else 0.0
+
+
 def dissemination_barrier(rank, size):
     """MPICH's barrier between hosts (``MPIR_Barrier_intra_k_dissemination``, k = 2, in its
     built-in selection): in round k every rank sends an empty message to rank + 2^k and takes
@@ -157,17 +189,20 @@ def dissemination_barrier(rank, size):
         distance *= 2
 
 
-def timed_calls(call, rank, size, calls, warmup, now, seconds, writes="never", copies=0):
+def timed_calls(
+    call, rank, size, calls, warmup, now, seconds, writes="never", copies=0, read_by_peers=0.0
+):
     """OSU's loop of a collective on one rank: ``warmup + calls`` times a barrier, then
     ``call()`` (a node program of the library's algorithm), each one call into the library
     (`sim.backend.LibraryCall`, its messages' bytes written by the call as ``writes`` says,
-    ``copies`` bytes of the caller's send buffer copied first);
+    ``copies`` bytes of the caller's send buffer copied first into a buffer ``read_by_peers``
+    of which the other ranks read in the call before);
     adds the seconds of the timed calls, from this rank's exit from the barrier (``now()``: the
     simulated clock) to the call's end, into ``seconds[rank]``."""
     for i in range(warmup + calls):
         yield LibraryCall(dissemination_barrier(rank, size))  # each one call of the library
         t0 = now()
-        yield LibraryCall(call(), writes, copies)
+        yield LibraryCall(call(), writes, copies, read_by_peers)
         if i >= warmup:
             seconds[rank] += now() - t0
 
@@ -296,6 +331,7 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
             seconds,
             WRITES[bench],
             nbytes if bench in COPIES else 0,
+            read_by_peers(bench, nbytes, r, size, mpi),
         )
         for r in range(size)
     ]
@@ -333,6 +369,7 @@ def _simulator(cluster, clocks, mpi):
         library_gamma=cluster.library_combine,
         finish=cluster.finish,
         local_copy=cluster.local_copy,
+        copy_read_by_peer=cluster.copy_read_by_peer,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,
         over_tcp=cluster.over_tcp,

@@ -138,6 +138,11 @@ def test_the_profile_has_every_key_of_the_contract(profile):
     assert all(t > 0 for t in send["seconds"]) and min(send["latency_s"]) >= 0
     assert p["network"]["overhead_s"] > 0
     assert 0 <= p["network"]["call_overhead_s"] < 1e-3  # a step inside MPI under the hot loop
+    # shared memory: MPI's first copy in OSU's loop, into bytes the other rank has just read,
+    # at the warm copy's sizes; a copy of 16 MiB takes at least a memory pass at 100 GB/s
+    read = p["compute"]["copy_read_by_peer"]
+    assert read["sizes"] == p["compute"]["copy"]["sizes"]
+    assert min(read["seconds"]) >= 1e-9 and read["seconds"][-1] > 2**24 / 100e9
     for key in ("later", "seen"):  # a program's Recv, probe first: done later, its wait's end
         probe = p["network"]["in_situ"]["probe"][key]  # one line, a + n / b, a, b >= 0
         assert len(probe["latency_s"]) == 1 and 0 <= probe["latency_s"][0] < 1e-3

@@ -1150,6 +1150,46 @@ def test_a_call_not_in_place_copies_its_send_buffer_first_at_the_measured_copy()
     assert _forwarded("never", {"oneway": clean}, 65536)[0] == pytest.approx(plain, rel=1e-12)
 
 
+def _one_machine_allreduce_s(tmp_path, compute, one_machine=True, nbytes=262144):
+    """Seconds a call of ``sim.osu``'s allreduce of 2 ranks takes on a profile of measured
+    costs (5 us, 1 GB/s) with ``compute`` (tables by name) as its ``[compute]``, one machine's
+    or not."""
+    import tomli_w
+
+    oneway = _measured_cost(5e-6, 1e9)
+    network = {"topology": "star", "latency": "5us", "bandwidth": "1GB/s", "eager_bytes": 4096}
+    cluster_keys = {"name": "measured", "one_machine": one_machine, "cores": 2}
+    document = {
+        "cluster": cluster_keys | ({"hosts": ["vm", "vm"]} if one_machine else {}),
+        "network": network | {"oneway": oneway, "sendrecv": oneway},
+        "compute": compute,
+    }
+    path = tmp_path / "one-machine.toml"
+    path.write_text(tomli_w.dumps(document))
+    args = build_parser().parse_args(["osu_allreduce", "--profile", str(path)])
+    built = build_cluster(machine_options(args), load_profile(str(path)), None, "osu")
+    return float(np.mean(simulate_benchmark("osu_allreduce", built, nbytes)))
+
+
+def test_mpis_first_copy_pays_for_the_half_the_other_rank_read_in_the_call_before(tmp_path):
+    """One machine, MPICH's allreduce of 2 ranks at 256 KiB (Rabenseifner's): each rank sent
+    the half of its receive buffer it holds in the last step of the call before, which the other
+    read (CMA), so the next call's copy of the send buffer into it pays half its bytes at
+    ``[compute.copy_read_by_peer]`` and half warm; without that table, or between hosts, all
+    warm."""
+    warm = _measured_cost(0.1e-6, 40e9)
+    read = _measured_cost(0.3e-6, 2.5e9)
+    n = 262144
+    both = _one_machine_allreduce_s(tmp_path, {"copy": warm, "copy_read_by_peer": read})
+    alone = _one_machine_allreduce_s(tmp_path, {"copy": warm})
+    extra = 0.5 * (n / 2.5e9 - n / 40e9 + 0.2e-6)  # 49.2 us: on both ranks' path alike
+    assert both - alone == pytest.approx(extra, rel=1e-6)
+    between = _one_machine_allreduce_s(
+        tmp_path, {"copy": warm, "copy_read_by_peer": read}, one_machine=False
+    )
+    assert between == pytest.approx(alone, rel=1e-12)
+
+
 @pytest.mark.parametrize(("ranks", "adds"), [(2, 1), (4, 2)])
 def test_a_profiles_add_call_from_python_is_taken_off_mpis_own_adds(tmp_path, ranks, adds):
     """``[compute.reduction] call_s`` through `build_cluster` to `sim.osu`: MPICH's allreduce
