@@ -10,7 +10,12 @@ Libraries (``--mpi``, a profile's ``[cluster] mpi``):
   bytes, MPICH 3's up to 2 KiB; Rabenseifner's above); allgather around a ring for long
   messages (512 KiB in all); alltoall by pairwise exchange above 32 KiB a block; broadcast
   (`bcast_algorithm`). Where all ranks share one node, MPICH 4+ runs its own shared-memory
-  collectives (``release_gather``) for some of these; they are not modelled.
+  collectives (``release_gather``) for some of these; they are not modelled. Nor are its
+  node-aware compositions where a communicator spans nodes of several ranks each (the ch4
+  selection in the same wheel: ``comm_hierarchy=parent`` takes ``composition_alpha`` for
+  barrier, allreduce of a commutative operation and bcast of fewer than 8 ranks or below
+  12,288 bytes: within each node, then among one rank a node, then within each node again);
+  `real.cluster`'s emulated hosts set ``MPIR_CVAR_NOLOCAL``, which makes every rank a node.
 - ``openmpi``: Open MPI 4.0's ``coll/tuned`` fixed decisions (``ompi_coll_tuned_allreduce_intra_
   dec_fixed`` in ``ompi/mca/coll/tuned/coll_tuned_decision_fixed.c``, v4.0.x): allreduce by
   recursive doubling below 10,000 bytes (``intermediate_message``), else around a ring (segmented
