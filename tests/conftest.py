@@ -10,7 +10,7 @@ are drawn afresh each run and kept in ``.hypothesis``, which is where new failur
 And the shared memory MPI leaves behind: the suite kills MPI jobs on purpose (hangs, faults,
 Ctrl-C, timeouts), and a killed MPICH rank leaves its segment in /dev/shm (370 MB of them on
 one machine after a few days of runs, 2026-12-04), and a killed ``mpiexec`` its topology file
-in the temporary folder (``hydra_hwloc_xmlfile_*``: 18 after three runs of the suite,
+in the temporary folder (``hydra_hwloc_xmlfile_*``: 3 a run of tests/test_mpi.py,
 2026-12-05). What the session added and no process still holds is removed at its end.
 """
 
