@@ -39,6 +39,7 @@ from pathlib import Path
 from twinsgd.analysis.launch import launch_command
 from twinsgd.analysis.osu_compare import compare
 from twinsgd.analysis.prediction_table import phase_held, profile_phase
+from twinsgd.analysis.validate import probe_phase
 from twinsgd.calibration.osu_tables import read_table
 
 BENCHES = ("osu_latency", "osu_allreduce", "osu_bcast")
@@ -94,14 +95,14 @@ def _round(place, folder, k):
     ranks, hosts = PLACES[place]
     profile = folder / "profile.toml"
     with _cluster(hosts):
-        probes = [_phase()]
+        probes = [probe_phase(folder)]
         _run(_launch(ranks, hosts, ["-m", "real.calibrate", "--quick", "--out", str(profile)]))
-        probes.append(_phase())
+        probes.append(probe_phase(folder))
         for kind in ("measured", "again"):
             for bench in BENCHES:
                 measured = _run(_launch(ranks, hosts, ["-m", "real.osu", bench]))
                 (folder / f"{bench}.{kind}.txt").write_text(measured)
-            probes.append(_phase())
+            probes.append(probe_phase(folder))
     probes[1:1] = profile_phase(profile)  # the calibration's own, inside it (shared memory)
     medians = {"held": phase_held(probes), "again": {}}
     for bench in BENCHES:
@@ -116,14 +117,10 @@ def _round(place, folder, k):
         medians["again"][bench] = compare(measured, again)[1]
     errors = " | ".join(f"{100 * medians[b]:.1f} %" for b in BENCHES)
     again = ", ".join(f"{100 * medians['again'][b]:.1f}" for b in BENCHES)
-    phase = ", ".join(f"{p:.0f}" for p in probes) + ("" if medians["held"] else " (moved)")
+    phase = ", ".join("-" if p is None else f"{p:.0f}" for p in probes)
+    phase += {True: "", False: " (moved)", None: " (not known)"}[medians["held"]]
     print(f"| {place} | {k} | {errors} | {again} % | {phase} |")
     return medians
-
-
-def _phase():
-    """The machine's phase now: `real.phase`'s round trip (us), under the venv's mpiexec."""
-    return float(_run(launch_command(2, [sys.executable, "-m", "real.phase"])))
 
 
 def _launch(ranks, hosts, command):

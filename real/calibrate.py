@@ -815,13 +815,13 @@ def _finish(args, measured, work, started):
     measured["gamma"] = float(f"{reduction_gamma(args.quick):.4g}")
     reduction = fit_segments(*local_times(_add, args.quick), MAX_REL_ERROR, MAX_SEGMENTS)
     measured["reduction_call_s"] = python_call_s(_add)  # the program's, not the library's
-    copied = local_times(np.copyto, args.quick, less_call=True)
+    copy_call_s = python_call_s(np.copyto)  # the library copies in C: off both copies' times
+    copied = local_times(np.copyto, args.quick, call_s=copy_call_s)
     copy = fit_segments(*copied, MAX_REL_ERROR, MAX_SEGMENTS)
     measured["reduction"], measured["copy"] = reduction, copy
     copy_read_by_peer = None
     if measured.get("copy_read_by_peer") is not None:  # on shared memory
-        call_s = python_call_s(np.copyto)
-        seconds = [max(t - call_s, 1e-9) for t in measured["copy_read_by_peer"]]
+        seconds = [max(t - copy_call_s, 1e-9) for t in measured["copy_read_by_peer"]]
         copy_read_by_peer = fit_segments(copied[0], seconds, MAX_REL_ERROR, MAX_SEGMENTS)
     oneway = fit_segments(sizes, measured["oneway"], MAX_REL_ERROR, MAX_SEGMENTS)
     sendrecv = fit_segments(sizes, measured["sendrecv"], MAX_REL_ERROR, MAX_SEGMENTS)
@@ -1222,7 +1222,7 @@ def reduction_gamma(quick=False):
     return slope(sizes, medians)
 
 
-def local_times(operation, quick=False, less_call=False):
+def local_times(operation, quick=False, call_s=0.0):
     """(sizes, seconds) of ``operation(into, incoming)`` on float32 buffers of 1 KiB to 16
     MiB, both written just before (warm), the median repetition per size.
 
@@ -1233,10 +1233,9 @@ def local_times(operation, quick=False, less_call=False):
     0.13-0.16 (2026-12-02). ``np.copyto`` is ``[compute.copy]``: the library's copy of a
     caller's send buffer into its receive buffer before an allreduce, a reduce or an
     allgather not in place (OSU's separate buffers: 1 MiB 46-63 us here). The library copies
-    in C: ``less_call`` takes off what the same Python call costs on empty buffers
-    (`python_call_s`: 0.47 us of np.copyto's 0.50 at 1 KiB here), floored at 1 ns."""
+    in C: ``call_s``, what the same Python call costs on empty buffers (`python_call_s`: 0.47
+    us of np.copyto's 0.50 at 1 KiB here), is taken off, floored at 1 ns."""
     sizes = LOCAL_SIZES[:: 2 if quick else 1]
-    call_s = python_call_s(operation) if less_call else 0.0
     seconds = []
     for nbytes in sizes:
         into, incoming = np.ones(nbytes // 4, np.float32), np.ones(nbytes // 4, np.float32)

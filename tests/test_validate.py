@@ -243,7 +243,7 @@ def test_the_machines_phase_is_probed_around_the_calibration_and_after_each_run(
         taken.append(Path(folder).name)
         return next(probes)
 
-    monkeypatch.setattr(validate, "_phase", phase)
+    monkeypatch.setattr(validate, "probe_phase", phase)
     monkeypatch.setattr(validate, "_call", FakeCalls(lambda argv: (0, "")))
     monkeypatch.setattr(validate, "read_cell", lambda cell_dir: {"status": "ok"})
     monkeypatch.setattr(validate, "_progress", lambda row: "")

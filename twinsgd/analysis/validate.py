@@ -259,9 +259,9 @@ def _run_network(cells, net_dir, launch, iterations, repeats, quick, timeout_s, 
         ],
     )
     net_dir.mkdir(parents=True, exist_ok=True)
-    before = _phase(net_dir)
+    before = probe_phase(net_dir)
     code, line = _call(argv, CALIBRATION_TIMEOUT_S[quick], net_dir / "calibrate.log")
-    (net_dir / "phase.json").write_text(json.dumps({"calibration": [before, _phase(net_dir)]}))
+    (net_dir / "phase.json").write_text(json.dumps({"calibration": [before, probe_phase(net_dir)]}))
     if code != 0:
         for cell in cells:
             cell_dir = _cell_dir(net_dir, cell)
@@ -329,7 +329,7 @@ def _run_real(plan, k, timeout_s):
     """Repeat ``k`` (0-based) of a cell's real run, the machine's phase probed after it; a
     failure ends the cell (its status)."""
     code, line = _call(plan["reals"][k], timeout_s, plan["dir"] / f"real-{k + 1}.log")
-    plan["phase"].append(_phase(plan["dir"]))
+    plan["phase"].append(probe_phase(plan["dir"]))
     if code == 2:
         plan["status"] = f"not run: {line}"
     elif code != 0:
@@ -377,7 +377,7 @@ def _write_row(cell_dir, cell, commands, status, phase=()):
     tmp.replace(cell_dir / "row.json")
 
 
-def _phase(folder):
+def probe_phase(folder):
     """The machine's phase now (`real.phase`'s round trip, us, on 2 ranks of the venv's
     mpiexec, through this machine's shared memory whatever network the cell emulates), or
     None where it could not be taken (its output in ``folder/phase.log``)."""
