@@ -23,9 +23,10 @@ working ones, so the model (`Fairness`):
 
 A short compute right after a wait so mostly runs to its end, while work without pause gets its
 rank's share; a message to a rank off its core waits until that rank is eligible and a core is
-free. A rendezvous copy between two ranks of the host moves while its sender holds a core and
-its receiver is eligible: MPICH's copy alternates between them and one core does it (the
-backend's `_copy_on_cores`).
+free. A rendezvous Send's copy between two ranks of the host moves while its sender holds a
+core and its receiver is eligible: MPICH's copy alternates between them and one core does it
+(the backend's `_copy_on_cores`). The copies of an exchange and of a Sendrecv run whole on
+their receivers' cores, one after another, as MPICH's single copy does (`_copies_on_cores`).
 
 Against the round-robin turns it replaced (a waiting rank took no core, a turn ran 4 ms from
 its grant, and a copy needed two cores at once), each simulating the same measurements

@@ -14,7 +14,7 @@ from sim.backend import Simulator
 from sim.compute import ComputeModel
 from sim.cores import Fairness, HostCores, eevdf_slice, shared_cores
 from tests.programs import ChargeLog
-from twinsgd.programs.ops import Compute, Recv, Send
+from twinsgd.programs.ops import Compute, Exchange, Recv, Send, SendRecv
 
 
 @settings(max_examples=60, deadline=None)
@@ -161,6 +161,57 @@ def test_two_rendezvous_sends_to_one_receive_from_anyone_take_turns():
     host = sim.cores[0]
     assert host.free == 2 and not host.turn_ends and not host.ready
     assert sim.env.now == pytest.approx(2 * 1e6 / 1e9)  # the two copies one after the other
+
+
+@pytest.mark.parametrize(
+    ("cores", "floats", "end_s"),
+    [(1, 250_000, 0.008), (2, 250_000, 0.004), (4, 250_000, 0.002), (2, 500, 4e-6)],
+)
+def test_an_exchanges_copies_take_turns_on_their_receivers_cores(cores, floats, end_s):
+    """Gossip's exchange on a ring of 4 ranks, 1 MB to each neighbour, 1 GB/s, no latency:
+    every receiver copies its two messages on its own core, one after the other, so the eight
+    copies take 8 ms on 1 core and 4 on 2; with a core each (no sharing) they move at once, and
+    a host's link carries its two (2 ms). Messages within the eager limit move on their own.
+    Every rank gets its neighbours' bytes."""
+    size = 4
+
+    def program(rank):
+        peers = [(rank - 1) % size, (rank + 1) % size]
+        bufs = {p: np.zeros(floats, np.float32) for p in peers}
+        got = yield Exchange({p: np.full(floats, rank, np.float32) for p in peers}, bufs)
+        assert all((got[p] == p).all() for p in peers)
+        received[rank] = sorted(got)
+
+    received = {}
+    sim = _on_shared_cores(size, cores, ComputeModel(seconds_per_sample=0.0))
+    sim.run([program(r) for r in range(size)])
+    assert sim.env.now == pytest.approx(end_s)
+    assert received == {r: sorted({(r - 1) % size, (r + 1) % size}) for r in range(size)}
+    for host in {id(h): h for h in sim.cores.values()}.values():
+        assert host.free == host.cores and not host.turn_ends
+
+
+@pytest.mark.parametrize(("cores", "end_s"), [(1, 0.005), (2, 0.0025), (4, 0.00125)])
+def test_a_rings_sendrecv_step_copies_on_its_receivers_core(cores, end_s):
+    """A ring's step on 4 ranks, 1 MB to the next from the previous, at 1 GB/s and 0.25 ms a
+    message: each receiver copies its message on its own core, the whole 1.25 ms of it (its
+    fixed cost too: through shared memory nothing is in flight), so the four copies take 5 ms
+    on 1 core, 2.5 on 2, and 1.25 with a core each. Every rank gets its left neighbour's
+    bytes."""
+    size = 4
+
+    def program(rank):
+        buf = np.zeros(250_000, np.float32)
+        right, left = (rank + 1) % size, (rank - 1) % size
+        yield SendRecv(right, np.full(250_000, rank, np.float32), left, buf)
+        assert (buf == left).all()
+        done.append(rank)
+
+    done = []
+    sim = _on_shared_cores(size, cores, ComputeModel(seconds_per_sample=0.0), latency_s=0.25e-3)
+    sim.run([program(r) for r in range(size)])
+    assert sim.env.now == pytest.approx(end_s)
+    assert sorted(done) == list(range(size))
 
 
 def test_a_rank_on_a_core_that_asks_again_keeps_its_own():
