@@ -237,7 +237,7 @@ WRITES = {
 }
 
 
-class _Clock(Charges):
+class RankClock(Charges):
     """A rank's time inside the benchmark: everything the simulator charges it (no compute)."""
 
     def __init__(self):
@@ -317,8 +317,8 @@ def simulate_benchmark(bench, cluster, nbytes, iterations=1, mpi="mpich"):
     if bench in POINT_TO_POINT:
         timed = _point_to_point(bench, cluster, nbytes, warmup + iterations, mpi)
         return timed - _point_to_point(bench, cluster, nbytes, warmup, mpi) if warmup else timed
-    clocks = [_Clock() for _ in range(size)]
-    simulator = _simulator(cluster, clocks, mpi)
+    clocks = [RankClock() for _ in range(size)]
+    simulator = simulator_for(cluster, clocks, mpi)
     seconds = np.zeros(size)
     programs = [
         timed_calls(
@@ -343,14 +343,14 @@ def _point_to_point(bench, cluster, nbytes, iterations, mpi):
     """Seconds each rank spends in ``iterations`` of point-to-point ``bench`` from the start,
     (ranks,): a fresh simulation (the same for the same arguments: a loop's later iterations
     are the difference of two)."""
-    clocks = [_Clock() for _ in range(cluster.ranks)]
-    simulator = _simulator(cluster, clocks, mpi)
+    clocks = [RankClock() for _ in range(cluster.ranks)]
+    simulator = simulator_for(cluster, clocks, mpi)
     size = cluster.ranks
     simulator.run([BENCHMARKS[bench](nbytes, r, size, iterations, mpi) for r in range(size)])
     return np.array([clock.seconds for clock in clocks])
 
 
-def _simulator(cluster, clocks, mpi):
+def simulator_for(cluster, clocks, mpi):
     """A message-level `Simulator` of ``cluster``'s ranks, each charging its ``clocks``."""
     nodes = [SimpleNamespace(rank=r, size=cluster.ranks, reporter=0) for r in range(cluster.ranks)]
     return Simulator(
