@@ -107,6 +107,15 @@ def _copy_into(buf, payload):
         np.copyto(buf, payload)
 
 
+def _snapshot_once(copies, payload):
+    """``payload``'s snapshot from ``copies`` (by payload id), taken and kept there the first
+    time: one snapshot per distinct payload of an operation (gossip sends one vector to all)."""
+    snapshot = copies.get(id(payload))
+    if snapshot is None:
+        snapshot = copies[id(payload)] = _snapshot(payload)
+    return snapshot
+
+
 def _snapshot(payload):
     """What travels: a read-only copy of an array (the sender may change the original, and an
     Exchange hands one copy to every peer), a message object as it is."""
@@ -813,18 +822,14 @@ class Simulator:
             slow = float(self._straggles[count][rank])
         return slow / model.speeds[rank % len(model.speeds)]
 
-    def _transfer(self, node, dest, payload, tag, copies=None):
+    def _transfer(self, node, dest, payload, tag, copies=None, pattern=None):
         """The process that carries ``payload`` to ``dest`` (done when its bytes have left), in
-        an exchange (both directions at once; priced as measured for one, `_exchange_pattern`).
+        an exchange (both directions at once; priced as measured for one, `_exchange_pattern`,
+        unless ``pattern`` names another).
 
         ``copies``: snapshots already taken in this operation, by payload id (to share)."""
-        if copies is None:
-            snapshot = _snapshot(payload)
-        elif id(payload) in copies:
-            snapshot = copies[id(payload)]
-        else:
-            snapshot = copies[id(payload)] = _snapshot(payload)
-        pattern = self._exchange_pattern
+        snapshot = _snapshot(payload) if copies is None else _snapshot_once(copies, payload)
+        pattern = pattern or self._exchange_pattern
         return self.env.process(self._carry(node, dest, payload, tag, pattern, None, snapshot))
 
     def _carry(self, node, dest, payload, tag, pattern="oneway", taken=None, snapshot=None):
@@ -1189,53 +1194,52 @@ class Simulator:
         exchange of 670 KB 60 and 286; simulated with every copy moving on its own (a
         calibration whose 2 ranks took 27 and 106), 28 and 251 at 4."""
         rank, env, eager = node.rank, self.env, self.eager_bytes
-        requests = {source: self._posted(node, source, tag) for source in sources}
-        copied, sending, snapshots = [], [], {}
+        copied, sending, copies = [], [], {}
         for dest, payload in outgoing.items():
-            snapshot = snapshots.get(id(payload))
-            if snapshot is None:
-                snapshot = snapshots[id(payload)] = _snapshot(payload)
             if payload.nbytes <= eager or self.cores.get(dest) is not host:
-                sending.append(self._transfer_as(node, dest, payload, tag, pattern, snapshot))
+                sending.append(self._transfer(node, dest, payload, tag, copies, pattern))
                 continue
             written = self._written[rank] and _WRITTEN_PATTERN[pattern]
             measured = written if written in self.network.costs else pattern
             copied.append(done := env.event())
+            snapshot = _snapshot_once(copies, payload)
             announcement = (payload.nbytes, snapshot, measured, self._sooner[rank], done, env.now)
             self._announcements(rank, dest, tag).put(announcement)
-        waiting = {
-            source: (self._announcements(source, rank, tag).get(), requests[source])
+        waiting = {  # each source's announcement, or its message come on its own
+            source: (self._announcements(source, rank, tag).get(), self._posted(node, source, tag))
             for source in sources
         }
         taken = {}
-        while waiting:  # each copied on this rank's core as it is announced, or taken as it lands
-            events = [event for pair in waiting.values() for event in pair]
-            yield from self._blocked(node, env.any_of(events))
-            for source, (announced, landed) in list(waiting.items()):
-                if landed.triggered:  # (it came on its own)
-                    announced.cancel()
-                    del waiting[source]
-                    taken[source] = landed.value
-                    _hand_over(landed)
-                elif announced.triggered:
-                    del waiting[source]
-                    nbytes, snapshot, measured, sooner, done, since = announced.value
-                    landed.callbacks.insert(0, _hand_over)  # copied: its sender is done
-                    yield from self.network.transfer(
-                        source, rank, nbytes, tag, snapshot, measured, done, sooner
-                    )
-                    message = taken[source] = yield landed  # the whole copy on its core
-                    message.started = since  # the wait ends with its announcement
+        try:
+            while waiting:  # each copied on this rank's core as it is announced
+                events = [event for pair in waiting.values() for event in pair]
+                yield from self._blocked(node, env.any_of(events))
+                for source, (announced, landed) in list(waiting.items()):
+                    if landed.triggered:  # (it came on its own)
+                        announced.cancel()
+                        del waiting[source]
+                        taken[source] = landed.value
+                        _hand_over(landed)
+                    elif announced.triggered:
+                        del waiting[source]
+                        nbytes, snapshot, measured, sooner, done, since = announced.value
+                        landed.callbacks.insert(0, _hand_over)  # copied: its sender is done
+                        yield from self.network.transfer(
+                            source, rank, nbytes, tag, snapshot, measured, done, sooner
+                        )
+                        message = taken[source] = yield landed  # the whole copy on its core
+                        message.started = since  # the wait ends with its announcement
+        except simpy.Interrupt:  # nothing left waiting to take a later call's message
+            for announced, landed in waiting.values():
+                announced.cancel()
+                landed.cancel()
+            raise
         yield from self._blocked(node, env.all_of(copied + sending))
         return taken
 
-    def _transfer_as(self, node, dest, payload, tag, pattern, snapshot):
-        """The process that carries ``payload`` to ``dest`` by the measured ``pattern``."""
-        return self.env.process(self._carry(node, dest, payload, tag, pattern, None, snapshot))
-
     def _announcements(self, source, dest, tag):
         """The queue of ``source``'s messages to ``dest`` with ``tag`` announced and not yet
-        copied (`_exchange_on_cores`)."""
+        copied (`_copies_on_cores`)."""
         store = self._announced.get((source, dest, tag))
         if store is None:
             store = self._announced[source, dest, tag] = simpy.Store(self.env)

@@ -523,6 +523,38 @@ def test_a_rank_told_its_peer_failed_in_a_call_goes_on_on_a_core_over_tcp():
         assert host.free == 1 and not host.turn_ends and not host.ready
 
 
+def test_a_rank_told_its_peer_failed_in_an_exchange_on_cores_leaves_nothing_waiting():
+    """Through shared memory past the cores: rank 0 waits in an exchange of 1 MB with rank 1,
+    which is killed before it gets there; rank 0 is told (`PeerFailed`), leaves no receive
+    or wait for an announcement behind to take a later message, and computes on."""
+    from twinsgd.programs.ops import PeerFailed
+    from twinsgd.run.faults import parse_fail_spec
+
+    big = np.zeros(250_000, np.float32)
+
+    def program(rank):
+        if rank == 0:
+            try:
+                yield Exchange({1: big}, {1: np.zeros_like(big)})
+            except PeerFailed:
+                yield Compute(lambda: None, (), samples=1)
+                return "told, went on"
+            return "not told"
+        yield Compute(lambda: None, (), samples=2)  # rank 1 is killed meanwhile
+        return "done"
+
+    sim = _on_shared_cores(3, 2, ComputeModel(seconds_per_sample=1e-3))
+    assert sim.run([program(r) for r in range(3)], parse_fail_spec("1@0.5ms")) == [
+        "told, went on",
+        None,
+        "done",
+    ]
+    assert not sim.network.mailbox[0].takes
+    assert all(not store.get_queue for store in sim._announced.values())
+    host = sim.cores[0]
+    assert host.free == 2 and not host.turn_ends and not host.ready
+
+
 def test_a_refill_as_long_as_a_turn_is_paid_once_a_run_and_the_work_ends():
     """One core, two ranks of 6 ms of work each, turns of 1 ms (the tick), a refill of 2 ms:
     ranks 0 and 1 alternate, each back on a core the other used, so from 2 and 3 ms their 5 ms
