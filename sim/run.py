@@ -313,6 +313,8 @@ def run_simulation(run):
         gamma=cluster.combine,
         library_gamma=cluster.library_combine,
         finish=cluster.finish,
+        local_copy=cluster.local_copy,
+        copy_read_by_peer=cluster.copy_read_by_peer,
         wire=cluster.wire,
         core_groups=cluster.core_groups,
         time_slice_s=cluster.time_slice_s,

@@ -728,6 +728,53 @@ def test_own_code_right_after_a_large_message_pays_the_measured_refill(
         assert log.seconds["compute"] == pytest.approx(len(sizes) * 1e-3 + refills, rel=1e-9)
 
 
+@pytest.mark.parametrize(
+    ("sends", "buffered", "rewrites"),
+    [("params", False, 1), ("gradient", False, 0), ("params", True, 0)],
+)
+def test_an_update_that_writes_parameters_a_peer_read_pays_the_measured_rewrite(
+    monkeypatch, sends, buffered, rewrites
+):
+    """Through one machine's shared memory, a rank that sent its parameters past the eager
+    limit (its peer reads them from its memory) pays, right after its next large receive (the
+    message its update is for), the profile's copy into bytes another rank has just read less
+    its warm copy of as many bytes: once, however many receives follow. Not for a gradient it
+    sent, nor a buffered send (the library's copy is read). Own code here is 1 ms a piece."""
+    ticks = itertools.count()
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
+    params, floats = np.zeros(250_000, np.float32), 250_000  # 1 MB
+
+    def program(node):
+        for _ in range(2):  # weights out, a gradient in, twice
+            if node.rank == 0:
+                payload = params if sends == "params" else np.zeros(floats, np.float32)
+                yield Send(dest=1, payload=payload, buffered=buffered)
+                yield Recv(source=1, buf=np.zeros(floats, np.float32))
+                yield Recv(source=1, buf=np.zeros(floats, np.float32))
+            else:
+                yield Recv(source=0, buf=np.zeros(floats, np.float32))
+                yield Send(dest=0, payload=np.zeros(floats, np.float32))
+                yield Send(dest=0, payload=np.zeros(floats, np.float32))
+
+    nodes = [
+        SimpleNamespace(rank=r, size=2, reporter=0, model=SimpleNamespace(params=params))
+        for r in range(2)
+    ]
+    logs = [_Log() for _ in range(2)]
+    costs = {
+        "local_copy": SimpleNamespace(seconds=lambda n: 1e-10 * n),
+        "copy_read_by_peer": SimpleNamespace(seconds=lambda n: 3e-10 * n),
+    }
+    Simulator(nodes, logs, ALPHA, BETA, ComputeModel(), eager_bytes=4096, **costs).run(
+        [program(n) for n in nodes]
+    )
+    pieces = 6  # own code before each of a rank's six operations
+    assert logs[0].seconds["compute"] == pytest.approx(
+        pieces * 1e-3 + 2 * rewrites * 2e-10 * params.nbytes, rel=1e-9
+    )
+    assert logs[1].seconds["compute"] == pytest.approx(pieces * 1e-3, rel=1e-9)
+
+
 class _StepLog(_Log):
     """`_Log` that also keeps each closed step's (iteration, end time, compute seconds)."""
 
