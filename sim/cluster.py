@@ -209,6 +209,7 @@ class Cluster:
             "finish_in_situ": self.finish is not None,
             "wire_in_situ": self.wire is not None,
             "machine_copies": self.machine_copies,
+            "copy_read_by_peer": self.copy_read_by_peer is not None,
             "eager_bytes": self.eager_bytes,
             "send_overhead_s": self.send_overhead_s,
             "send_in_situ": self.send_cost is not None,
