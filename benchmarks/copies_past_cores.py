@@ -2,14 +2,15 @@
 against simulated.
 
 Run ``python benchmarks/copies_past_cores.py [--profile FILE] [--ranks 2,4]`` (it starts
-``mpiexec`` itself; without ``--profile`` it first runs ``real.calibrate --quick`` on 2 ranks, a
-minute). Each rank, after a barrier, times (median of the calls after 50, then the mean over
-ranks) three operations the training programs do with the MLP's 670 KB: gossip's exchange with
-both neighbours on a ring (Irecv, Isend, Waitall), a ring's Sendrecv step of a quarter of it,
-and MPI's Allreduce of it; the simulator runs the same loops on the profile's in-situ costs.
-The ratio of 4 ranks to 2 is what matters: at 4 ranks on 2 cores every copy (MPICH's single
-copy, in the receiver's call) waits for its receiver's core, which a calibration on 2 ranks
-never sees. This machine's phase (`real.phase`) is probed before and after the measurements.
+``mpiexec`` itself; without ``--profile`` it first runs ``real.calibrate --quick`` on 2 ranks,
+about ten seconds). Each rank, after a barrier, times (median of the calls after 50, then the
+mean over ranks) three operations the training programs do with the MLP's 670 KB: gossip's
+exchange with both neighbours on a ring (Irecv, Isend, Waitall), a ring's Sendrecv step of a
+quarter of it, and MPI's Allreduce of it; the simulator runs the same loops on the profile's
+in-situ costs. The ratio of 4 ranks to 2 is what matters: at 4 ranks on 2 cores every copy
+(MPICH's single copy, in the receiver's call) waits for its receiver's core, which a
+calibration on 2 ranks never sees. This machine's phase (`real.phase`) is probed before and
+after the measurements.
 """
 
 import argparse
