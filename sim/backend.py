@@ -421,10 +421,12 @@ class Simulator:
         self._pollers = pollers(self.cores, core_groups, poll_wait_s) if over_tcp else {}
         self._post_waiters = {}  # rank -> [(source, tag, event)]: senders waiting for a receive
         self._announced = {}  # (source, dest, tag) -> Store of messages for dest to copy
-        # each rank's parameters (None for bare nodes), and how many of their bytes a peer
-        # has read through shared memory since it last wrote them (`_read_params`)
+        # each rank's parameters (None for bare nodes), and how many bytes a peer has read
+        # from its memory through shared memory since it last wrote them: of its parameters,
+        # and of anything else it sent (its gradient), by rank (`_read_from`)
         self._params = [getattr(getattr(n, "model", None), "params", None) for n in nodes]
         self._params_read = [0] * len(nodes)
+        self._sent_read = [0] * len(nodes)
         self.entry_barrier = entry_barrier
         self.collectives = collectives
         self._current = [None] * len(nodes)  # each node's operation in progress
@@ -815,6 +817,11 @@ class Simulator:
             seconds *= self._scale(node.rank)
         if self.faults.active:  # a slow fault: this node runs at 1/factor of its speed
             seconds *= self.faults.slowdown(node.rank)
+        if self._sent_read[node.rank]:  # it writes again what a peer read from it (its
+            # gradient, pushed): no step time measured holds that (the ring's mean pass
+            # writes its gradient first, and is measured in situ)
+            seconds += self._rewrite_s(self._sent_read[node.rank])
+            self._sent_read[node.rank] = 0
         self.logs[node.rank].charge("compute", seconds)
         return result, seconds
 
@@ -977,7 +984,7 @@ class Simulator:
     def _send(self, node, op):
         t0, payload = self.env._now, op.payload  # the transfer inline: no process to start
         if self.copy_read_by_peer is not None and not op.buffered:
-            self._read_params(node.rank, payload)
+            self._read_from(node.rank, payload)
         if self.wire is not None and not isinstance(payload, np.ndarray):
             yield self.env.timeout(self.wire.write(payload.nbytes))  # its wire bytes written
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
@@ -1161,7 +1168,7 @@ class Simulator:
             yield from self._barrier(node, [(list(op.payloads), list(op.payloads))])
         if self.copy_read_by_peer is not None:
             for payload in op.payloads.values():
-                self._read_params(node.rank, payload)
+                self._read_from(node.rank, payload)
         t0, copies = self.env._now, {}  # one snapshot per distinct payload (gossip: one vector)
         messages = not all(op.bufs.get(peer) is not None for peer in op.payloads)
         if messages and self.wire is not None:  # each peer's message written to wire bytes
@@ -1250,22 +1257,29 @@ class Simulator:
         yield from self._blocked(node, env.all_of(copied + sending))
         return taken
 
-    def _read_params(self, rank, payload):
+    def _read_from(self, rank, payload):
         """Note that ``payload``, sent past the eager limit through the machine's shared
-        memory, is read by its receiver from ``rank``'s memory where it is ``rank``'s
-        parameters (MPICH's single copy), which ``rank``'s next update writes."""
+        memory, is read by its receiver from ``rank``'s memory (MPICH's single copy): where
+        it is ``rank``'s parameters, its next update writes them (`_rewrite_params_s`); else
+        it is what its next Compute writes again (a worker's gradient, `_compute`)."""
+        if type(payload) is not _NDARRAY or payload.nbytes <= self.eager_bytes:
+            return
         params = self._params[rank]
-        if (
-            params is not None
-            and type(payload) is _NDARRAY
-            and payload.nbytes > self.eager_bytes
-            and np.shares_memory(payload, params)
-        ):
+        if params is not None and np.shares_memory(payload, params):
             self._params_read[rank] = max(self._params_read[rank], payload.nbytes)
+        else:
+            self._sent_read[rank] = max(self._sent_read[rank], payload.nbytes)
+
+    def _rewrite_s(self, nbytes):
+        """Seconds more a write of ``nbytes`` takes into bytes another rank has just read
+        than warm: the machine's copy into such bytes less its warm copy."""
+        read = float(self.copy_read_by_peer.seconds(nbytes))
+        warm = float(self.local_copy.seconds(nbytes)) if self.local_copy is not None else 0.0
+        return max(read - warm, 0.0)
 
     def _rewrite_params_s(self, node, log):
         """Seconds more the update after a large receive takes to write ``node``'s parameters
-        that a peer has read since their last write (noted by `_read_params`), charged to
+        that a peer has read since their last write (noted by `_read_from`), charged to
         ``log`` as compute: the machine's copy into bytes another rank has just read less its
         warm copy of as many bytes (``copy_read_by_peer``, ``local_copy``), once.
 
@@ -1277,9 +1291,7 @@ class Simulator:
         read took 281 us against 15 warm (2026-12-05). The programs' gradients and their
         allreduce's mean pass are measured in situ and hold theirs already."""
         nbytes, self._params_read[node.rank] = self._params_read[node.rank], 0
-        read = float(self.copy_read_by_peer.seconds(nbytes))
-        warm = float(self.local_copy.seconds(nbytes)) if self.local_copy is not None else 0.0
-        seconds = max(read - warm, 0.0)
+        seconds = self._rewrite_s(nbytes)
         log.charge("compute", seconds)
         return seconds
 

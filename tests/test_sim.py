@@ -775,6 +775,38 @@ def test_an_update_that_writes_parameters_a_peer_read_pays_the_measured_rewrite(
     assert logs[1].seconds["compute"] == pytest.approx(pieces * 1e-3, rel=1e-9)
 
 
+@pytest.mark.parametrize(("pushes", "rewrites"), [(True, 1), (False, 0)])
+def test_a_gradient_computed_into_bytes_the_server_read_pays_the_measured_rewrite(pushes, rewrites):
+    """Through one machine's shared memory a worker that pushed its gradient past the eager
+    limit (the server reads it from the worker's memory) computes the next one into those
+    bytes: that Compute pays the profile's copy into bytes another rank has just read less its
+    warm copy, once; one that pushed nothing, nothing. Compute is 1 ms a sample."""
+    floats = 250_000  # 1 MB
+
+    def program(node):
+        for _ in range(2):
+            if node.rank == 0:
+                yield Compute(lambda: None, samples=1)
+                if pushes:
+                    yield Send(dest=1, payload=np.zeros(floats, np.float32))
+            elif pushes:
+                yield Recv(source=0, buf=np.zeros(floats, np.float32))
+
+    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
+    logs = [_Log() for _ in range(2)]
+    costs = {
+        "local_copy": SimpleNamespace(seconds=lambda n: 1e-10 * n),
+        "copy_read_by_peer": SimpleNamespace(seconds=lambda n: 3e-10 * n),
+    }
+    model = ComputeModel(seconds_per_sample=1e-3)
+    Simulator(nodes, logs, ALPHA, BETA, model, eager_bytes=4096, **costs).run(
+        [program(n) for n in nodes]
+    )
+    assert logs[0].seconds["compute"] == pytest.approx(
+        2e-3 + rewrites * 2e-10 * 4 * floats, rel=1e-9
+    )
+
+
 class _StepLog(_Log):
     """`_Log` that also keeps each closed step's (iteration, end time, compute seconds)."""
 
