@@ -24,6 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
+from twinsgd.analysis.validate import probe_phase
+
 GRADIENT_BYTES = 670_240  # the MLP's gradient (float32)
 OPERATIONS = ("exchange", "sendrecv", "allreduce")
 WARMUP = 50
@@ -125,20 +127,6 @@ def _venv_tool(name):
     return os.path.join(os.path.dirname(sys.executable), name)
 
 
-def _phase():
-    """This machine's phase now (us, `real.phase`), or None where the probe fails."""
-    done = subprocess.run(
-        [_venv_tool("mpiexec"), "-n", "2", sys.executable, "-m", "real.phase"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    try:
-        return float(done.stdout.split()[-1])
-    except (IndexError, ValueError):
-        return None
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -178,7 +166,7 @@ def main(argv=None):
                 timeout=900,
                 capture_output=True,
             )
-        before = _phase()
+        before = probe_phase(scratch)
         measured = {}
         for ranks in (int(r) for r in args.ranks.split(",")):
             done = subprocess.run(
@@ -199,7 +187,7 @@ def main(argv=None):
                 text=True,
             )
             measured[ranks] = json.loads(done.stdout.strip().splitlines()[-1])
-        after = _phase()
+        after = probe_phase(scratch)
         simulated = {ranks: simulate(profile, ranks, args.calls) for ranks in measured}
     print(f"phase (us, real.phase): {before} before, {after} after; profile {profile}")
     print("| operation | ranks | measured (us) | simulated (us) | simulated / measured |")

@@ -984,7 +984,7 @@ class Simulator:
     def _send(self, node, op):
         t0, payload = self.env._now, op.payload  # the transfer inline: no process to start
         if self.copy_read_by_peer is not None and not op.buffered:
-            self._read_from(node.rank, payload)
+            self._read_from(node.rank, payload)  # (a program's own Send, not a collective's)
         if self.wire is not None and not isinstance(payload, np.ndarray):
             yield self.env.timeout(self.wire.write(payload.nbytes))  # its wire bytes written
         if self.eager_bytes and (op.buffered or payload.nbytes <= self.eager_bytes):
@@ -1075,26 +1075,24 @@ class Simulator:
     def _sendrecv(self, node, op):
         """Post the receive, carry the send out inline, then take what came (no process)."""
         t0, payload, source, tag = self.env._now, op.payload, op.source, op.tag
-        host = self.cores.get(node.rank)
-        if host is not None and not self.over_tcp and self.eager_bytes:  # copies on cores
-            taken = yield from self._copies_on_cores(
-                node, host, {op.dest: payload}, (source,), tag, "sendrecv"
-            )
-            message = taken[source]
-            if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
-            self._charge(node, t0, (message,), payload.nbytes)
-            _copy_into(op.buf, message.payload)
-            return op.buf
-        request = self._posted(node, source, tag)
-        try:
-            yield from self._carry(node, op.dest, payload, tag, "sendrecv")
-            message = (yield from self._blocked(node, request)) if self.cores else (yield request)
-            if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
-                yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
-        except simpy.Interrupt:
-            request.cancel()  # or it would take a message meant for the program's next Recv
-            raise
+        host = self._copying_cores(node.rank)
+        if host is not None:
+            outgoing = {op.dest: payload}
+            message = (
+                yield from self._copies_on_cores(node, host, outgoing, (source,), tag, "sendrecv")
+            )[source]
+        else:
+            request = self._posted(node, source, tag)
+            try:
+                yield from self._carry(node, op.dest, payload, tag, "sendrecv")
+                message = (
+                    (yield from self._blocked(node, request)) if self.cores else (yield request)
+                )
+            except simpy.Interrupt:
+                request.cancel()  # or it would take a message meant for the program's next Recv
+                raise
+        if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
+            yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
         self._charge(node, t0, (message,), payload.nbytes)
         if type(message.payload) is _NDARRAY:  # NOTE: `_copy_into` inline (a ring's step)
             op.buf[...] = message.payload
@@ -1173,8 +1171,8 @@ class Simulator:
         messages = not all(op.bufs.get(peer) is not None for peer in op.payloads)
         if messages and self.wire is not None:  # each peer's message written to wire bytes
             yield self.env.timeout(sum(self.wire.write(p.nbytes) for p in op.payloads.values()))
-        host = self.cores.get(node.rank)
-        if host is not None and not self.over_tcp and self.eager_bytes:
+        host = self._copying_cores(node.rank)
+        if host is not None:
             taken = yield from self._copies_on_cores(
                 node, host, op.payloads, list(op.payloads), op.tag, self._exchange_pattern
             )
@@ -1197,6 +1195,13 @@ class Simulator:
                 _copy_into(op.bufs[peer], message.payload)
             return {peer: op.bufs[peer] for peer in taken}
         return {peer: m.payload for peer, m in taken.items()}  # objects: read-only copies
+
+    def _copying_cores(self, rank):
+        """The `HostCores` ``rank`` shares, where its messages through shared memory are
+        copied on cores (`_copies_on_cores`: more ranks than cores, not over TCP, protocols
+        measured), else None."""
+        host = self.cores.get(rank)
+        return host if host is not None and not self.over_tcp and self.eager_bytes else None
 
     def _copies_on_cores(self, node, host, outgoing, sources, tag, pattern):
         """Process step: the messages ``outgoing`` ({dest: payload}) sent and one from each of
@@ -1262,7 +1267,11 @@ class Simulator:
         memory, is read by its receiver from ``rank``'s memory (MPICH's single copy): where
         it is ``rank``'s parameters, its next update writes them (`_rewrite_params_s`); else
         it is what its next Compute writes again (a worker's gradient, `_compute`)."""
-        if type(payload) is not _NDARRAY or payload.nbytes <= self.eager_bytes:
+        if (
+            type(payload) is not _NDARRAY
+            or payload.nbytes <= self.eager_bytes
+            or self._in_collective[rank]  # a collective's aftermath is measured in situ
+        ):
             return
         params = self._params[rank]
         if params is not None and np.shares_memory(payload, params):

@@ -728,6 +728,29 @@ def test_own_code_right_after_a_large_message_pays_the_measured_refill(
         assert log.seconds["compute"] == pytest.approx(len(sizes) * 1e-3 + refills, rel=1e-9)
 
 
+# a machine's warm copy and its copy into bytes another rank has just read: 0.1 and 0.3 ns a
+# byte, so a rewrite of n bytes costs 0.2 ns a byte
+_REWRITE_COSTS = {
+    "local_copy": SimpleNamespace(seconds=lambda n: 1e-10 * n),
+    "copy_read_by_peer": SimpleNamespace(seconds=lambda n: 3e-10 * n),
+}
+
+
+def _run_on_one_machines_copies(program, size, model):
+    """The logs of ``program(node)`` on ``size`` nodes with parameters of 1 MB, eager limit 4
+    KiB, charged `_REWRITE_COSTS`."""
+    params = np.zeros(250_000, np.float32)
+    nodes = [
+        SimpleNamespace(rank=r, size=size, reporter=0, model=SimpleNamespace(params=params))
+        for r in range(size)
+    ]
+    logs = [_Log() for _ in range(size)]
+    Simulator(nodes, logs, ALPHA, BETA, model, eager_bytes=4096, **_REWRITE_COSTS).run(
+        [program(n) for n in nodes]
+    )
+    return logs
+
+
 @pytest.mark.parametrize(
     ("sends", "buffered", "rewrites"),
     [("params", False, 1), ("gradient", False, 0), ("params", True, 0)],
@@ -742,11 +765,12 @@ def test_an_update_that_writes_parameters_a_peer_read_pays_the_measured_rewrite(
     sent, nor a buffered send (the library's copy is read). Own code here is 1 ms a piece."""
     ticks = itertools.count()
     monkeypatch.setattr("sim.backend.perf_counter", lambda: next(ticks) * 1e-3)
-    params, floats = np.zeros(250_000, np.float32), 250_000  # 1 MB
+    floats = 250_000  # 1 MB, as the nodes' parameters
 
     def program(node):
         for _ in range(2):  # weights out, a gradient in, twice
             if node.rank == 0:
+                params = node.model.params
                 payload = params if sends == "params" else np.zeros(floats, np.float32)
                 yield Send(dest=1, payload=payload, buffered=buffered)
                 yield Recv(source=1, buf=np.zeros(floats, np.float32))
@@ -756,21 +780,10 @@ def test_an_update_that_writes_parameters_a_peer_read_pays_the_measured_rewrite(
                 yield Send(dest=0, payload=np.zeros(floats, np.float32))
                 yield Send(dest=0, payload=np.zeros(floats, np.float32))
 
-    nodes = [
-        SimpleNamespace(rank=r, size=2, reporter=0, model=SimpleNamespace(params=params))
-        for r in range(2)
-    ]
-    logs = [_Log() for _ in range(2)]
-    costs = {
-        "local_copy": SimpleNamespace(seconds=lambda n: 1e-10 * n),
-        "copy_read_by_peer": SimpleNamespace(seconds=lambda n: 3e-10 * n),
-    }
-    Simulator(nodes, logs, ALPHA, BETA, ComputeModel(), eager_bytes=4096, **costs).run(
-        [program(n) for n in nodes]
-    )
+    logs = _run_on_one_machines_copies(program, 2, ComputeModel())
     pieces = 6  # own code before each of a rank's six operations
     assert logs[0].seconds["compute"] == pytest.approx(
-        pieces * 1e-3 + 2 * rewrites * 2e-10 * params.nbytes, rel=1e-9
+        pieces * 1e-3 + 2 * rewrites * 2e-10 * 4 * floats, rel=1e-9
     )
     assert logs[1].seconds["compute"] == pytest.approx(pieces * 1e-3, rel=1e-9)
 
@@ -792,19 +805,24 @@ def test_a_gradient_computed_into_bytes_the_server_read_pays_the_measured_rewrit
             elif pushes:
                 yield Recv(source=0, buf=np.zeros(floats, np.float32))
 
-    nodes = [SimpleNamespace(rank=r, size=2, reporter=0) for r in range(2)]
-    logs = [_Log() for _ in range(2)]
-    costs = {
-        "local_copy": SimpleNamespace(seconds=lambda n: 1e-10 * n),
-        "copy_read_by_peer": SimpleNamespace(seconds=lambda n: 3e-10 * n),
-    }
-    model = ComputeModel(seconds_per_sample=1e-3)
-    Simulator(nodes, logs, ALPHA, BETA, model, eager_bytes=4096, **costs).run(
-        [program(n) for n in nodes]
-    )
+    logs = _run_on_one_machines_copies(program, 2, ComputeModel(seconds_per_sample=1e-3))
     assert logs[0].seconds["compute"] == pytest.approx(
         2e-3 + rewrites * 2e-10 * 4 * floats, rel=1e-9
     )
+
+
+def test_a_collectives_own_sends_leave_no_rewrite_to_pay():
+    """The rewrite is a program's own Send's (a push, a reply): 3 ranks fold into recursive
+    doubling's 2 by a Send of the whole 1 MB vector inside the allreduce, whose aftermath the
+    in-situ mean pass already holds; the Compute after it pays 1 ms a sample and no more."""
+    floats = 250_000
+
+    def program(node):
+        yield Allreduce(np.ones(floats, np.float32), "sum", "recursive-doubling")
+        yield Compute(lambda: None, samples=1)
+
+    logs = _run_on_one_machines_copies(program, 3, ComputeModel(seconds_per_sample=1e-3))
+    assert [log.seconds["compute"] for log in logs] == [pytest.approx(1e-3, rel=1e-9)] * 3
 
 
 class _StepLog(_Log):
