@@ -396,6 +396,7 @@ class Simulator:
         self.send_cost = send_cost
         self.probe_cost = probe_cost  # a program's Recv, probe first: a message seen later
         self._in_collective = [False] * len(nodes)  # a collective's steps: MPI's own receives
+        self._in_library = [False] * len(nodes)  # ... of a call of the MPI library's own
         self.call_overhead_s = call_overhead_s
         # each rank's messages arrive this much sooner than the measured cost (call_overhead_s
         # while it is inside a call of the MPI library, else 0)
@@ -1093,6 +1094,8 @@ class Simulator:
                 raise
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
             yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
+        if op.rewrites_sent and self._in_library[node.rank] and not self._written[node.rank]:
+            yield from self._rewrite_sent(op.buf.nbytes)
         self._charge(node, t0, (message,), payload.nbytes)
         if type(message.payload) is _NDARRAY:  # NOTE: `_copy_into` inline (a ring's step)
             op.buf[...] = message.payload
@@ -1286,6 +1289,28 @@ class Simulator:
         warm = float(self.local_copy.seconds(nbytes)) if self.local_copy is not None else 0.0
         return max(read - warm, 0.0)
 
+    def _rewrite_sent(self, nbytes):
+        """Process step: the more a step of an MPI library's collective takes that receives
+        ``nbytes`` into bytes it sent earlier in the same call, past the eager limit through
+        shared memory (`SendRecv`'s ``rewrites_sent``): their receiver read them from this
+        rank's memory (MPICH's single copy), and the copy writes into lines that core has just
+        read (`_rewrite_s`). Charged where the step is priced at the clean costs (the programs'
+        Allreduce in place, which sends the caller's own bytes): a step priced at the
+        ``-written`` costs holds one as large already, as those tables' repetitions write their
+        send buffer after the peer read it (`netbench._on_pair`'s ``rewrite``), and our own
+        collectives' later steps are measured in situ.
+
+        Why: the programs' MPI Allreduce of the MLP's 670 KB between 2 ranks of this machine's
+        shared memory took 412-432 us a step measured and 288 simulated in a round calibrated
+        and run in the slow phase (2026-12-05). Taken apart (Rabenseifner's steps in mpi4py,
+        512 KiB, slow phase): the allgather's Sendrecv of 256 KiB into the half sent away took
+        135 us where the reduce-scatter's took 50 (38.6 and 27.6 in the fast phase), the copy
+        into 256 KiB a peer had read costing 109 us more than the warm one in the profile of
+        those minutes. OSU's Allreduce, priced at the written costs (110 us a step), came out
+        346 us simulated against 344 measured without this charge."""
+        if self.copy_read_by_peer is not None and nbytes > self.eager_bytes:
+            yield self.env.timeout(self._rewrite_s(nbytes))
+
     def _rewrite_params_s(self, node, log):
         """Seconds more the update after a large receive takes to write ``node``'s parameters
         that a peer has read since their last write (noted by `_read_from`), charged to
@@ -1371,8 +1396,10 @@ class Simulator:
         sooner = self.call_overhead_s if library else 0.0
         reply, rank = None, node.rank
         entered, inside = self._entered[rank], self._in_collective[rank]
+        in_library = self._in_library[rank]
         self._entered[rank] = self.entry_barrier  # its steps' seconds all comm, as measured
         self._in_collective[rank] = True
+        self._in_library[rank] = library
         self._written[rank] = writes == "always"
         if library:  # its adds are the library's, in C
             self._adds[rank] = self.library_gamma
@@ -1390,6 +1417,7 @@ class Simulator:
         finally:
             self._entered[rank] = entered
             self._in_collective[rank] = inside
+            self._in_library[rank] = in_library
             self._written[rank] = False
             self._adds[rank] = self.gamma
             if sooner:

@@ -60,7 +60,8 @@ def ring_allreduce(buf, rank, size, tag=0):
         np.add(into, incoming, out=into)
     for s in range(size - 1):
         out, into = chunk[(rank - s + 1) % size], chunk[(rank - s) % size]
-        yield SendRecv(dest=right, payload=out, source=left, buf=into, tag=tag)
+        # chunk (r - s) is the one its reduce-scatter step s sent away
+        yield SendRecv(dest=right, payload=out, source=left, buf=into, tag=tag, rewrites_sent=True)
     return buf
 
 
@@ -346,6 +347,7 @@ def _rabenseifner(buf, rank, size, tag):
             buf=into,
             tag=tag,
             reduces=reducing,
+            rewrites_sent=not reducing,  # the allgather receives the ranges it gave away
         )
         if reducing:
             np.add(into, buf[lo:hi], out=buf[lo:hi])

@@ -99,6 +99,10 @@ class SendRecv:
 
     One step of a ring: both transfers proceed together, so no ordering of the ranks deadlocks.
     ``reduces``: as `Recv`'s (the program adds what arrives into its own buffer).
+    ``rewrites_sent``: ``buf`` holds bytes this rank sent earlier in the same collective (an
+    allreduce's allgather receives into the blocks its reduce-scatter sent away); through
+    shared memory their receiver read them from this rank's memory, so the receive writes into
+    lines another core has just read (a simulator charges that write, `sim.backend`).
     """
 
     dest: int
@@ -107,6 +111,7 @@ class SendRecv:
     buf: np.ndarray
     tag: int = 0
     reduces: bool = False
+    rewrites_sent: bool = False
 
 
 @dataclass(slots=True)
