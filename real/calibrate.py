@@ -79,7 +79,9 @@ The profile (read by ``sim.cluster_profile.load_profile``)::
                 memory_copies, poll_wait_s (over TCP past the cores: fitted to the
                 allocation's allreduce, else `netbench.beside_pollers`' pair), phase_us (on
                 shared memory: the machine's phase before the hot tables, after the written
-                ones and after the in-situ ones, `real.phase`; read by `analysis.validate`)
+                ones and after the in-situ ones; on an allocation, its pair inside a host's
+                before and after its table, `real.phase`; read by `analysis.validate` and
+                `benchmarks/osu_twin.py`)
     [network]   topology = "star", latency (a small message's one-way time), bandwidth (the
                 largest segment's), overhead_s (LogP's o), call_overhead_s (what each
                 measured message holds once and a step inside one of MPI's own collectives
@@ -525,7 +527,15 @@ def _measure(args, comm, work):
         "steps": steps,
         "ranks": comm.size,
         "allocation": allocation,
-        "phase_us": phases if on_shared_memory else None,
+        # the phase around the tables of shared memory: the pair's, or an allocation's pair
+        # inside a host's
+        "phase_us": (
+            phases
+            if on_shared_memory
+            else allocation["memory_phase_us"]
+            if allocation is not None
+            else None
+        ),
     }
 
 
@@ -538,6 +548,27 @@ def _phase_now(pair, on_shared_memory):
     from real.phase import round_trip_us
 
     return round_trip_us(pair) if on_shared_memory else None
+
+
+def _pair_phase(comm):
+    """The machine's phase now (`real.phase.round_trip_us`) between ranks 0 and 1 of ``comm``
+    alone, the others waiting asleep (spinning they would take the pair's cores); on rank 0,
+    None elsewhere. Collective. Why: an allocation's pair inside a host copies through that
+    machine's memory, which moves with the phase; on 2 emulated hosts x 2 ranks its one-way
+    2 MiB came out 1,347 us in a calibration whose probes around it read fast, and 547 by hand
+    minutes later (2026-12-05)."""
+    from mpi4py import MPI
+
+    from real.netbench import quiet_barrier
+    from real.phase import round_trip_us
+
+    pair = comm.Split(0 if comm.rank < 2 else MPI.UNDEFINED, comm.rank)
+    us = None
+    if pair != MPI.COMM_NULL:
+        us = round_trip_us(pair)
+        pair.Free()
+    quiet_barrier(comm)
+    return us
 
 
 def _gradient_bytes(work):
@@ -580,7 +611,9 @@ def _measure_allocation(comm, hosts, inter, intra, quick):
 
     sizes = QUICK_SIZES if quick else SIZES
     memory = netbench.with_partner(comm, intra)
+    memory_phase_us = [_pair_phase(memory)]
     memory_oneway = netbench.ping_pong(memory, sizes, quick)
+    memory_phase_us.append(_pair_phase(memory))
     memory.Free()
     mine = [r for r, h in enumerate(hosts) if h == hosts[0]]
     theirs = [r for r, h in enumerate(hosts) if h == hosts[inter]]
@@ -601,6 +634,7 @@ def _measure_allocation(comm, hosts, inter, intra, quick):
         "ranks_per_host": len(mine),
         "memory_sizes": sizes,
         "memory_oneway": memory_oneway,
+        "memory_phase_us": memory_phase_us,
         "nic_Bps": _marginal_rate([len(pairs) * n for n in shared_sizes], nic),
         "nic_senders": min(len(mine), len(theirs)),
         "memory_total_Bps": max(memory_total),

@@ -393,7 +393,8 @@ def _calibrated(out, hosts, ranks):
 
 def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_and_nic(tmp_path):
     """4 ranks on 2 emulated hosts (2 a host): real.calibrate measures a pair inside a host
-    (the memory path), the host's ranks sending off-host at once (its NIC, shaped to 1 Gbit/s),
+    (the memory path, the machine's phase probed around it), the host's ranks sending off-host
+    at once (its NIC, shaped to 1 Gbit/s),
     the kernel's CPU a byte between hosts (`[network.stack]`) and the allocation's allreduce,
     written as an OSU table the reader takes back; past the cores, a message's wait for a rank
     polling among the others (`[cluster] poll_wait_s`)."""
@@ -406,6 +407,8 @@ def test_calibrating_an_allocation_of_hosts_of_two_ranks_measures_their_memory_a
     profile = load_profile(str(out))
     assert profile.ranks_per_host == 2 and profile.memory is not None
     assert profile.memory.bandwidth_Bps > 125e6  # the namespace's own loopback, not the link
+    phases = tomllib.loads(out.read_text())["cluster"]["phase_us"]  # around the pair's table
+    assert len(phases) == 2 and all(2 * 512 * 1024 / 100e9 * 1e6 < t < 1e6 for t in phases)
     assert 100e6 < profile.nic_bandwidth_Bps < 150e6  # two senders share 1 Gbit/s
     stack = tomllib.loads(out.read_text())["network"]["stack"]  # the kernel's CPU a TCP byte
     assert profile.stack_cpu == (stack["send_s_per_byte"], stack["recv_s_per_byte"])
