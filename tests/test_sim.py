@@ -15,6 +15,7 @@ import pytest
 from sim.backend import LibraryCall, Simulator
 from sim.cluster_profile import WireCost, load_profile
 from sim.compute import ComputeModel
+from sim.network import make_network
 from tests.programs import ChargeLog, ping_pong
 from twinsgd.programs.collectives import rabenseifner_allreduce
 from twinsgd.programs.compression import make_codec
@@ -737,16 +738,16 @@ _REWRITE_COSTS = {
 }
 
 
-def _run_on_one_machines_copies(program, size, model, costs=_REWRITE_COSTS):
+def _run_on_one_machines_copies(program, size, model, costs=_REWRITE_COSTS, **options):
     """The logs of ``program(node)`` on ``size`` nodes with parameters of 1 MB, eager limit 4
-    KiB, charged ``costs`` (`_REWRITE_COSTS`)."""
+    KiB, charged ``costs`` (`_REWRITE_COSTS`); ``options``: the Simulator's."""
     params = np.zeros(250_000, np.float32)
     nodes = [
         SimpleNamespace(rank=r, size=size, reporter=0, model=SimpleNamespace(params=params))
         for r in range(size)
     ]
     logs = [_Log() for _ in range(size)]
-    Simulator(nodes, logs, ALPHA, BETA, model, eager_bytes=4096, **costs).run(
+    Simulator(nodes, logs, ALPHA, BETA, model, eager_bytes=4096, **costs, **options).run(
         [program(n) for n in nodes]
     )
     return logs
@@ -824,6 +825,39 @@ def test_a_collectives_own_sends_leave_no_rewrite_to_pay():
 
     logs = _run_on_one_machines_copies(program, 3, ComputeModel(seconds_per_sample=1e-3))
     assert [log.seconds["compute"] for log in logs] == [pytest.approx(1e-3, rel=1e-9)] * 3
+
+
+@pytest.mark.parametrize(("cores", "read"), [(None, 1.0), (1, 0.0)])
+def test_a_buffered_send_copies_into_the_buffer_its_receiver_read_and_goes_on(
+    monkeypatch, cores, read
+):
+    """Through one machine's shared memory a buffered Send past the eager limit is MPICH's
+    Bsend: the sender copies the message into its attached buffer and goes on (its receiver,
+    computing 10 ms first, takes it later). Its first copy is warm, 0.1 ns a byte; the next
+    writes the bytes the receiver read from that buffer, 0.3 ns a byte, where each rank has a
+    core; past the cores (both on one), warm again. (Own code takes no time here.)"""
+    monkeypatch.setattr("sim.backend.perf_counter", lambda: 0.0)
+    floats = 250_000  # 1 MB
+    received = []
+
+    def program(node):
+        if node.rank == 0:
+            for _ in range(2):
+                yield Send(dest=1, payload=np.full(floats, 7.0, np.float32), buffered=True)
+        else:
+            yield Compute(lambda: None, samples=10)
+            for _ in range(2):
+                _, got = yield Recv(source=0, buf=np.zeros(floats, np.float32))
+                received.append(float(got.sum()))
+
+    network = make_network(None, "star", 2, ALPHA, BETA, machine_copies=2)
+    groups = () if cores is None else [((0, 1), cores)]
+    logs = _run_on_one_machines_copies(
+        program, 2, ComputeModel(seconds_per_sample=1e-3), network=network, core_groups=groups
+    )
+    warm = 1e-10 * 4 * floats
+    assert logs[0].seconds["comm"] == pytest.approx(warm + (1 - read) * warm + read * 3 * warm)
+    assert received == [7.0 * floats] * 2
 
 
 @pytest.mark.parametrize(
