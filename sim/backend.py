@@ -325,7 +325,10 @@ class Simulator:
     copy_read_by_peer : PiecewiseCost, optional
         The same into bytes another rank of the machine has just read through the library
         (``[compute.copy_read_by_peer]``): the share `LibraryCall`'s ``read_by_peers`` of
-        that copy pays it instead (a write waits for lines another core read).
+        that copy pays it instead (a write waits for lines another core read), as do a
+        buffered Send's copy into the buffer its last receiver read (`_bsend`), an MPI
+        allreduce's allgather into the blocks it sent away (`_rewrite_sent`) and a program's
+        write into what it sent (`_read_from`). Given only for one machine's shared memory.
     core_groups : sequence of (ranks, cores)
         Hosts with more ranks than cores: their ranks share the cores as Linux's EEVDF does,
         turns ending on ticks of ``time_slice_s`` (`sim.cores`): compute, own code and moving
@@ -1312,7 +1315,7 @@ class Simulator:
         return max(read - warm, 0.0)
 
     def _rewrite_sent(self, nbytes):
-        """Process step: the more a step of an MPI library's collective takes that receives
+        """Process step: the extra time of a step of an MPI library's collective that receives
         ``nbytes`` into bytes it sent earlier in the same call, past the eager limit through
         shared memory (`SendRecv`'s ``rewrites_sent``): their receiver read them from this
         rank's memory (MPICH's single copy), and the copy writes into lines that core has just
