@@ -540,14 +540,12 @@ def _measure(args, comm, work):
 
 
 def _phase_now(pair, on_shared_memory):
-    """The machine's phase now (`real.phase.round_trip_us` of the measured pair, on rank 0)
-    where that pair talks through this machine's shared memory, else None. Collective. Why
-    here: the tables of bytes just written and the in-situ ones move 2-3x with the phase, and
-    it can switch inside a calibration (`analysis.validate`'s probes around one both read 135
-    us where its written Sendrecv of 512 KiB came out 202 us against 69 in the fast phase)."""
-    from real.phase import round_trip_us
-
-    return round_trip_us(pair) if on_shared_memory else None
+    """The machine's phase now (`_pair_phase` of the measured pair) where that pair talks
+    through this machine's shared memory, else None. Collective. Why here: the tables of bytes
+    just written and the in-situ ones move 2-3x with the phase, and it can switch inside a
+    calibration (`analysis.validate`'s probes around one both read 135 us where its written
+    Sendrecv of 512 KiB came out 202 us against 69 in the fast phase)."""
+    return _pair_phase(pair) if on_shared_memory else None
 
 
 def _pair_phase(comm):

@@ -327,7 +327,7 @@ class Simulator:
         (``[compute.copy_read_by_peer]``): the share `LibraryCall`'s ``read_by_peers`` of
         that copy pays it instead (a write waits for lines another core read), as do a
         buffered Send's copy into the buffer its last receiver read (`_bsend`), an MPI
-        allreduce's allgather into the blocks it sent away (`_rewrite_sent`) and a program's
+        allreduce's allgather into the blocks it sent away (`_sendrecv`) and a program's
         write into what it sent (`_read_from`). Given only for one machine's shared memory.
     core_groups : sequence of (ranks, cores)
         Hosts with more ranks than cores: their ranks share the cores as Linux's EEVDF does,
@@ -1119,8 +1119,20 @@ class Simulator:
                 raise
         if op.reduces and self.gamma:  # the reduction's arithmetic, inside the collective
             yield self.env.timeout(combined_s(self._adds[node.rank], message.payload.nbytes))
-        if op.rewrites_sent and self._in_library[node.rank] and not self._written[node.rank]:
-            yield from self._rewrite_sent(op.buf.nbytes)
+        if (  # a library's step into bytes it sent away, which their receiver read from its
+            # memory (MPICH's single copy): the write waits for that core's lines. Where the
+            # step is priced at the clean costs (the programs' Allreduce in place): the
+            # `-written` tables' repetitions hold one already, and our own collectives' later
+            # steps are measured in situ. 2 ranks, 256 KiB, slow phase: the allgather's
+            # Sendrecv 135 us against the reduce-scatter's 50 (docs/validation.md, "MPI's
+            # allgather into the halves it sent away")
+            op.rewrites_sent
+            and self.copy_read_by_peer is not None
+            and self._in_library[node.rank]
+            and not self._written[node.rank]
+            and op.buf.nbytes > self.eager_bytes
+        ):
+            yield self.env.timeout(self._rewrite_s(op.buf.nbytes))
         self._charge(node, t0, (message,), payload.nbytes)
         if type(message.payload) is _NDARRAY:  # NOTE: `_copy_into` inline (a ring's step)
             op.buf[...] = message.payload
@@ -1313,28 +1325,6 @@ class Simulator:
         read = float(self.copy_read_by_peer.seconds(nbytes))
         warm = float(self.local_copy.seconds(nbytes)) if self.local_copy is not None else 0.0
         return max(read - warm, 0.0)
-
-    def _rewrite_sent(self, nbytes):
-        """Process step: the extra time of a step of an MPI library's collective that receives
-        ``nbytes`` into bytes it sent earlier in the same call, past the eager limit through
-        shared memory (`SendRecv`'s ``rewrites_sent``): their receiver read them from this
-        rank's memory (MPICH's single copy), and the copy writes into lines that core has just
-        read (`_rewrite_s`). Charged where the step is priced at the clean costs (the programs'
-        Allreduce in place, which sends the caller's own bytes): a step priced at the
-        ``-written`` costs holds one as large already, as those tables' repetitions write their
-        send buffer after the peer read it (`netbench._on_pair`'s ``rewrite``), and our own
-        collectives' later steps are measured in situ.
-
-        Why: the programs' MPI Allreduce of the MLP's 670 KB between 2 ranks of this machine's
-        shared memory took 412-432 us a step measured and 288 simulated in a round calibrated
-        and run in the slow phase (2026-12-05). Taken apart (Rabenseifner's steps in mpi4py,
-        512 KiB, slow phase): the allgather's Sendrecv of 256 KiB into the half sent away took
-        135 us where the reduce-scatter's took 50 (38.6 and 27.6 in the fast phase), the copy
-        into 256 KiB a peer had read costing 109 us more than the warm one in the profile of
-        those minutes. OSU's Allreduce, priced at the written costs (110 us a step), came out
-        346 us simulated against 344 measured without this charge."""
-        if self.copy_read_by_peer is not None and nbytes > self.eager_bytes:
-            yield self.env.timeout(self._rewrite_s(nbytes))
 
     def _rewrite_params_s(self, node, log):
         """Seconds more the update after a large receive takes to write ``node``'s parameters
